@@ -1,0 +1,151 @@
+//! Configuration: command-line flags and `TESSERA_*` variables over an
+//! optional `tessera.toml`, over defaults.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Deserialize;
+
+/// The default database.
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/tessera";
+/// The default listen address.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
+/// The default tracing filter.
+pub const DEFAULT_LOG: &str = "info,sqlx=warn";
+/// The default body size limit (1 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1_048_576;
+
+/// Settings that flags or the environment may give.
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Overrides {
+    /// PostgreSQL URL (also DATABASE_URL).
+    #[arg(long, env = "TESSERA_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Listen address.
+    #[arg(long, env = "TESSERA_BIND")]
+    pub bind: Option<String>,
+    /// Base of links in emails.
+    #[arg(long, env = "TESSERA_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Administrator created at start when none exists.
+    #[arg(long, env = "TESSERA_BOOTSTRAP_ADMIN_EMAIL")]
+    pub bootstrap_admin_email: Option<String>,
+    /// Password of the bootstrap administrator.
+    #[arg(long, env = "TESSERA_BOOTSTRAP_ADMIN_PASSWORD", hide_env_values = true)]
+    pub bootstrap_admin_password: Option<String>,
+    /// Request body limit in bytes.
+    #[arg(long, env = "TESSERA_MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Comma-separated proxy addresses whose X-Forwarded-For is believed.
+    #[arg(long, env = "TESSERA_TRUSTED_PROXIES")]
+    pub trusted_proxies: Option<String>,
+    /// Tracing filter, such as `info` or `tessera=debug`.
+    #[arg(long, env = "TESSERA_LOG")]
+    pub log: Option<String>,
+}
+
+impl Overrides {
+    fn or(self, other: Overrides) -> Overrides {
+        Overrides {
+            database_url: self.database_url.or(other.database_url),
+            bind: self.bind.or(other.bind),
+            public_url: self.public_url.or(other.public_url),
+            bootstrap_admin_email: self.bootstrap_admin_email.or(other.bootstrap_admin_email),
+            bootstrap_admin_password: self
+                .bootstrap_admin_password
+                .or(other.bootstrap_admin_password),
+            max_body_bytes: self.max_body_bytes.or(other.max_body_bytes),
+            trusted_proxies: self.trusted_proxies.or(other.trusted_proxies),
+            log: self.log.or(other.log),
+        }
+    }
+}
+
+/// The configuration in force.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// PostgreSQL URL.
+    pub database_url: String,
+    /// Listen address (`host:port`; port 0 picks a free one).
+    pub bind: String,
+    /// Base of links in emails.
+    pub public_url: String,
+    /// Administrator created at start when none exists: (email, password).
+    pub bootstrap_admin: Option<(String, String)>,
+    /// Request body limit in bytes.
+    pub max_body_bytes: usize,
+    /// Proxies whose X-Forwarded-For is believed.
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Tracing filter.
+    pub log: String,
+}
+
+impl Config {
+    /// Resolves the configuration from `overrides` (flags and environment),
+    /// then the TOML file at `file` when it exists, then defaults.
+    pub fn resolve(overrides: Overrides, file: &Path) -> anyhow::Result<Self> {
+        let from_file = if file.exists() {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            toml::from_str::<Overrides>(&text)
+                .with_context(|| format!("parsing {}", file.display()))?
+        } else {
+            Overrides::default()
+        };
+        let env_fallback = Overrides {
+            database_url: std::env::var("DATABASE_URL").ok().filter(|v| !v.is_empty()),
+            ..Overrides::default()
+        };
+        let o = overrides.or(env_fallback).or(from_file);
+        let bind = o.bind.unwrap_or_else(|| DEFAULT_BIND.to_owned());
+        let bootstrap_admin = match (o.bootstrap_admin_email, o.bootstrap_admin_password) {
+            (Some(email), Some(password)) => Some((email, password)),
+            (None, None) => None,
+            _ => bail!(
+                "TESSERA_BOOTSTRAP_ADMIN_EMAIL and TESSERA_BOOTSTRAP_ADMIN_PASSWORD go together"
+            ),
+        };
+        let trusted_proxies = o
+            .trusted_proxies
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse()
+                    .with_context(|| format!("TESSERA_TRUSTED_PROXIES: `{s}` is not an IP address"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self {
+            database_url: o
+                .database_url
+                .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),
+            public_url: o
+                .public_url
+                .unwrap_or_else(|| format!("http://{bind}"))
+                .trim_end_matches('/')
+                .to_owned(),
+            bind,
+            bootstrap_admin,
+            max_body_bytes: o.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
+            trusted_proxies,
+            log: o.log.unwrap_or_else(|| DEFAULT_LOG.to_owned()),
+        })
+    }
+
+    /// A configuration for `database_url` with every other value at its default.
+    pub fn for_database(database_url: &str) -> Self {
+        Self {
+            database_url: database_url.to_owned(),
+            bind: DEFAULT_BIND.to_owned(),
+            public_url: format!("http://{DEFAULT_BIND}"),
+            bootstrap_admin: None,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            trusted_proxies: Vec::new(),
+            log: DEFAULT_LOG.to_owned(),
+        }
+    }
+}

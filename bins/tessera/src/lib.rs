@@ -1,0 +1,110 @@
+//! Wiring of the Tessera server: configuration, database, services and the
+//! HTTP server. `main.rs` adds the command line; the testkit boots the same
+//! [`Application`] in-process.
+
+pub mod config;
+pub mod database;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::dev::Server;
+use actix_web::{HttpServer, web};
+use anyhow::Context;
+use auth::AuthService;
+use http::{AppState, ReadinessCheck};
+use kernel::Clock;
+use permissions::RoleService;
+use store_pg::{PgStore, PoolOptions};
+
+pub use crate::config::Config;
+
+/// The services of one process, over one pool.
+#[derive(Clone)]
+pub struct Services {
+    /// The store behind every service.
+    pub store: PgStore,
+    /// Sign-in, credentials, users and settings.
+    pub auth: AuthService,
+    /// Roles.
+    pub roles: RoleService,
+}
+
+impl Services {
+    /// Connects to the database (creating and migrating it) and builds the services.
+    pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        database::create_if_missing(&config.database_url).await?;
+        let db = store_pg::connect(&config.database_url, PoolOptions::default())
+            .await
+            .context("cannot connect to the database")?;
+        database::migrate(&db).await?;
+        let store = PgStore::new(db);
+        Ok(Self {
+            auth: AuthService::new(Arc::new(store.clone()), clock.clone()),
+            roles: RoleService::new(Arc::new(store.clone()), clock),
+            store,
+        })
+    }
+
+    /// Creates the configured administrator when no active administrator exists.
+    /// Answers the created user's email.
+    pub async fn bootstrap_admin(
+        &self,
+        email: &str,
+        password: &str,
+    ) -> anyhow::Result<Option<String>> {
+        let admins = self
+            .auth
+            .role_members(kernel::ADMINISTRATORS_ROLE_ID)
+            .await?;
+        if admins.iter().any(|u| u.active) {
+            return Ok(None);
+        }
+        let user = self.auth.ensure_admin(email, password, None).await?;
+        Ok(Some(user.email))
+    }
+}
+
+/// A bound, not yet running HTTP server.
+pub struct Application {
+    server: Server,
+    port: u16,
+}
+
+impl Application {
+    /// Binds the listener and builds the server over `services`.
+    pub fn build(config: &Config, services: &Services) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(&config.bind)
+            .with_context(|| format!("cannot listen on {}", config.bind))?;
+        let port = listener.local_addr()?.port();
+        let store = services.store.clone();
+        let ready: ReadinessCheck = Arc::new(move || {
+            let store = store.clone();
+            Box::pin(async move { store.ping().await })
+        });
+        let state = web::Data::new(AppState {
+            auth: services.auth.clone(),
+            roles: services.roles.clone(),
+            audit: Arc::new(services.store.clone()),
+            ready,
+            trusted_proxies: config.trusted_proxies.clone(),
+            max_body_bytes: config.max_body_bytes,
+        });
+        let openapi = http::openapi_document();
+        let server = HttpServer::new(move || http::app(state.clone(), openapi.clone()))
+            .listen(listener)?
+            .shutdown_timeout(30)
+            .run();
+        Ok(Self { server, port })
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Serves until SIGTERM or SIGINT; in-flight requests finish first.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}

@@ -1,0 +1,372 @@
+//! Wire types of the HTTP API: request and response bodies with their OpenAPI
+//! schemas. No logic lives here.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// Deserializes a field that may be absent (outer `None`), null (`Some(None)`) or set.
+pub fn double_option<'de, T, D>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    T: Deserialize<'de>,
+    D: Deserializer<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// A successful answer: `{ "data": ... }`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DataEnvelope<T> {
+    /// The payload.
+    pub data: T,
+}
+
+/// A request body: `{ "data": ... }`.
+#[derive(Debug, Deserialize)]
+pub struct DataBody<T> {
+    /// The payload.
+    pub data: T,
+}
+
+/// A list with paging facts: `{ "data": [...], "meta": { "total": n } }`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PagedEnvelope<T> {
+    /// The items of the page.
+    pub data: Vec<T>,
+    /// Paging facts.
+    pub meta: PageMeta,
+}
+
+/// Paging facts of a list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PageMeta {
+    /// Items matching, over all pages.
+    pub total: u64,
+}
+
+/// One error of a failed request.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorObject {
+    /// UPPER_SNAKE error code.
+    pub code: String,
+    /// Human-readable explanation.
+    pub message: String,
+    /// JSON path of the offending field, relative to the payload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// A failed request: `{ "errors": [...] }`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorEnvelope {
+    /// What went wrong.
+    pub errors: Vec<ErrorObject>,
+    /// Extra facts, such as the run id of a timed-out webhook.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+}
+
+/// A role as listed on a user.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RoleRef {
+    /// Role id.
+    pub id: Uuid,
+    /// Role name.
+    pub name: String,
+}
+
+/// A user account.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct User {
+    /// User id.
+    pub id: Uuid,
+    /// Sign-in email.
+    pub email: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// Whether the email was verified.
+    pub email_verified: bool,
+    /// Deactivated accounts cannot sign in.
+    pub active: bool,
+    /// IANA time zone preference.
+    pub timezone: Option<String>,
+    /// Roles of the user.
+    pub roles: Vec<RoleRef>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// `POST /api/auth/login` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct LoginRequest {
+    /// Sign-in email.
+    pub email: String,
+    /// Password.
+    pub password: String,
+}
+
+/// Answer of a successful sign-in.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LoginResponse {
+    /// The session token, to send as `Authorization: Bearer <token>`.
+    pub token: String,
+    /// The signed-in user.
+    pub user: User,
+}
+
+/// `PATCH /api/auth/me` body; null clears a field.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UpdateMeRequest {
+    /// Display name.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(nullable)]
+    pub name: Option<Option<String>>,
+    /// IANA time zone name.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(nullable)]
+    pub timezone: Option<Option<String>>,
+}
+
+/// A live session.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    /// Session id.
+    pub id: Uuid,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+    /// Whether this is the session of the request.
+    pub current: bool,
+    /// Where sign-in came from.
+    pub ip: Option<String>,
+    /// The client's User-Agent.
+    pub user_agent: Option<String>,
+}
+
+/// `POST /api/auth/tokens` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateTokenRequest {
+    /// Label.
+    pub name: String,
+    /// Lifetime in days, 1 to 3650.
+    pub lifetime_days: i64,
+    /// `API` or `ADMIN`.
+    pub plane: String,
+}
+
+/// `POST /admin/api/tokens` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdminCreateTokenRequest {
+    /// The owner.
+    pub user_id: Uuid,
+    /// Label.
+    pub name: String,
+    /// Lifetime in days, 1 to 3650.
+    pub lifetime_days: i64,
+    /// `API` or `ADMIN`.
+    pub plane: String,
+}
+
+/// A personal access token, without its secret.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Token {
+    /// Token id.
+    pub id: Uuid,
+    /// The owner.
+    pub user_id: Uuid,
+    /// Label.
+    pub name: String,
+    /// `API` or `ADMIN`.
+    pub plane: String,
+    /// The first characters of the token.
+    pub prefix: String,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A token just created; `token` is the full secret, shown only here.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedToken {
+    /// Token id.
+    pub id: Uuid,
+    /// The owner.
+    pub user_id: Uuid,
+    /// Label.
+    pub name: String,
+    /// `API` or `ADMIN`.
+    pub plane: String,
+    /// The first characters of the token.
+    pub prefix: String,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// The full secret.
+    pub token: String,
+}
+
+/// `POST /admin/api/users` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateUserRequest {
+    /// Sign-in email.
+    pub email: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// Initial password; without one the account cannot sign in yet.
+    pub password: Option<String>,
+    /// Roles; omitted gives the `Users` role.
+    pub role_ids: Option<Vec<Uuid>>,
+    /// Whether the email counts as verified (default false).
+    pub email_verified: Option<bool>,
+    /// IANA time zone name.
+    pub timezone: Option<String>,
+}
+
+/// `PATCH /admin/api/users/{id}` body; null clears name and timezone.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateUserRequest {
+    /// Display name.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(nullable)]
+    pub name: Option<Option<String>>,
+    /// Sign-in email.
+    pub email: Option<String>,
+    /// New password; ends the user's sessions.
+    pub password: Option<String>,
+    /// Replaces the roles.
+    pub role_ids: Option<Vec<Uuid>>,
+    /// Activates or deactivates the account.
+    pub active: Option<bool>,
+    /// Marks the email verified.
+    pub email_verified: Option<bool>,
+    /// IANA time zone name.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(nullable)]
+    pub timezone: Option<Option<String>>,
+}
+
+/// Query of `GET /admin/api/users`.
+#[derive(Debug, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UserListQuery {
+    /// Page size, 1 to 1000 (default 100).
+    pub limit: Option<u64>,
+    /// Users to skip (default 0).
+    pub offset: Option<u64>,
+    /// Matches part of the email or name, case-insensitively.
+    pub search: Option<String>,
+}
+
+/// A role.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Role {
+    /// Role id.
+    pub id: Uuid,
+    /// Unique name.
+    pub name: String,
+    /// What the role is for.
+    pub description: Option<String>,
+    /// Members may sign in and use the API.
+    pub api_access: bool,
+    /// `Administrators` and `Users` cannot be deleted.
+    pub built_in: bool,
+}
+
+/// `POST /admin/api/roles` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateRoleRequest {
+    /// Unique name.
+    pub name: String,
+    /// What the role is for.
+    pub description: Option<String>,
+    /// Members may sign in and use the API.
+    pub api_access: bool,
+}
+
+/// `PATCH /admin/api/roles/{id}` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateRoleRequest {
+    /// New name.
+    pub name: Option<String>,
+    /// New description; null clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(nullable)]
+    pub description: Option<Option<String>>,
+    /// New API access flag.
+    pub api_access: Option<bool>,
+}
+
+/// Query of `GET /admin/api/tokens`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct TokenListQuery {
+    /// Only this user's tokens.
+    pub user_id: Option<Uuid>,
+}
+
+/// Settings by dotted key, such as `auth.session_ttl_hours`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(transparent)]
+#[schema(value_type = Object)]
+pub struct SettingsMap(pub Map<String, Value>);
+
+/// Query of `GET /admin/api/audit`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct AuditListQuery {
+    /// Only this action, such as `auth.login`.
+    pub action: Option<String>,
+    /// Only this actor (user or token id).
+    pub actor_id: Option<Uuid>,
+    /// Page size, 1 to 1000 (default 100).
+    pub limit: Option<u64>,
+    /// Entries older than this entry id or RFC 3339 instant.
+    pub before: Option<String>,
+}
+
+/// One audit entry.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// Entry id.
+    pub id: Uuid,
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// `user`, `token` or `system`.
+    pub actor_type: String,
+    /// The user or token id.
+    pub actor_id: Option<Uuid>,
+    /// Dotted action name.
+    pub action: String,
+    /// The record acted on, such as `user:<id>`.
+    pub target: Option<String>,
+    /// Action-specific facts.
+    pub details: Value,
+    /// The caller's address.
+    pub ip: Option<String>,
+}
+
+/// Answer of `GET /healthz` and `GET /readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`, or `unavailable` when the database does not answer.
+    pub status: String,
+}

@@ -1,0 +1,69 @@
+use std::borrow::Cow;
+
+use kernel::{Code, ErrorCode, FieldError, StoreError};
+use permissions::Denied;
+
+/// Failures of authentication and account operations.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// Any failed sign-in; deliberately says nothing about the reason.
+    #[error("Invalid email or password")]
+    InvalidCredentials,
+    /// No usable credential on a protected route.
+    #[error("A valid credential is required")]
+    AuthenticationRequired,
+    /// The session expired or was ended.
+    #[error("The session has expired; sign in again")]
+    SessionExpired,
+    /// Right password, but the email must be verified first.
+    #[error("The email address is not verified")]
+    EmailNotVerified,
+    /// The caller may not use this route.
+    #[error(transparent)]
+    Denied(#[from] Denied),
+    /// The caller may not do this particular thing.
+    #[error("{0}")]
+    PermissionDenied(&'static str),
+    /// A field is missing or wrong.
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    /// The persistence layer failed or refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Password hashing failed.
+    #[error("password hashing failed: {0}")]
+    Hashing(String),
+}
+
+impl ErrorCode for AuthError {
+    fn code(&self) -> Code {
+        match self {
+            AuthError::InvalidCredentials | AuthError::AuthenticationRequired => {
+                Code::AuthenticationRequired
+            }
+            AuthError::SessionExpired => Code::SessionExpired,
+            AuthError::EmailNotVerified => Code::EmailNotVerified,
+            AuthError::Denied(_) | AuthError::PermissionDenied(_) => Code::PermissionDenied,
+            AuthError::Invalid(e) => e.code(),
+            AuthError::Store(e) => e.code(),
+            AuthError::Hashing(_) => Code::Internal,
+        }
+    }
+
+    fn message(&self) -> Cow<'_, str> {
+        match self {
+            AuthError::Invalid(e) => e.message(),
+            AuthError::Store(e) => e.message(),
+            AuthError::Hashing(_) => "Internal error".into(),
+            other => other.to_string().into(),
+        }
+    }
+
+    fn field(&self) -> Option<&str> {
+        match self {
+            AuthError::Invalid(e) => e.field(),
+            AuthError::Store(e) => e.field(),
+            _ => None,
+        }
+    }
+}

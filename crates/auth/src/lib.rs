@@ -1,0 +1,14 @@
+//! Users and their credentials: sign-in with lockout, sessions, personal access
+//! tokens, the credential resolver of every protected route, and the user and
+//! settings administration that goes with them.
+
+mod error;
+mod model;
+pub mod secret;
+mod service;
+mod store;
+
+pub use error::AuthError;
+pub use model::*;
+pub use service::{AuthService, ChangeUser, CreateUser, MAX_TOKEN_DAYS, TokenRequest};
+pub use store::AuthStore;

@@ -1,0 +1,236 @@
+//! Records of the auth domain, independent of storage and wire formats.
+
+use chrono::{DateTime, Utc};
+use kernel::validate::Email;
+use permissions::Plane;
+use uuid::Uuid;
+
+/// A role as seen from a user record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleRef {
+    /// Role id.
+    pub id: Uuid,
+    /// Role name.
+    pub name: String,
+}
+
+/// A user account, without any secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// User id.
+    pub id: Uuid,
+    /// Sign-in email.
+    pub email: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// Whether the email was verified.
+    pub email_verified: bool,
+    /// Deactivated accounts cannot sign in or use any credential.
+    pub active: bool,
+    /// IANA time zone preference.
+    pub timezone: Option<String>,
+    /// Roles the user is a member of.
+    pub roles: Vec<RoleRef>,
+    /// Some role gives API access.
+    pub api_access: bool,
+    /// Member of Administrators.
+    pub admin: bool,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// What sign-in needs to know about the account behind an email.
+#[derive(Debug, Clone)]
+pub struct LoginCandidate {
+    /// User id.
+    pub user_id: Uuid,
+    /// Argon2id PHC string; `None` for an account with no password yet.
+    pub password_hash: Option<String>,
+    /// Deactivated accounts cannot sign in.
+    pub active: bool,
+    /// Whether the email was verified.
+    pub email_verified: bool,
+    /// Failed sign-ins in a row.
+    pub failed_sign_ins: i32,
+    /// Sign-in refused until then.
+    pub locked_until: Option<DateTime<Utc>>,
+    /// Some role gives API access.
+    pub api_access: bool,
+}
+
+/// Which table a bearer secret is looked up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialKind {
+    /// `svc.sessions`.
+    Session,
+    /// `svc.api_tokens`.
+    Token,
+}
+
+/// A credential joined with its user's state and roles, read in one round trip.
+#[derive(Debug, Clone)]
+pub struct CredentialRecord {
+    /// Session or token id.
+    pub id: Uuid,
+    /// The user it acts as.
+    pub user_id: Uuid,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+    /// Ended by logout, revocation or a password change.
+    pub revoked: bool,
+    /// The token's plane (tokens only).
+    pub plane: Option<Plane>,
+    /// Whether the account is active.
+    pub user_active: bool,
+    /// The user's roles.
+    pub role_ids: Vec<Uuid>,
+    /// Some role gives API access.
+    pub api_access: bool,
+    /// Member of Administrators.
+    pub admin: bool,
+    /// The user's time zone preference.
+    pub timezone: Option<String>,
+}
+
+/// A session to store.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// Session id.
+    pub id: Uuid,
+    /// Its user.
+    pub user_id: Uuid,
+    /// SHA-256 of the session token.
+    pub token_hash: [u8; 32],
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// End of validity (not extended by use).
+    pub expires_at: DateTime<Utc>,
+    /// Where sign-in came from.
+    pub ip: Option<String>,
+    /// The client's User-Agent.
+    pub user_agent: Option<String>,
+}
+
+/// A live session as its owner sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// Session id.
+    pub id: Uuid,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+    /// Where sign-in came from.
+    pub ip: Option<String>,
+    /// The client's User-Agent.
+    pub user_agent: Option<String>,
+}
+
+/// A personal access token to store.
+#[derive(Debug, Clone)]
+pub struct NewToken {
+    /// Token id.
+    pub id: Uuid,
+    /// The user it acts as.
+    pub user_id: Uuid,
+    /// Label chosen by its creator.
+    pub name: String,
+    /// The plane it works on.
+    pub plane: Plane,
+    /// The first characters, kept to recognise it.
+    pub prefix: String,
+    /// SHA-256 of the full token.
+    pub token_hash: [u8; 32],
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+    /// The user who created it (the owner or an administrator).
+    pub created_by: Uuid,
+}
+
+/// A personal access token without its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenInfo {
+    /// Token id.
+    pub id: Uuid,
+    /// The user it acts as.
+    pub user_id: Uuid,
+    /// Label.
+    pub name: String,
+    /// The plane it works on.
+    pub plane: Plane,
+    /// The first characters.
+    pub prefix: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A token just created: its record and the secret, shown once.
+#[derive(Debug, Clone)]
+pub struct IssuedToken {
+    /// The stored record.
+    pub info: TokenInfo,
+    /// The full secret.
+    pub token: String,
+}
+
+/// A user to create.
+#[derive(Debug, Clone)]
+pub struct NewUser {
+    /// User id.
+    pub id: Uuid,
+    /// Sign-in email.
+    pub email: Email,
+    /// Display name.
+    pub name: Option<String>,
+    /// Argon2id hash, when a password was given.
+    pub password_hash: Option<String>,
+    /// Initial roles.
+    pub role_ids: Vec<Uuid>,
+    /// Whether the email counts as verified.
+    pub email_verified: bool,
+    /// IANA time zone preference.
+    pub timezone: Option<String>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Changes to a user; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct UserChanges {
+    /// New display name (`Some(None)` clears it).
+    pub name: Option<Option<String>>,
+    /// New email.
+    pub email: Option<Email>,
+    /// New password hash; ends the user's other sessions.
+    pub password_hash: Option<String>,
+    /// Replaces the roles.
+    pub role_ids: Option<Vec<Uuid>>,
+    /// Activates or deactivates.
+    pub active: Option<bool>,
+    /// Marks the email verified or not.
+    pub email_verified: Option<bool>,
+    /// New time zone (`Some(None)` clears it).
+    pub timezone: Option<Option<String>>,
+}
+
+/// A page of users.
+#[derive(Debug, Clone)]
+pub struct UserPage {
+    /// The users of the page.
+    pub users: Vec<User>,
+    /// All users matching the search.
+    pub total: u64,
+}
+
+/// Where a request came from, for sessions and the audit log.
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    /// Client address (after trusted proxies).
+    pub ip: Option<String>,
+    /// The client's User-Agent.
+    pub user_agent: Option<String>,
+}

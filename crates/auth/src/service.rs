@@ -1,0 +1,630 @@
+use std::sync::Arc;
+
+use audit::{Actor, AuditEvent};
+use chrono::{DateTime, Duration, Utc};
+use kernel::settings::{Settings, SettingsPatch};
+use kernel::validate::{Email, NAME_MAX, NewPassword, TimeZoneName, short_text};
+use kernel::{Clock, FieldError, new_id};
+use permissions::{Credential, Plane, Principal};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::model::*;
+use crate::secret::{self, hash_password, verify_password};
+use crate::{AuthError, AuthStore};
+
+/// Longest token lifetime, in days.
+pub const MAX_TOKEN_DAYS: i64 = 3650;
+/// Longest token label, in characters.
+const TOKEN_NAME_MAX: usize = 100;
+
+/// The rules of sign-in, credentials and account administration.
+#[derive(Clone)]
+pub struct AuthService {
+    store: Arc<dyn AuthStore>,
+    clock: Arc<dyn Clock>,
+}
+
+/// Input of a token creation, before validation.
+#[derive(Debug, Clone)]
+pub struct TokenRequest {
+    /// Label.
+    pub name: String,
+    /// Lifetime in days (1..=3650).
+    pub lifetime_days: i64,
+    /// `API` or `ADMIN`.
+    pub plane: String,
+}
+
+/// Input of a user creation, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct CreateUser {
+    /// Sign-in email.
+    pub email: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// Initial password.
+    pub password: Option<String>,
+    /// Roles; `None` gives the `Users` role.
+    pub role_ids: Option<Vec<Uuid>>,
+    /// Whether the email counts as verified.
+    pub email_verified: Option<bool>,
+    /// IANA zone.
+    pub timezone: Option<String>,
+}
+
+/// Input of a user change, before validation. `Some(None)` clears a field.
+#[derive(Debug, Clone, Default)]
+pub struct ChangeUser {
+    /// Display name.
+    pub name: Option<Option<String>>,
+    /// Sign-in email.
+    pub email: Option<String>,
+    /// New password.
+    pub password: Option<String>,
+    /// Replaces the roles.
+    pub role_ids: Option<Vec<Uuid>>,
+    /// Activates or deactivates.
+    pub active: Option<bool>,
+    /// Verified flag.
+    pub email_verified: Option<bool>,
+    /// IANA zone.
+    pub timezone: Option<Option<String>>,
+}
+
+fn target(kind: &str, id: Uuid) -> Option<String> {
+    Some(format!("{kind}:{id}"))
+}
+
+fn ttl(hours: f64) -> Duration {
+    // Fractional hours are allowed; the settings registry caps the value.
+    #[allow(clippy::cast_possible_truncation)]
+    Duration::milliseconds((hours * 3_600_000.0).round() as i64)
+}
+
+fn optional_name(raw: Option<&str>) -> Result<Option<String>, FieldError> {
+    match raw.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(name) => short_text(name, "name", NAME_MAX).map(Some),
+    }
+}
+
+fn optional_zone(raw: Option<&str>) -> Result<Option<String>, FieldError> {
+    raw.map(|z| TimeZoneName::parse(z, "timezone").map(TimeZoneName::into_inner))
+        .transpose()
+}
+
+impl AuthService {
+    /// A service over `store`, reading time from `clock`.
+    pub fn new(store: Arc<dyn AuthStore>, clock: Arc<dyn Clock>) -> Self {
+        Self { store, clock }
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Resolves a bearer secret to the caller, reading the user's state and
+    /// roles afresh (one database round trip).
+    pub async fn authenticate(&self, bearer: &str) -> Result<Principal, AuthError> {
+        let kind = if secret::is_api_token(bearer) {
+            CredentialKind::Token
+        } else {
+            CredentialKind::Session
+        };
+        let record = self
+            .store
+            .credential(kind, &secret::hash_secret(bearer))
+            .await?
+            .ok_or(AuthError::AuthenticationRequired)?;
+        let expired = record.revoked || record.expires_at <= self.now();
+        let credential = match (kind, record.plane) {
+            (CredentialKind::Session, _) if expired => return Err(AuthError::SessionExpired),
+            (CredentialKind::Session, _) => Credential::Session { id: record.id },
+            (CredentialKind::Token, Some(plane)) if !expired => Credential::Token {
+                id: record.id,
+                plane,
+            },
+            (CredentialKind::Token, _) => return Err(AuthError::AuthenticationRequired),
+        };
+        if !record.user_active {
+            return Err(AuthError::AuthenticationRequired);
+        }
+        Ok(Principal {
+            user_id: record.user_id,
+            credential,
+            role_ids: record.role_ids,
+            api_access: record.api_access,
+            admin: record.admin,
+            timezone: record.timezone,
+        })
+    }
+
+    /// Signs in with email and password. Every failure but an unverified
+    /// email answers the same, after the same argon2 work.
+    pub async fn login(
+        &self,
+        email: &str,
+        password: &str,
+        origin: Origin,
+    ) -> Result<(String, User), AuthError> {
+        let settings = self.store.settings().await?;
+        let candidate = if email.len() <= kernel::validate::EMAIL_MAX {
+            self.store.login_candidate(email.trim()).await?
+        } else {
+            None
+        };
+        let stored_hash = candidate.as_ref().and_then(|c| c.password_hash.clone());
+        let password_ok = verify_password(password.to_owned(), stored_hash).await;
+        let now = self.now();
+        let failed = |user_id: Option<Uuid>, reason: &'static str| {
+            let actor = user_id.map_or(Actor::UNKNOWN_USER, Actor::user);
+            AuditEvent::new(
+                actor,
+                "auth.login_failed",
+                user_id.and_then(|id| target("user", id)),
+                origin.ip.clone(),
+            )
+            .with_details(json!({ "email": email.trim(), "reason": reason }))
+        };
+        let Some(candidate) = candidate else {
+            self.store
+                .record_login_failure(None, None, failed(None, "unknown_email"))
+                .await?;
+            return Err(AuthError::InvalidCredentials);
+        };
+        let user_id = candidate.user_id;
+        let locked = candidate.locked_until.is_some_and(|until| until > now);
+        if !password_ok {
+            let count = candidate.failed_sign_ins.saturating_add(1);
+            let lock = (!locked && count >= settings.lockout_threshold())
+                .then(|| now + Duration::minutes(settings.lockout_minutes()));
+            let reason = if lock.is_some() {
+                "wrong_password_locked"
+            } else {
+                "wrong_password"
+            };
+            self.store
+                .record_login_failure(Some(user_id), lock, failed(Some(user_id), reason))
+                .await?;
+            return Err(AuthError::InvalidCredentials);
+        }
+        let refusal = if locked {
+            Some("locked")
+        } else if !candidate.active {
+            Some("inactive")
+        } else if !candidate.api_access {
+            Some("no_api_access")
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            self.store
+                .record_login_failure(None, None, failed(Some(user_id), reason))
+                .await?;
+            return Err(AuthError::InvalidCredentials);
+        }
+        if settings.email_verification_required() && !candidate.email_verified {
+            self.store
+                .record_login_failure(None, None, failed(Some(user_id), "email_not_verified"))
+                .await?;
+            return Err(AuthError::EmailNotVerified);
+        }
+        let token = secret::new_session_token();
+        let session = NewSession {
+            id: new_id(),
+            user_id,
+            token_hash: secret::hash_secret(&token),
+            created_at: now,
+            expires_at: now + ttl(settings.session_ttl_hours()),
+            ip: origin.ip.clone(),
+            user_agent: origin.user_agent.map(|ua| ua.chars().take(512).collect()),
+        };
+        let event = AuditEvent::new(
+            Actor::user(user_id),
+            "auth.login",
+            target("session", session.id),
+            origin.ip,
+        );
+        self.store.create_session(session, event).await?;
+        let user = self
+            .store
+            .user(user_id)
+            .await?
+            .ok_or(AuthError::InvalidCredentials)?;
+        Ok((token, user))
+    }
+
+    /// Ends the caller's own session.
+    pub async fn logout(&self, caller: &Principal, ip: Option<String>) -> Result<(), AuthError> {
+        let session_id = caller
+            .session_id()
+            .ok_or(AuthError::AuthenticationRequired)?;
+        let event = AuditEvent::new(
+            caller.actor(),
+            "auth.logout",
+            target("session", session_id),
+            ip,
+        );
+        self.store
+            .end_session(caller.user_id, session_id, self.now(), event)
+            .await?;
+        Ok(())
+    }
+
+    /// The caller's live sessions.
+    pub async fn sessions(&self, caller: &Principal) -> Result<Vec<SessionInfo>, AuthError> {
+        Ok(self.store.sessions(caller.user_id, self.now()).await?)
+    }
+
+    /// Ends one of the caller's sessions; another user's id is unknown.
+    pub async fn end_session(
+        &self,
+        caller: &Principal,
+        session_id: Uuid,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
+        let event = AuditEvent::new(
+            caller.actor(),
+            "session.revoke",
+            target("session", session_id),
+            ip,
+        );
+        if self
+            .store
+            .end_session(caller.user_id, session_id, self.now(), event)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(kernel::StoreError::NotFound.into())
+        }
+    }
+
+    /// One user.
+    pub async fn user(&self, id: Uuid) -> Result<User, AuthError> {
+        Ok(self
+            .store
+            .user(id)
+            .await?
+            .ok_or(kernel::StoreError::NotFound)?)
+    }
+
+    /// Changes the caller's own name and time zone.
+    pub async fn update_me(
+        &self,
+        caller: &Principal,
+        name: Option<Option<String>>,
+        timezone: Option<Option<String>>,
+        ip: Option<String>,
+    ) -> Result<User, AuthError> {
+        let changes = UserChanges {
+            name: name.map(|n| optional_name(n.as_deref())).transpose()?,
+            timezone: timezone.map(|z| optional_zone(z.as_deref())).transpose()?,
+            ..UserChanges::default()
+        };
+        let event = AuditEvent::new(
+            caller.actor(),
+            "user.update",
+            target("user", caller.user_id),
+            ip,
+        )
+        .with_details(json!({ "self": true }));
+        Ok(self
+            .store
+            .update_user(
+                caller.user_id,
+                changes,
+                caller.session_id(),
+                self.now(),
+                event,
+            )
+            .await?)
+    }
+
+    /// Live tokens of one user, or of everyone.
+    pub async fn tokens(&self, user_id: Option<Uuid>) -> Result<Vec<TokenInfo>, AuthError> {
+        Ok(self.store.tokens(user_id, self.now()).await?)
+    }
+
+    /// Issues a token for `owner_id`. `caller` is the owner (self-service) or an administrator.
+    pub async fn create_token(
+        &self,
+        caller: &Principal,
+        owner_id: Uuid,
+        request: TokenRequest,
+        ip: Option<String>,
+    ) -> Result<IssuedToken, AuthError> {
+        let name = short_text(&request.name, "name", TOKEN_NAME_MAX)?;
+        if !(1..=MAX_TOKEN_DAYS).contains(&request.lifetime_days) {
+            return Err(
+                FieldError::new("lifetimeDays", "must be an integer from 1 to 3650").into(),
+            );
+        }
+        let plane = Plane::parse(&request.plane)
+            .ok_or_else(|| FieldError::new("plane", "must be API or ADMIN"))?;
+        let owner = if owner_id == caller.user_id {
+            None
+        } else {
+            Some(
+                self.store
+                    .user(owner_id)
+                    .await?
+                    .ok_or_else(|| FieldError::new("userId", "no such user"))?,
+            )
+        };
+        let (owner_api, owner_admin) = owner
+            .as_ref()
+            .map_or((caller.api_access, caller.admin), |u| {
+                (u.api_access, u.admin)
+            });
+        match plane {
+            Plane::Admin if !owner_admin && owner.is_none() => {
+                return Err(AuthError::PermissionDenied(
+                    "Only administrators may create Admin API tokens",
+                ));
+            }
+            Plane::Admin if !owner_admin => {
+                return Err(FieldError::new(
+                    "plane",
+                    "ADMIN tokens need an owner in Administrators",
+                )
+                .into());
+            }
+            Plane::Api if !owner_api => {
+                return Err(
+                    FieldError::new("plane", "API tokens need an owner with API access").into(),
+                );
+            }
+            _ => {}
+        }
+        let now = self.now();
+        let (token, prefix) = secret::new_api_token();
+        let new = NewToken {
+            id: new_id(),
+            user_id: owner_id,
+            name,
+            plane,
+            prefix,
+            token_hash: secret::hash_secret(&token),
+            created_at: now,
+            expires_at: now + Duration::days(request.lifetime_days),
+            created_by: caller.user_id,
+        };
+        let event = AuditEvent::new(caller.actor(), "token.create", target("token", new.id), ip)
+            .with_details(json!({ "userId": owner_id, "plane": plane.as_str(), "name": new.name }));
+        let info = self.store.create_token(new, event).await?;
+        Ok(IssuedToken { info, token })
+    }
+
+    /// Revokes a token; with `owner`, only one of theirs.
+    pub async fn revoke_token(
+        &self,
+        caller: &Principal,
+        id: Uuid,
+        owner: Option<Uuid>,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
+        let event = AuditEvent::new(caller.actor(), "token.revoke", target("token", id), ip);
+        if self
+            .store
+            .revoke_token(id, owner, self.now(), event)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(kernel::StoreError::NotFound.into())
+        }
+    }
+
+    /// A page of users.
+    pub async fn users(
+        &self,
+        search: Option<&str>,
+        limit: u64,
+        offset: u64,
+    ) -> Result<UserPage, AuthError> {
+        let search = search.map(str::trim).filter(|s| !s.is_empty());
+        if search.is_some_and(|s| s.chars().count() > NAME_MAX) {
+            return Err(FieldError::new("search", "is too long").into());
+        }
+        Ok(self.store.users(search, limit, offset).await?)
+    }
+
+    /// The members of a role.
+    pub async fn role_members(&self, role_id: Uuid) -> Result<Vec<User>, AuthError> {
+        Ok(self
+            .store
+            .role_members(role_id)
+            .await?
+            .ok_or(kernel::StoreError::NotFound)?)
+    }
+
+    /// Creates a user (administrators, the command line, bootstrap).
+    pub async fn create_user(
+        &self,
+        actor: Actor,
+        input: CreateUser,
+        ip: Option<String>,
+    ) -> Result<User, AuthError> {
+        let settings = self.store.settings().await?;
+        let email = Email::parse(&input.email, "email")?;
+        let password_hash = match input.password {
+            Some(p) => Some(
+                hash_password(
+                    NewPassword::parse(&p, "password", settings.password_min_length())?
+                        .expose()
+                        .to_owned(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let user = NewUser {
+            id: new_id(),
+            email,
+            name: optional_name(input.name.as_deref())?,
+            password_hash,
+            role_ids: input
+                .role_ids
+                .unwrap_or_else(|| vec![kernel::USERS_ROLE_ID]),
+            email_verified: input.email_verified.unwrap_or(false),
+            timezone: optional_zone(input.timezone.as_deref())?,
+            created_at: self.now(),
+        };
+        let event = AuditEvent::new(actor, "user.create", target("user", user.id), ip)
+            .with_details(json!({ "email": user.email.as_str(), "roleIds": user.role_ids }));
+        Ok(self.store.create_user(user, event).await?)
+    }
+
+    /// Changes a user. A new password ends all the user's sessions except the caller's own.
+    pub async fn update_user(
+        &self,
+        caller: Option<&Principal>,
+        id: Uuid,
+        input: ChangeUser,
+        ip: Option<String>,
+    ) -> Result<User, AuthError> {
+        let settings = self.store.settings().await?;
+        let password_hash = match input.password {
+            Some(p) => Some(
+                hash_password(
+                    NewPassword::parse(&p, "password", settings.password_min_length())?
+                        .expose()
+                        .to_owned(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let mut changed: Vec<&str> = Vec::new();
+        let flags = [
+            ("name", input.name.is_some()),
+            ("email", input.email.is_some()),
+            ("password", password_hash.is_some()),
+            ("roleIds", input.role_ids.is_some()),
+            ("active", input.active.is_some()),
+            ("emailVerified", input.email_verified.is_some()),
+            ("timezone", input.timezone.is_some()),
+        ];
+        changed.extend(flags.iter().filter(|(_, set)| *set).map(|(name, _)| *name));
+        let changes = UserChanges {
+            name: input
+                .name
+                .map(|n| optional_name(n.as_deref()))
+                .transpose()?,
+            email: input.email.map(|e| Email::parse(&e, "email")).transpose()?,
+            password_hash,
+            role_ids: input.role_ids,
+            active: input.active,
+            email_verified: input.email_verified,
+            timezone: input
+                .timezone
+                .map(|z| optional_zone(z.as_deref()))
+                .transpose()?,
+        };
+        let actor = caller.map_or(Actor::SYSTEM, Principal::actor);
+        let event = AuditEvent::new(actor, "user.update", target("user", id), ip)
+            .with_details(json!({ "fields": changed }));
+        let keep = caller
+            .filter(|c| c.user_id == id)
+            .and_then(Principal::session_id);
+        Ok(self
+            .store
+            .update_user(id, changes, keep, self.now(), event)
+            .await?)
+    }
+
+    /// Deletes a user.
+    pub async fn delete_user(
+        &self,
+        caller: &Principal,
+        id: Uuid,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
+        let event = AuditEvent::new(caller.actor(), "user.delete", target("user", id), ip);
+        Ok(self.store.delete_user(id, event).await?)
+    }
+
+    /// Creates an administrator, or resets the password of the account with
+    /// that email and makes it a verified, active administrator.
+    pub async fn ensure_admin(
+        &self,
+        email: &str,
+        password: &str,
+        name: Option<String>,
+    ) -> Result<User, AuthError> {
+        let email = Email::parse(email, "email")?;
+        match self.store.login_candidate(email.as_str()).await? {
+            None => {
+                let input = CreateUser {
+                    email: email.as_str().to_owned(),
+                    name,
+                    password: Some(password.to_owned()),
+                    role_ids: Some(vec![kernel::ADMINISTRATORS_ROLE_ID]),
+                    email_verified: Some(true),
+                    timezone: None,
+                };
+                self.create_user(Actor::SYSTEM, input, None).await
+            }
+            Some(existing) => {
+                let current = self.user(existing.user_id).await?;
+                let mut roles: Vec<Uuid> = current.roles.iter().map(|r| r.id).collect();
+                if !roles.contains(&kernel::ADMINISTRATORS_ROLE_ID) {
+                    roles.push(kernel::ADMINISTRATORS_ROLE_ID);
+                }
+                let input = ChangeUser {
+                    name: name.map(Some),
+                    password: Some(password.to_owned()),
+                    role_ids: Some(roles),
+                    active: Some(true),
+                    email_verified: Some(true),
+                    ..ChangeUser::default()
+                };
+                self.update_user(None, existing.user_id, input, None).await
+            }
+        }
+    }
+
+    /// The settings in force, secrets blanked.
+    pub async fn settings(&self) -> Result<Map<String, Value>, AuthError> {
+        Ok(self.store.settings().await?.public_view())
+    }
+
+    /// The settings in force, for other services.
+    pub async fn current_settings(&self) -> Result<Settings, AuthError> {
+        Ok(self.store.settings().await?)
+    }
+
+    /// Validates and stores setting changes; session-only keys refuse tokens.
+    pub async fn update_settings(
+        &self,
+        caller: &Principal,
+        body: &Map<String, Value>,
+        ip: Option<String>,
+    ) -> Result<Map<String, Value>, AuthError> {
+        let mut settings = self.store.settings().await?;
+        let patch = SettingsPatch::parse(body, &settings)?;
+        if patch.needs_session() && !caller.is_session() {
+            return Err(AuthError::PermissionDenied(
+                "This setting can only be changed by an administrator signed in with a session",
+            ));
+        }
+        if let Some(role) = patch.registration_role_id() {
+            if !self.store.role_exists(role).await? {
+                return Err(FieldError::new("auth.registration_role_id", "no such role").into());
+            }
+        }
+        let keys: Vec<&String> = patch.values.keys().collect();
+        let event = AuditEvent::new(
+            caller.actor(),
+            "settings.update",
+            Some("settings".into()),
+            ip,
+        )
+        .with_details(json!({ "keys": keys }));
+        self.store.save_settings(&patch, event).await?;
+        settings.apply(&patch);
+        Ok(settings.public_view())
+    }
+}

@@ -1,0 +1,109 @@
+use async_trait::async_trait;
+use audit::AuditEvent;
+use chrono::{DateTime, Utc};
+use kernel::StoreError;
+use kernel::settings::{Settings, SettingsPatch};
+use uuid::Uuid;
+
+use crate::model::*;
+
+/// Persistence of users, credentials and settings. Every method that changes
+/// something takes its audit event and writes both in one transaction.
+#[async_trait]
+pub trait AuthStore: Send + Sync + 'static {
+    /// The settings in force.
+    async fn settings(&self) -> Result<Settings, StoreError>;
+    /// Stores validated setting values.
+    async fn save_settings(
+        &self,
+        patch: &SettingsPatch,
+        event: AuditEvent,
+    ) -> Result<(), StoreError>;
+
+    /// Whether a role exists.
+    async fn role_exists(&self, id: Uuid) -> Result<bool, StoreError>;
+
+    /// Looks a bearer secret's hash up, with its user's state and roles, in one round trip.
+    async fn credential(
+        &self,
+        kind: CredentialKind,
+        hash: &[u8; 32],
+    ) -> Result<Option<CredentialRecord>, StoreError>;
+    /// The account behind an email, compared case-insensitively.
+    async fn login_candidate(&self, email: &str) -> Result<Option<LoginCandidate>, StoreError>;
+    /// Counts a failed sign-in (when the account exists) and locks it until
+    /// `lock_until` when given, resetting the counter.
+    async fn record_login_failure(
+        &self,
+        user_id: Option<Uuid>,
+        lock_until: Option<DateTime<Utc>>,
+        event: AuditEvent,
+    ) -> Result<(), StoreError>;
+    /// Stores a new session and clears the failed sign-in counter.
+    async fn create_session(
+        &self,
+        session: NewSession,
+        event: AuditEvent,
+    ) -> Result<(), StoreError>;
+    /// Ends one live session of `user_id`; false when there is none with that id.
+    async fn end_session(
+        &self,
+        user_id: Uuid,
+        session_id: Uuid,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError>;
+    /// The live sessions of a user, newest first.
+    async fn sessions(
+        &self,
+        user_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<SessionInfo>, StoreError>;
+
+    /// One user.
+    async fn user(&self, id: Uuid) -> Result<Option<User>, StoreError>;
+    /// A page of users, optionally matching `search` in email or name.
+    async fn users(
+        &self,
+        search: Option<&str>,
+        limit: u64,
+        offset: u64,
+    ) -> Result<UserPage, StoreError>;
+    /// The members of a role; `None` when the role does not exist.
+    async fn role_members(&self, role_id: Uuid) -> Result<Option<Vec<User>>, StoreError>;
+    /// Creates a user with its roles.
+    async fn create_user(&self, user: NewUser, event: AuditEvent) -> Result<User, StoreError>;
+    /// Changes a user. A new password ends every session but `keep_session`.
+    /// Refuses to leave no active administrator.
+    async fn update_user(
+        &self,
+        id: Uuid,
+        changes: UserChanges,
+        keep_session: Option<Uuid>,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<User, StoreError>;
+    /// Deletes a user and everything that belongs to them. Refuses to leave no active administrator.
+    async fn delete_user(&self, id: Uuid, event: AuditEvent) -> Result<(), StoreError>;
+
+    /// Live tokens, of one user or of everyone.
+    async fn tokens(
+        &self,
+        user_id: Option<Uuid>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TokenInfo>, StoreError>;
+    /// Stores a new token.
+    async fn create_token(
+        &self,
+        token: NewToken,
+        event: AuditEvent,
+    ) -> Result<TokenInfo, StoreError>;
+    /// Revokes a token, when `owner` is given only one of theirs; false when there is none.
+    async fn revoke_token(
+        &self,
+        id: Uuid,
+        owner: Option<Uuid>,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError>;
+}

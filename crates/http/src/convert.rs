@@ -1,0 +1,77 @@
+//! Domain records to wire types.
+
+use api_types as wire;
+
+/// A user as sent to clients.
+pub fn user(u: auth::User) -> wire::User {
+    wire::User {
+        id: u.id,
+        email: u.email,
+        name: u.name,
+        email_verified: u.email_verified,
+        active: u.active,
+        timezone: u.timezone,
+        roles: u
+            .roles
+            .into_iter()
+            .map(|r| wire::RoleRef {
+                id: r.id,
+                name: r.name,
+            })
+            .collect(),
+        created_at: u.created_at,
+    }
+}
+
+/// A token record without its secret.
+pub fn token(t: auth::TokenInfo) -> wire::Token {
+    wire::Token {
+        id: t.id,
+        user_id: t.user_id,
+        name: t.name,
+        plane: t.plane.as_str().to_owned(),
+        prefix: t.prefix,
+        expires_at: t.expires_at,
+        created_at: t.created_at,
+    }
+}
+
+/// A token just issued, with its secret.
+pub fn issued(t: auth::IssuedToken) -> wire::IssuedToken {
+    let info = t.info;
+    wire::IssuedToken {
+        id: info.id,
+        user_id: info.user_id,
+        name: info.name,
+        plane: info.plane.as_str().to_owned(),
+        prefix: info.prefix,
+        expires_at: info.expires_at,
+        created_at: info.created_at,
+        token: t.token,
+    }
+}
+
+/// A role.
+pub fn role(r: permissions::Role) -> wire::Role {
+    wire::Role {
+        id: r.id,
+        name: r.name,
+        description: r.description,
+        api_access: r.api_access,
+        built_in: r.built_in,
+    }
+}
+
+/// An audit entry.
+pub fn audit_entry(e: audit::AuditEntry) -> wire::AuditEntry {
+    wire::AuditEntry {
+        id: e.id,
+        at: e.at,
+        actor_type: e.actor.kind.as_str().to_owned(),
+        actor_id: e.actor.id,
+        action: e.action,
+        target: e.target,
+        details: e.details,
+        ip: e.ip,
+    }
+}

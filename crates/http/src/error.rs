@@ -1,0 +1,102 @@
+//! The only place that knows status codes: domain errors become the envelope
+//! `{ "errors": [ { code, message, field? } ] }`.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use api_types::{ErrorEnvelope, ErrorObject};
+use kernel::{Code, ErrorCode, ErrorKind};
+
+/// An error answer of the API.
+#[derive(Debug)]
+pub struct ApiError {
+    code: Code,
+    message: String,
+    field: Option<String>,
+}
+
+impl ApiError {
+    /// An error with `code` and `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    /// An error about input field `field`.
+    pub fn field(code: Code, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            field: Some(field.into()),
+        }
+    }
+
+    /// 404 for an unknown path or id.
+    pub fn not_found() -> Self {
+        Self::new(Code::NotFound, "Not found")
+    }
+
+    /// The JSON body of this error.
+    pub fn envelope(&self) -> ErrorEnvelope {
+        ErrorEnvelope {
+            errors: vec![ErrorObject {
+                code: self.code.as_str().to_owned(),
+                message: self.message.clone(),
+                field: self.field.clone(),
+            }],
+            meta: None,
+        }
+    }
+}
+
+/// The status code of an error kind.
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        status_of(self.code.kind())
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status_code()).json(self.envelope())
+    }
+}
+
+impl<E: ErrorCode + std::fmt::Debug> From<E> for ApiError {
+    #[track_caller]
+    fn from(err: E) -> Self {
+        let code = err.code();
+        if matches!(code.kind(), ErrorKind::Internal | ErrorKind::Unavailable) {
+            let at = std::panic::Location::caller();
+            tracing::error!(error = ?err, %at, "request failed");
+        }
+        Self {
+            code,
+            message: err.message().into_owned(),
+            field: err.field().map(str::to_owned),
+        }
+    }
+}

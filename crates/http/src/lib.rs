@@ -1,0 +1,172 @@
+//! The HTTP face of Tessera: actix-web routes, extractors, the error envelope
+//! and the OpenAPI document generated from the handlers.
+
+mod convert;
+pub mod error;
+pub mod extract;
+mod middleware;
+mod respond;
+pub mod routes;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::{App, web};
+use audit::AuditStore;
+use auth::AuthService;
+use futures_util::future::BoxFuture;
+use kernel::Code;
+use permissions::RoleService;
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa_actix_web::scope::scope;
+use utoipa_actix_web::{AppExt, UtoipaApp};
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::error::ApiError;
+use crate::routes::{admin, auth as auth_routes, health};
+
+/// Answers whether the database is reachable.
+pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
+
+/// Everything the handlers need, shared by all workers.
+pub struct AppState {
+    /// Sign-in, credentials, users and settings.
+    pub auth: AuthService,
+    /// Roles and memberships.
+    pub roles: RoleService,
+    /// The audit log.
+    pub audit: Arc<dyn AuditStore>,
+    /// The readiness probe.
+    pub ready: ReadinessCheck,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Tessera Admin API", description = "Administration, authentication and health routes of Tessera."),
+    modifiers(&BearerAuth),
+    components(schemas(api_types::ErrorEnvelope, api_types::ErrorObject)),
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("A session token or a personal access token (svc_...)"))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// Every route; `docs` (the Swagger UI and the document) goes first, so that
+/// the `/admin/api` scope does not shadow it.
+fn routes(
+    docs: Option<SwaggerUi>,
+) -> UtoipaApp<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .into_utoipa_app()
+        .openapi(ApiDoc::openapi())
+        .map(|app| match docs {
+            Some(docs) => app.service(docs).route(
+                "/admin/api/docs",
+                web::get().to(|| async {
+                    actix_web::HttpResponse::PermanentRedirect()
+                        .insert_header((actix_web::http::header::LOCATION, "/admin/api/docs/"))
+                        .finish()
+                }),
+            ),
+            None => app,
+        })
+        .service(health::healthz)
+        .service(health::readyz)
+        .service(
+            scope("/api/auth")
+                .service(auth_routes::login)
+                .service(auth_routes::logout)
+                .service(auth_routes::me)
+                .service(auth_routes::update_me)
+                .service(auth_routes::sessions)
+                .service(auth_routes::end_session)
+                .service(auth_routes::tokens)
+                .service(auth_routes::create_token)
+                .service(auth_routes::revoke_token),
+        )
+        .service(
+            scope("/admin/api")
+                .service(admin::users::list)
+                .service(admin::users::create)
+                .service(admin::users::get)
+                .service(admin::users::update)
+                .service(admin::users::remove)
+                .service(admin::roles::list)
+                .service(admin::roles::create)
+                .service(admin::roles::get)
+                .service(admin::roles::update)
+                .service(admin::roles::remove)
+                .service(admin::roles::members)
+                .service(admin::roles::add_member)
+                .service(admin::roles::remove_member)
+                .service(admin::tokens::list)
+                .service(admin::tokens::create)
+                .service(admin::tokens::revoke)
+                .service(admin::settings::get)
+                .service(admin::settings::update)
+                .service(admin::audit::list),
+        )
+}
+
+/// The OpenAPI 3.1 document of every route, generated from the handlers.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    routes(None).split_for_parts().1
+}
+
+/// The application of one worker.
+pub fn app(
+    state: web::Data<AppState>,
+    openapi: utoipa::openapi::OpenApi,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    let max_body = state.max_body_bytes;
+    let swagger = SwaggerUi::new("/admin/api/docs/{_:.*}").url("/admin/api/openapi", openapi);
+    let (app, _) = routes(Some(swagger)).split_for_parts();
+    app.app_data(state)
+        .app_data(web::PayloadConfig::new(max_body))
+        .app_data(web::PathConfig::default().error_handler(|_, _| ApiError::not_found().into()))
+        .app_data(web::QueryConfig::default().error_handler(|err, _| {
+            ApiError::new(Code::InvalidQuery, format!("Bad query parameter: {err}")).into()
+        }))
+        .default_service(web::to(|| async {
+            Err::<actix_web::HttpResponse, _>(ApiError::not_found())
+        }))
+        .wrap(middleware::envelope_errors())
+        .wrap(actix_web::middleware::from_fn(middleware::trace_request))
+}

@@ -1,0 +1,27 @@
+//! `/admin/api`: administrators only, with a session or an ADMIN token.
+
+pub mod audit;
+pub mod roles;
+pub mod settings;
+pub mod tokens;
+pub mod users;
+
+use kernel::Code;
+
+use crate::error::ApiError;
+
+/// Default and largest page size of admin lists.
+const DEFAULT_LIMIT: u64 = 100;
+const MAX_LIMIT: u64 = 1000;
+
+/// Checks a `limit` query parameter.
+pub(crate) fn page_limit(limit: Option<u64>) -> Result<u64, ApiError> {
+    match limit.unwrap_or(DEFAULT_LIMIT) {
+        n @ 1..=MAX_LIMIT => Ok(n),
+        _ => Err(ApiError::field(
+            Code::InvalidQuery,
+            "limit",
+            "must be from 1 to 1000",
+        )),
+    }
+}

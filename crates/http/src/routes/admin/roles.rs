@@ -1,0 +1,145 @@
+//! Roles and role members.
+
+use actix_web::{HttpResponse, delete, get, patch, post, put, web};
+use api_types::{CreateRoleRequest, ErrorEnvelope, Role, UpdateRoleRequest, User};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::{AdminPlane, Caller, Data};
+use crate::respond::{created, no_content, ok};
+use crate::{AppState, convert};
+
+/// All roles, built-ins first.
+#[utoipa::path(tag = "roles", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Role>>))))]
+#[get("/roles")]
+pub async fn list(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+) -> Result<HttpResponse, ApiError> {
+    let roles = state.roles.roles().await?;
+    Ok(ok(roles.into_iter().map(convert::role).collect::<Vec<_>>()))
+}
+
+/// Creates a role.
+#[utoipa::path(tag = "roles", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateRoleRequest>),
+    responses((status = 201, body = inline(api_types::DataEnvelope<Role>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[post("/roles")]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    body: Data<CreateRoleRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let b = body.0;
+    let role = state
+        .roles
+        .create(
+            &caller.principal,
+            &b.name,
+            b.description.as_deref(),
+            b.api_access,
+            caller.ip(),
+        )
+        .await?;
+    Ok(created(convert::role(role)))
+}
+
+/// One role.
+#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 200, body = inline(api_types::DataEnvelope<Role>)), (status = 404, body = ErrorEnvelope)))]
+#[get("/roles/{id}")]
+pub async fn get(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(ok(convert::role(state.roles.role(id.into_inner()).await?)))
+}
+
+/// Changes a role; built-in roles keep their name and API access.
+#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<UpdateRoleRequest>),
+    responses((status = 200, body = inline(api_types::DataEnvelope<Role>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
+#[patch("/roles/{id}")]
+pub async fn update(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+    body: Data<UpdateRoleRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let b = body.0;
+    let description = b.description.as_ref().map(Option::as_deref);
+    let role = state
+        .roles
+        .update(
+            &caller.principal,
+            id.into_inner(),
+            b.name.as_deref(),
+            description,
+            b.api_access,
+            caller.ip(),
+        )
+        .await?;
+    Ok(ok(convert::role(role)))
+}
+
+/// Deletes a role; built-in roles give 400.
+#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 204), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
+#[delete("/roles/{id}")]
+pub async fn remove(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    state
+        .roles
+        .delete(&caller.principal, id.into_inner(), caller.ip())
+        .await?;
+    Ok(no_content())
+}
+
+/// The members of a role.
+#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 200, body = inline(api_types::DataEnvelope<Vec<User>>)), (status = 404, body = ErrorEnvelope)))]
+#[get("/roles/{id}/members")]
+pub async fn members(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let users = state.auth.role_members(id.into_inner()).await?;
+    Ok(ok(users.into_iter().map(convert::user).collect::<Vec<_>>()))
+}
+
+/// Adds a user to a role (idempotent).
+#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path), ("userId" = Uuid, Path)),
+    responses((status = 204), (status = 404, body = ErrorEnvelope)))]
+#[put("/roles/{id}/members/{user_id}")]
+pub async fn add_member(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    path: web::Path<(Uuid, Uuid)>,
+) -> Result<HttpResponse, ApiError> {
+    let (role_id, user_id) = path.into_inner();
+    state
+        .roles
+        .add_member(&caller.principal, role_id, user_id, caller.ip())
+        .await?;
+    Ok(no_content())
+}
+
+/// Removes a user from a role (idempotent); the last administrator cannot be removed.
+#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path), ("userId" = Uuid, Path)),
+    responses((status = 204), (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[delete("/roles/{id}/members/{user_id}")]
+pub async fn remove_member(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    path: web::Path<(Uuid, Uuid)>,
+) -> Result<HttpResponse, ApiError> {
+    let (role_id, user_id) = path.into_inner();
+    state
+        .roles
+        .remove_member(&caller.principal, role_id, user_id, caller.ip())
+        .await?;
+    Ok(no_content())
+}

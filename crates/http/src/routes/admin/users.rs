@@ -1,0 +1,116 @@
+//! User administration.
+
+use actix_web::{HttpResponse, delete, get, patch, post, web};
+use api_types::{
+    CreateUserRequest, ErrorEnvelope, PageMeta, PagedEnvelope, UpdateUserRequest, User,
+    UserListQuery,
+};
+use auth::{ChangeUser, CreateUser};
+use uuid::Uuid;
+
+use super::page_limit;
+use crate::error::ApiError;
+use crate::extract::{AdminPlane, Caller, Data};
+use crate::respond::{created, no_content, ok};
+use crate::{AppState, convert};
+
+/// A page of users, optionally searched by email or name.
+#[utoipa::path(tag = "users", security(("bearer" = [])), params(UserListQuery),
+    responses((status = 200, body = inline(PagedEnvelope<User>)), (status = 400, body = ErrorEnvelope)))]
+#[get("/users")]
+pub async fn list(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    query: web::Query<UserListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.into_inner();
+    let limit = page_limit(query.limit)?;
+    let page = state
+        .auth
+        .users(query.search.as_deref(), limit, query.offset.unwrap_or(0))
+        .await?;
+    Ok(HttpResponse::Ok().json(PagedEnvelope {
+        data: page.users.into_iter().map(convert::user).collect(),
+        meta: PageMeta { total: page.total },
+    }))
+}
+
+/// Creates a user. Without `roleIds` the user gets the `Users` role.
+#[utoipa::path(tag = "users", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateUserRequest>),
+    responses((status = 201, body = inline(api_types::DataEnvelope<User>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[post("/users")]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    body: Data<CreateUserRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let b = body.0;
+    let input = CreateUser {
+        email: b.email,
+        name: b.name,
+        password: b.password,
+        role_ids: b.role_ids,
+        email_verified: b.email_verified,
+        timezone: b.timezone,
+    };
+    let user = state
+        .auth
+        .create_user(caller.principal.actor(), input, caller.ip())
+        .await?;
+    Ok(created(convert::user(user)))
+}
+
+/// One user.
+#[utoipa::path(tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 200, body = inline(api_types::DataEnvelope<User>)), (status = 404, body = ErrorEnvelope)))]
+#[get("/users/{id}")]
+pub async fn get(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(ok(convert::user(state.auth.user(id.into_inner()).await?)))
+}
+
+/// Changes a user. A new password or deactivation ends the user's sessions.
+#[utoipa::path(tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<UpdateUserRequest>),
+    responses((status = 200, body = inline(api_types::DataEnvelope<User>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[patch("/users/{id}")]
+pub async fn update(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+    body: Data<UpdateUserRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let b = body.0;
+    let input = ChangeUser {
+        name: b.name,
+        email: b.email,
+        password: b.password,
+        role_ids: b.role_ids,
+        active: b.active,
+        email_verified: b.email_verified,
+        timezone: b.timezone,
+    };
+    let user = state
+        .auth
+        .update_user(Some(&caller.principal), id.into_inner(), input, caller.ip())
+        .await?;
+    Ok(ok(convert::user(user)))
+}
+
+/// Deletes a user with their sessions and tokens.
+#[utoipa::path(tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 204), (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[delete("/users/{id}")]
+pub async fn remove(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    state
+        .auth
+        .delete_user(&caller.principal, id.into_inner(), caller.ip())
+        .await?;
+    Ok(no_content())
+}

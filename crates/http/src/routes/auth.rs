@@ -1,0 +1,173 @@
+//! `/api/auth`: sign-in, the signed-in user, sessions and personal tokens.
+//! Bodies carry their fields at the top level.
+
+use actix_web::{HttpResponse, delete, get, patch, post, web};
+use api_types::{
+    CreateTokenRequest, ErrorEnvelope, IssuedToken, LoginRequest, LoginResponse, Session, Token,
+    UpdateMeRequest, User,
+};
+use auth::TokenRequest;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::{Body, Caller, ClientOrigin, SessionOnly};
+use crate::respond::{created, no_content, ok};
+use crate::{AppState, convert};
+
+/// Signs in with email and password. Every failure answers the same 401.
+#[utoipa::path(tag = "auth", request_body = LoginRequest,
+    responses((status = 200, body = inline(api_types::DataEnvelope<LoginResponse>)),
+              (status = 401, description = "Invalid email or password", body = ErrorEnvelope),
+              (status = 403, description = "EMAIL_NOT_VERIFIED", body = ErrorEnvelope)))]
+#[post("/login")]
+pub async fn login(
+    state: web::Data<AppState>,
+    origin: ClientOrigin,
+    body: Body<LoginRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let (token, user) = state
+        .auth
+        .login(&body.0.email, &body.0.password, origin.0)
+        .await?;
+    Ok(ok(LoginResponse {
+        token,
+        user: convert::user(user),
+    }))
+}
+
+/// Ends the current session.
+#[utoipa::path(tag = "auth", security(("bearer" = [])), responses((status = 204), (status = 401, body = ErrorEnvelope)))]
+#[post("/logout")]
+pub async fn logout(
+    state: web::Data<AppState>,
+    caller: Caller<SessionOnly>,
+) -> Result<HttpResponse, ApiError> {
+    state.auth.logout(&caller.principal, caller.ip()).await?;
+    Ok(no_content())
+}
+
+/// The signed-in user.
+#[utoipa::path(tag = "auth", security(("bearer" = [])),
+    responses((status = 200, body = inline(api_types::DataEnvelope<User>)), (status = 401, body = ErrorEnvelope)))]
+#[get("/me")]
+pub async fn me(
+    state: web::Data<AppState>,
+    caller: Caller<SessionOnly>,
+) -> Result<HttpResponse, ApiError> {
+    let user = state.auth.user(caller.principal.user_id).await?;
+    Ok(ok(convert::user(user)))
+}
+
+/// Changes the signed-in user's name or time zone.
+#[utoipa::path(tag = "auth", security(("bearer" = [])), request_body = UpdateMeRequest,
+    responses((status = 200, body = inline(api_types::DataEnvelope<User>)), (status = 400, body = ErrorEnvelope)))]
+#[patch("/me")]
+pub async fn update_me(
+    state: web::Data<AppState>,
+    caller: Caller<SessionOnly>,
+    body: Body<UpdateMeRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.0;
+    let user = state
+        .auth
+        .update_me(&caller.principal, body.name, body.timezone, caller.ip())
+        .await?;
+    Ok(ok(convert::user(user)))
+}
+
+/// The signed-in user's live sessions.
+#[utoipa::path(tag = "auth", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Session>>))))]
+#[get("/sessions")]
+pub async fn sessions(
+    state: web::Data<AppState>,
+    caller: Caller<SessionOnly>,
+) -> Result<HttpResponse, ApiError> {
+    let current = caller.principal.session_id();
+    let sessions: Vec<Session> = state
+        .auth
+        .sessions(&caller.principal)
+        .await?
+        .into_iter()
+        .map(|s| Session {
+            current: Some(s.id) == current,
+            id: s.id,
+            created_at: s.created_at,
+            expires_at: s.expires_at,
+            ip: s.ip,
+            user_agent: s.user_agent,
+        })
+        .collect();
+    Ok(ok(sessions))
+}
+
+/// Ends one of the signed-in user's sessions.
+#[utoipa::path(tag = "auth", security(("bearer" = [])), params(("id" = Uuid, Path)), responses((status = 204), (status = 404, body = ErrorEnvelope)))]
+#[delete("/sessions/{id}")]
+pub async fn end_session(
+    state: web::Data<AppState>,
+    caller: Caller<SessionOnly>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    state
+        .auth
+        .end_session(&caller.principal, id.into_inner(), caller.ip())
+        .await?;
+    Ok(no_content())
+}
+
+/// The signed-in user's tokens (never their secrets).
+#[utoipa::path(tag = "auth", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Token>>))))]
+#[get("/tokens")]
+pub async fn tokens(
+    state: web::Data<AppState>,
+    caller: Caller<SessionOnly>,
+) -> Result<HttpResponse, ApiError> {
+    let tokens = state.auth.tokens(Some(caller.principal.user_id)).await?;
+    Ok(ok(tokens
+        .into_iter()
+        .map(convert::token)
+        .collect::<Vec<_>>()))
+}
+
+/// Creates a token for the signed-in user; the secret is in this answer only.
+#[utoipa::path(tag = "auth", security(("bearer" = [])), request_body = CreateTokenRequest,
+    responses((status = 201, body = inline(api_types::DataEnvelope<IssuedToken>)), (status = 400, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
+#[post("/tokens")]
+pub async fn create_token(
+    state: web::Data<AppState>,
+    caller: Caller<SessionOnly>,
+    body: Body<CreateTokenRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.0;
+    let request = TokenRequest {
+        name: body.name,
+        lifetime_days: body.lifetime_days,
+        plane: body.plane,
+    };
+    let issued = state
+        .auth
+        .create_token(
+            &caller.principal,
+            caller.principal.user_id,
+            request,
+            caller.ip(),
+        )
+        .await?;
+    Ok(created(convert::issued(issued)))
+}
+
+/// Revokes one of the signed-in user's tokens.
+#[utoipa::path(tag = "auth", security(("bearer" = [])), params(("id" = Uuid, Path)), responses((status = 204), (status = 404, body = ErrorEnvelope)))]
+#[delete("/tokens/{id}")]
+pub async fn revoke_token(
+    state: web::Data<AppState>,
+    caller: Caller<SessionOnly>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let owner = caller.principal.user_id;
+    state
+        .auth
+        .revoke_token(&caller.principal, id.into_inner(), Some(owner), caller.ip())
+        .await?;
+    Ok(no_content())
+}

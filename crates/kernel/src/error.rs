@@ -1,0 +1,144 @@
+//! The one table of error codes. Each code has a kind; only the HTTP layer
+//! turns kinds into status codes.
+
+use std::borrow::Cow;
+
+/// Broad class of a failure, mapped to a status code by the HTTP layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request itself is wrong (400).
+    InvalidRequest,
+    /// No valid credential (401).
+    Unauthenticated,
+    /// A valid credential without the right to do this (403).
+    Forbidden,
+    /// Nothing with that id or name (404).
+    NotFound,
+    /// The resource exists but not for this method (405).
+    MethodNotAllowed,
+    /// The change conflicts with existing data (409).
+    Conflict,
+    /// The body is over the size limit (413).
+    PayloadTooLarge,
+    /// The body is not of a media type the route takes (415).
+    UnsupportedMediaType,
+    /// Too many requests (429).
+    RateLimited,
+    /// A bug (500).
+    Internal,
+    /// The database cannot be reached (503).
+    Unavailable,
+    /// A wait ran out (504).
+    Timeout,
+}
+
+macro_rules! codes {
+    ($($(#[$doc:meta])* $name:ident = $text:literal, $kind:ident;)*) => {
+        /// Every error code the service answers with.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Code {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl Code {
+            /// The UPPER_SNAKE string of the code, as sent to clients.
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Code::$name => $text,)* }
+            }
+
+            /// The class of failure the code belongs to.
+            pub const fn kind(self) -> ErrorKind {
+                match self { $(Code::$name => ErrorKind::$kind,)* }
+            }
+        }
+    };
+}
+
+codes! {
+    /// Body is not JSON, lacks a field, or a field has a wrong type or value.
+    InvalidPayload = "INVALID_PAYLOAD", InvalidRequest;
+    /// A bad query parameter.
+    InvalidQuery = "INVALID_QUERY", InvalidRequest;
+    /// Wrong current password on a password change.
+    InvalidCurrentPassword = "INVALID_CURRENT_PASSWORD", InvalidRequest;
+    /// A reset, verification or invitation token that is invalid, used or expired.
+    InvalidToken = "INVALID_TOKEN", InvalidRequest;
+    /// A table CHECK failed.
+    CheckViolation = "CHECK_VIOLATION", InvalidRequest;
+    /// A required column is missing.
+    NotNullViolation = "NOT_NULL_VIOLATION", InvalidRequest;
+    /// No valid credential, or a failed sign-in.
+    AuthenticationRequired = "AUTHENTICATION_REQUIRED", Unauthenticated;
+    /// An expired or revoked session.
+    SessionExpired = "SESSION_EXPIRED", Unauthenticated;
+    /// Right password, unverified email, verification required.
+    EmailNotVerified = "EMAIL_NOT_VERIFIED", Forbidden;
+    /// Authenticated but not allowed.
+    PermissionDenied = "PERMISSION_DENIED", Forbidden;
+    /// Authenticated webhook without the invoke grant.
+    ActionDenied = "ACTION_DENIED", Forbidden;
+    /// Unknown id or name.
+    NotFound = "NOT_FOUND", NotFound;
+    /// Exposed, but not for this method.
+    MethodNotAllowed = "METHOD_NOT_ALLOWED", MethodNotAllowed;
+    /// Unique or foreign-key violation, or a name already taken.
+    Conflict = "CONFLICT", Conflict;
+    /// Body over the size limit.
+    PayloadTooLarge = "PAYLOAD_TOO_LARGE", PayloadTooLarge;
+    /// Body of a media type the route does not take.
+    UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE", UnsupportedMediaType;
+    /// Too many calls.
+    RateLimitExceeded = "RATE_LIMIT_EXCEEDED", RateLimited;
+    /// A bug; details are only in the logs.
+    Internal = "INTERNAL", Internal;
+    /// The database cannot be reached.
+    Unavailable = "UNAVAILABLE", Unavailable;
+}
+
+/// Implemented by every domain error so the HTTP layer can render it.
+pub trait ErrorCode {
+    /// The code sent to the client.
+    fn code(&self) -> Code;
+
+    /// The human message sent to the client. Must never carry internals.
+    fn message(&self) -> Cow<'_, str>;
+
+    /// The JSON path of the offending input field, when there is one.
+    fn field(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// A validation failure of one input field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// JSON path of the field, relative to the payload.
+    pub field: Cow<'static, str>,
+    /// What is wrong with it.
+    pub message: Cow<'static, str>,
+}
+
+impl FieldError {
+    /// A failure of `field` described by `message`.
+    pub fn new(field: impl Into<Cow<'static, str>>, message: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl ErrorCode for FieldError {
+    fn code(&self) -> Code {
+        Code::InvalidPayload
+    }
+
+    fn message(&self) -> Cow<'_, str> {
+        Cow::Borrowed(&self.message)
+    }
+
+    fn field(&self) -> Option<&str> {
+        Some(&self.field)
+    }
+}

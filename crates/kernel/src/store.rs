@@ -1,0 +1,70 @@
+//! The error every store implementation returns, whatever its backend.
+
+use std::borrow::Cow;
+
+use crate::error::{Code, ErrorCode, FieldError};
+
+/// A failure of a persistence operation.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The record named in the call does not exist.
+    #[error("not found")]
+    NotFound,
+    /// A unique or foreign-key rule refused the change.
+    #[error("{message}")]
+    Conflict {
+        /// The input field that collides, when known.
+        field: Option<&'static str>,
+        /// What collides.
+        message: Cow<'static, str>,
+    },
+    /// An input referenced something that does not exist (such as an unknown role id).
+    #[error(transparent)]
+    Invalid(#[from] FieldError),
+    /// The database cannot be reached.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else; the text goes to the logs only.
+    #[error("store failure: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    /// A conflict on `field`.
+    pub fn conflict(field: &'static str, message: &'static str) -> Self {
+        Self::Conflict {
+            field: Some(field),
+            message: Cow::Borrowed(message),
+        }
+    }
+}
+
+impl ErrorCode for StoreError {
+    fn code(&self) -> Code {
+        match self {
+            StoreError::NotFound => Code::NotFound,
+            StoreError::Conflict { .. } => Code::Conflict,
+            StoreError::Invalid(_) => Code::InvalidPayload,
+            StoreError::Unavailable(_) => Code::Unavailable,
+            StoreError::Internal(_) => Code::Internal,
+        }
+    }
+
+    fn message(&self) -> Cow<'_, str> {
+        match self {
+            StoreError::NotFound => "Not found".into(),
+            StoreError::Conflict { message, .. } => Cow::Borrowed(message),
+            StoreError::Invalid(e) => Cow::Borrowed(&e.message),
+            StoreError::Unavailable(_) => "The database is unavailable; retry later".into(),
+            StoreError::Internal(_) => "Internal error".into(),
+        }
+    }
+
+    fn field(&self) -> Option<&str> {
+        match self {
+            StoreError::Conflict { field, .. } => *field,
+            StoreError::Invalid(e) => Some(&e.field),
+            _ => None,
+        }
+    }
+}

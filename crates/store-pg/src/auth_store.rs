@@ -1,0 +1,601 @@
+use async_trait::async_trait;
+use audit::AuditEvent;
+use auth::{
+    AuthStore, CredentialKind, CredentialRecord, LoginCandidate, NewSession, NewToken, NewUser,
+    RoleRef, SessionInfo, TokenInfo, User, UserChanges, UserPage,
+};
+use chrono::{DateTime, Utc};
+use kernel::settings::{Settings, SettingsPatch};
+use kernel::{FieldError, StoreError};
+use permissions::Plane;
+use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QueryResult, Set, TransactionTrait, Value,
+};
+use serde_json::Map;
+use uuid::Uuid;
+
+use crate::entity::{api_token, role_member, session, setting, user};
+use crate::{PgStore, ensure_admin_remains, is_active_admin, map_err, stmt, write_audit};
+
+/// Columns of a user with its roles and access flags; `{where}` and `{tail}` are filled per query.
+const USER_SELECT: &str = "SELECT u.id, u.email, u.name, u.email_verified, u.active, u.timezone, u.created_at, \
+     coalesce(json_agg(json_build_object('id', r.id, 'name', r.name) ORDER BY r.name) FILTER (WHERE r.id IS NOT NULL), '[]') AS roles, \
+     coalesce(bool_or(r.api_access), false) AS api_access, coalesce(bool_or(r.admin_access), false) AS admin \
+     FROM svc.users u LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id";
+
+/// The credential resolver's query: credential, user state and roles in one round trip.
+macro_rules! credential_sql {
+    ($table:literal, $plane:literal) => {
+        concat!(
+            "SELECT c.id, c.user_id, c.expires_at, c.revoked_at IS NOT NULL AS revoked, ", $plane, " AS plane, ",
+            "u.active, u.timezone, ",
+            "coalesce(array_agg(r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS role_ids, ",
+            "coalesce(bool_or(r.api_access), false) AS api_access, coalesce(bool_or(r.admin_access), false) AS admin ",
+            "FROM ", $table, " c JOIN svc.users u ON u.id = c.user_id ",
+            "LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id ",
+            "WHERE c.token_hash = $1 GROUP BY c.id, u.id"
+        )
+    };
+}
+const SESSION_CREDENTIAL_SQL: &str = credential_sql!("svc.sessions", "NULL::text");
+const TOKEN_CREDENTIAL_SQL: &str = credential_sql!("svc.api_tokens", "c.plane");
+
+fn user_from_row(row: &QueryResult) -> Result<User, StoreError> {
+    let get_err = |e: sea_orm::DbErr| StoreError::Internal(e.to_string());
+    let roles: serde_json::Value = row.try_get("", "roles").map_err(get_err)?;
+    let roles = roles
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|r| {
+                    Some(RoleRef {
+                        id: r.get("id")?.as_str()?.parse().ok()?,
+                        name: r.get("name")?.as_str()?.to_owned(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(User {
+        id: row.try_get("", "id").map_err(get_err)?,
+        email: row.try_get("", "email").map_err(get_err)?,
+        name: row.try_get("", "name").map_err(get_err)?,
+        email_verified: row.try_get("", "email_verified").map_err(get_err)?,
+        active: row.try_get("", "active").map_err(get_err)?,
+        timezone: row.try_get("", "timezone").map_err(get_err)?,
+        created_at: row.try_get("", "created_at").map_err(get_err)?,
+        roles,
+        api_access: row.try_get("", "api_access").map_err(get_err)?,
+        admin: row.try_get("", "admin").map_err(get_err)?,
+    })
+}
+
+async fn load_user(conn: &impl ConnectionTrait, id: Uuid) -> Result<Option<User>, StoreError> {
+    let sql = format!("{USER_SELECT} WHERE u.id = $1 GROUP BY u.id");
+    let row = conn
+        .query_one_raw(stmt(&sql, [id.into()]))
+        .await
+        .map_err(map_err)?;
+    row.as_ref().map(user_from_row).transpose()
+}
+
+/// Replaces a user's roles; an unknown role id is an invalid field.
+async fn set_roles(
+    conn: &impl ConnectionTrait,
+    user_id: Uuid,
+    role_ids: &[Uuid],
+) -> Result<(), StoreError> {
+    role_member::Entity::delete_many()
+        .filter(role_member::Column::UserId.eq(user_id))
+        .exec(conn)
+        .await
+        .map_err(map_err)?;
+    if role_ids.is_empty() {
+        return Ok(());
+    }
+    let known = conn
+        .query_one_raw(stmt(
+            "SELECT count(*) AS n FROM svc.roles WHERE id = ANY($1)",
+            [Value::from(role_ids.to_vec())],
+        ))
+        .await
+        .map_err(map_err)?
+        .map(|r| r.try_get::<i64>("", "n"))
+        .transpose()
+        .map_err(map_err)?
+        .unwrap_or(0);
+    let mut distinct = role_ids.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if usize::try_from(known).unwrap_or(0) != distinct.len() {
+        return Err(FieldError::new("roleIds", "contains an unknown role id").into());
+    }
+    let now = Utc::now();
+    let rows = distinct
+        .into_iter()
+        .map(|role_id| role_member::ActiveModel {
+            user_id: Set(user_id),
+            role_id: Set(role_id),
+            created_at: Set(now),
+        });
+    role_member::Entity::insert_many(rows)
+        .on_conflict(
+            OnConflict::columns([role_member::Column::UserId, role_member::Column::RoleId])
+                .do_nothing()
+                .to_owned(),
+        )
+        .exec_without_returning(conn)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+fn token_info(model: api_token::Model) -> TokenInfo {
+    TokenInfo {
+        id: model.id,
+        user_id: model.user_id,
+        name: model.name,
+        plane: Plane::parse(&model.plane).unwrap_or(Plane::Api),
+        prefix: model.prefix,
+        created_at: model.created_at,
+        expires_at: model.expires_at,
+    }
+}
+
+fn like_pattern(search: &str) -> String {
+    let escaped = search
+        .replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_");
+    format!("%{escaped}%")
+}
+
+#[async_trait]
+impl AuthStore for PgStore {
+    async fn settings(&self) -> Result<Settings, StoreError> {
+        let rows = setting::Entity::find()
+            .all(&self.db)
+            .await
+            .map_err(map_err)?;
+        let stored: Map<String, serde_json::Value> =
+            rows.into_iter().map(|r| (r.key, r.value)).collect();
+        Ok(Settings::from_stored(stored))
+    }
+
+    async fn save_settings(
+        &self,
+        patch: &SettingsPatch,
+        event: AuditEvent,
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let now = Utc::now();
+        for (key, value) in &patch.values {
+            let row = setting::ActiveModel {
+                key: Set(key.clone()),
+                value: Set(value.clone()),
+                updated_at: Set(now),
+            };
+            setting::Entity::insert(row)
+                .on_conflict(
+                    OnConflict::column(setting::Column::Key)
+                        .update_columns([setting::Column::Value, setting::Column::UpdatedAt])
+                        .to_owned(),
+                )
+                .exec_without_returning(&txn)
+                .await
+                .map_err(map_err)?;
+        }
+        write_audit(&txn, event).await?;
+        txn.commit().await.map_err(map_err)
+    }
+
+    async fn role_exists(&self, id: Uuid) -> Result<bool, StoreError> {
+        Ok(crate::entity::role::Entity::find_by_id(id)
+            .one(&self.db)
+            .await
+            .map_err(map_err)?
+            .is_some())
+    }
+
+    async fn credential(
+        &self,
+        kind: CredentialKind,
+        hash: &[u8; 32],
+    ) -> Result<Option<CredentialRecord>, StoreError> {
+        let sql = match kind {
+            CredentialKind::Session => SESSION_CREDENTIAL_SQL,
+            CredentialKind::Token => TOKEN_CREDENTIAL_SQL,
+        };
+        let Some(row) = self
+            .db
+            .query_one_raw(stmt(sql, [hash.to_vec().into()]))
+            .await
+            .map_err(map_err)?
+        else {
+            return Ok(None);
+        };
+        let plane: Option<String> = row.try_get("", "plane").map_err(map_err)?;
+        Ok(Some(CredentialRecord {
+            id: row.try_get("", "id").map_err(map_err)?,
+            user_id: row.try_get("", "user_id").map_err(map_err)?,
+            expires_at: row.try_get("", "expires_at").map_err(map_err)?,
+            revoked: row.try_get("", "revoked").map_err(map_err)?,
+            plane: plane.as_deref().and_then(Plane::parse),
+            user_active: row.try_get("", "active").map_err(map_err)?,
+            role_ids: row.try_get("", "role_ids").map_err(map_err)?,
+            api_access: row.try_get("", "api_access").map_err(map_err)?,
+            admin: row.try_get("", "admin").map_err(map_err)?,
+            timezone: row.try_get("", "timezone").map_err(map_err)?,
+        }))
+    }
+
+    async fn login_candidate(&self, email: &str) -> Result<Option<LoginCandidate>, StoreError> {
+        let sql = "SELECT u.id, u.password_hash, u.active, u.email_verified, u.failed_sign_ins, u.locked_until, \
+                   coalesce(bool_or(r.api_access), false) AS api_access \
+                   FROM svc.users u LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id \
+                   WHERE lower(u.email) = lower($1) GROUP BY u.id";
+        let Some(row) = self
+            .db
+            .query_one_raw(stmt(sql, [email.into()]))
+            .await
+            .map_err(map_err)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(LoginCandidate {
+            user_id: row.try_get("", "id").map_err(map_err)?,
+            password_hash: row.try_get("", "password_hash").map_err(map_err)?,
+            active: row.try_get("", "active").map_err(map_err)?,
+            email_verified: row.try_get("", "email_verified").map_err(map_err)?,
+            failed_sign_ins: row.try_get("", "failed_sign_ins").map_err(map_err)?,
+            locked_until: row.try_get("", "locked_until").map_err(map_err)?,
+            api_access: row.try_get("", "api_access").map_err(map_err)?,
+        }))
+    }
+
+    async fn record_login_failure(
+        &self,
+        user_id: Option<Uuid>,
+        lock_until: Option<DateTime<Utc>>,
+        event: AuditEvent,
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        if let Some(id) = user_id {
+            let counter = if lock_until.is_some() {
+                Expr::value(0)
+            } else {
+                Expr::col(user::Column::FailedSignIns).add(1)
+            };
+            let mut update = user::Entity::update_many()
+                .col_expr(user::Column::FailedSignIns, counter)
+                .filter(user::Column::Id.eq(id));
+            if let Some(until) = lock_until {
+                update = update.col_expr(user::Column::LockedUntil, Expr::value(until));
+            }
+            update.exec(&txn).await.map_err(map_err)?;
+        }
+        write_audit(&txn, event).await?;
+        txn.commit().await.map_err(map_err)
+    }
+
+    async fn create_session(&self, new: NewSession, event: AuditEvent) -> Result<(), StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        session::ActiveModel {
+            id: Set(new.id),
+            user_id: Set(new.user_id),
+            token_hash: Set(new.token_hash.to_vec()),
+            created_at: Set(new.created_at),
+            expires_at: Set(new.expires_at),
+            revoked_at: Set(None),
+            ip: Set(new.ip),
+            user_agent: Set(new.user_agent),
+        }
+        .insert(&txn)
+        .await
+        .map_err(map_err)?;
+        user::Entity::update_many()
+            .col_expr(user::Column::FailedSignIns, Expr::value(0))
+            .col_expr(
+                user::Column::LockedUntil,
+                Expr::value(Option::<DateTime<Utc>>::None),
+            )
+            .filter(user::Column::Id.eq(new.user_id))
+            .exec(&txn)
+            .await
+            .map_err(map_err)?;
+        write_audit(&txn, event).await?;
+        txn.commit().await.map_err(map_err)
+    }
+
+    async fn end_session(
+        &self,
+        user_id: Uuid,
+        session_id: Uuid,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let ended = session::Entity::update_many()
+            .col_expr(session::Column::RevokedAt, Expr::value(now))
+            .filter(session::Column::Id.eq(session_id))
+            .filter(session::Column::UserId.eq(user_id))
+            .filter(session::Column::RevokedAt.is_null())
+            .filter(session::Column::ExpiresAt.gt(now))
+            .exec(&txn)
+            .await
+            .map_err(map_err)?
+            .rows_affected;
+        if ended == 0 {
+            return Ok(false);
+        }
+        write_audit(&txn, event).await?;
+        txn.commit().await.map_err(map_err)?;
+        Ok(true)
+    }
+
+    async fn sessions(
+        &self,
+        user_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        let rows = session::Entity::find()
+            .filter(session::Column::UserId.eq(user_id))
+            .filter(session::Column::RevokedAt.is_null())
+            .filter(session::Column::ExpiresAt.gt(now))
+            .order_by_desc(session::Column::CreatedAt)
+            .all(&self.db)
+            .await
+            .map_err(map_err)?;
+        Ok(rows
+            .into_iter()
+            .map(|s| SessionInfo {
+                id: s.id,
+                created_at: s.created_at,
+                expires_at: s.expires_at,
+                ip: s.ip,
+                user_agent: s.user_agent,
+            })
+            .collect())
+    }
+
+    async fn user(&self, id: Uuid) -> Result<Option<User>, StoreError> {
+        load_user(&self.db, id).await
+    }
+
+    async fn users(
+        &self,
+        search: Option<&str>,
+        limit: u64,
+        offset: u64,
+    ) -> Result<UserPage, StoreError> {
+        let filter = "WHERE ($1::text IS NULL OR u.email ILIKE $1 OR u.name ILIKE $1)";
+        let pattern: Value = search.map(like_pattern).into();
+        let sql = format!(
+            "{USER_SELECT} {filter} GROUP BY u.id ORDER BY u.created_at, u.id LIMIT $2 OFFSET $3"
+        );
+        let rows = self
+            .db
+            .query_all_raw(stmt(&sql, [pattern.clone(), limit.into(), offset.into()]))
+            .await
+            .map_err(map_err)?;
+        let users = rows
+            .iter()
+            .map(user_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let count_sql = format!("SELECT count(*) AS n FROM svc.users u {filter}");
+        let total: i64 = self
+            .db
+            .query_one_raw(stmt(&count_sql, [pattern]))
+            .await
+            .map_err(map_err)?
+            .map(|r| r.try_get("", "n"))
+            .transpose()
+            .map_err(map_err)?
+            .unwrap_or(0);
+        Ok(UserPage {
+            users,
+            total: u64::try_from(total).unwrap_or(0),
+        })
+    }
+
+    async fn role_members(&self, role_id: Uuid) -> Result<Option<Vec<User>>, StoreError> {
+        let sql = format!(
+            "{USER_SELECT} WHERE u.id IN (SELECT user_id FROM svc.role_members WHERE role_id = $1) \
+             GROUP BY u.id ORDER BY u.created_at, u.id"
+        );
+        let rows = self
+            .db
+            .query_all_raw(stmt(&sql, [role_id.into()]))
+            .await
+            .map_err(map_err)?;
+        if rows.is_empty()
+            && crate::entity::role::Entity::find_by_id(role_id)
+                .one(&self.db)
+                .await
+                .map_err(map_err)?
+                .is_none()
+        {
+            return Ok(None);
+        }
+        rows.iter()
+            .map(user_from_row)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    async fn create_user(&self, new: NewUser, event: AuditEvent) -> Result<User, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        user::ActiveModel {
+            id: Set(new.id),
+            email: Set(new.email.as_str().to_owned()),
+            password_hash: Set(new.password_hash),
+            name: Set(new.name),
+            email_verified: Set(new.email_verified),
+            active: Set(true),
+            timezone: Set(new.timezone),
+            failed_sign_ins: Set(0),
+            locked_until: Set(None),
+            created_at: Set(new.created_at),
+            updated_at: Set(new.created_at),
+        }
+        .insert(&txn)
+        .await
+        .map_err(map_err)?;
+        set_roles(&txn, new.id, &new.role_ids).await?;
+        write_audit(&txn, event).await?;
+        let user = load_user(&txn, new.id).await?.ok_or(StoreError::NotFound)?;
+        txn.commit().await.map_err(map_err)?;
+        Ok(user)
+    }
+
+    async fn update_user(
+        &self,
+        id: Uuid,
+        changes: UserChanges,
+        keep_session: Option<Uuid>,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<User, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let current = user::Entity::find_by_id(id)
+            .one(&txn)
+            .await
+            .map_err(map_err)?
+            .ok_or(StoreError::NotFound)?;
+        let was_admin = is_active_admin(&txn, id).await?;
+        let new_password = changes.password_hash.is_some();
+        let deactivated = changes.active == Some(false);
+        let mut row: user::ActiveModel = current.into();
+        if let Some(name) = changes.name {
+            row.name = Set(name);
+        }
+        if let Some(email) = changes.email {
+            row.email = Set(email.as_str().to_owned());
+        }
+        if let Some(hash) = changes.password_hash {
+            row.password_hash = Set(Some(hash));
+            row.failed_sign_ins = Set(0);
+            row.locked_until = Set(None);
+        }
+        if let Some(active) = changes.active {
+            row.active = Set(active);
+        }
+        if let Some(verified) = changes.email_verified {
+            row.email_verified = Set(verified);
+        }
+        if let Some(zone) = changes.timezone {
+            row.timezone = Set(zone);
+        }
+        row.updated_at = Set(now);
+        row.update(&txn).await.map_err(map_err)?;
+        if let Some(roles) = &changes.role_ids {
+            set_roles(&txn, id, roles).await?;
+        }
+        if new_password || deactivated {
+            let mut end = session::Entity::update_many()
+                .col_expr(session::Column::RevokedAt, Expr::value(now))
+                .filter(session::Column::UserId.eq(id))
+                .filter(session::Column::RevokedAt.is_null());
+            if let Some(keep) = keep_session.filter(|_| !deactivated) {
+                end = end.filter(session::Column::Id.ne(keep));
+            }
+            end.exec(&txn).await.map_err(map_err)?;
+        }
+        if was_admin {
+            ensure_admin_remains(&txn).await?;
+        }
+        write_audit(&txn, event).await?;
+        let user = load_user(&txn, id).await?.ok_or(StoreError::NotFound)?;
+        txn.commit().await.map_err(map_err)?;
+        Ok(user)
+    }
+
+    async fn delete_user(&self, id: Uuid, event: AuditEvent) -> Result<(), StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let was_admin = is_active_admin(&txn, id).await?;
+        let deleted = user::Entity::delete_by_id(id)
+            .exec(&txn)
+            .await
+            .map_err(map_err)?
+            .rows_affected;
+        if deleted == 0 {
+            return Err(StoreError::NotFound);
+        }
+        if was_admin {
+            ensure_admin_remains(&txn).await?;
+        }
+        write_audit(&txn, event).await?;
+        txn.commit().await.map_err(map_err)
+    }
+
+    async fn tokens(
+        &self,
+        user_id: Option<Uuid>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TokenInfo>, StoreError> {
+        let mut select = api_token::Entity::find()
+            .filter(api_token::Column::RevokedAt.is_null())
+            .filter(api_token::Column::ExpiresAt.gt(now));
+        if let Some(owner) = user_id {
+            select = select.filter(api_token::Column::UserId.eq(owner));
+        }
+        let rows = select
+            .order_by_desc(api_token::Column::CreatedAt)
+            .all(&self.db)
+            .await
+            .map_err(map_err)?;
+        Ok(rows.into_iter().map(token_info).collect())
+    }
+
+    async fn create_token(
+        &self,
+        new: NewToken,
+        event: AuditEvent,
+    ) -> Result<TokenInfo, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let model = api_token::ActiveModel {
+            id: Set(new.id),
+            user_id: Set(new.user_id),
+            name: Set(new.name),
+            plane: Set(new.plane.as_str().to_owned()),
+            prefix: Set(new.prefix),
+            token_hash: Set(new.token_hash.to_vec()),
+            created_by: Set(Some(new.created_by)),
+            created_at: Set(new.created_at),
+            expires_at: Set(new.expires_at),
+            revoked_at: Set(None),
+        }
+        .insert(&txn)
+        .await
+        .map_err(map_err)?;
+        write_audit(&txn, event).await?;
+        txn.commit().await.map_err(map_err)?;
+        Ok(token_info(model))
+    }
+
+    async fn revoke_token(
+        &self,
+        id: Uuid,
+        owner: Option<Uuid>,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let mut update = api_token::Entity::update_many()
+            .col_expr(api_token::Column::RevokedAt, Expr::value(now))
+            .filter(api_token::Column::Id.eq(id))
+            .filter(api_token::Column::RevokedAt.is_null());
+        if let Some(owner) = owner {
+            update = update.filter(api_token::Column::UserId.eq(owner));
+        }
+        if update.exec(&txn).await.map_err(map_err)?.rows_affected == 0 {
+            return Ok(false);
+        }
+        write_audit(&txn, event).await?;
+        txn.commit().await.map_err(map_err)?;
+        Ok(true)
+    }
+}

@@ -1,0 +1,170 @@
+//! PostgreSQL implementation of every store trait, with sea-orm.
+
+mod audit_store;
+mod auth_store;
+mod entity;
+mod role_store;
+
+use std::time::Duration;
+
+use audit::AuditEvent;
+use kernel::{StoreError, new_id};
+use sea_orm::{
+    ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend,
+    DbErr, Set, SqlErr, Statement, Value,
+};
+use uuid::Uuid;
+
+/// The store of the whole service over one connection pool.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    db: DatabaseConnection,
+}
+
+/// Pool size and timeouts.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolOptions {
+    /// Most connections held open.
+    pub max_connections: u32,
+    /// How long a request waits for a free connection.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 32,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Opens a pool on `url`.
+pub async fn connect(url: &str, options: PoolOptions) -> Result<DatabaseConnection, DbErr> {
+    let mut connect = ConnectOptions::new(url.to_owned());
+    connect
+        .max_connections(options.max_connections)
+        .min_connections(1)
+        .acquire_timeout(options.acquire_timeout)
+        .connect_timeout(options.acquire_timeout)
+        .sqlx_logging(false);
+    Database::connect(connect).await
+}
+
+impl PgStore {
+    /// A store over an open pool.
+    pub fn new(db: DatabaseConnection) -> Self {
+        Self { db }
+    }
+
+    /// The pool, for migrations and readiness checks.
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> bool {
+        self.db.ping().await.is_ok()
+    }
+}
+
+/// Maps a database error to the store's error; constraint names choose the field.
+pub(crate) fn map_err(err: DbErr) -> StoreError {
+    match err.sql_err() {
+        Some(SqlErr::UniqueConstraintViolation(detail)) => {
+            let field = if detail.contains("users_email_key") {
+                Some("email")
+            } else if detail.contains("roles_name_key") {
+                Some("name")
+            } else {
+                None
+            };
+            return StoreError::Conflict {
+                field,
+                message: "already taken".into(),
+            };
+        }
+        Some(SqlErr::ForeignKeyConstraintViolation(_)) => {
+            return StoreError::Conflict {
+                field: None,
+                message: "refers to a record that does not exist".into(),
+            };
+        }
+        _ => {}
+    }
+    match err {
+        DbErr::ConnectionAcquire(e) => StoreError::Unavailable(e.to_string()),
+        DbErr::Conn(e) => StoreError::Unavailable(e.to_string()),
+        other => StoreError::Internal(other.to_string()),
+    }
+}
+
+/// Runs a raw statement with bound values.
+pub(crate) fn stmt(sql: &str, values: impl IntoIterator<Item = Value>) -> Statement {
+    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
+}
+
+/// Writes an audit event through `conn` (a transaction or the pool).
+pub(crate) async fn write_audit(
+    conn: &impl ConnectionTrait,
+    event: AuditEvent,
+) -> Result<(), StoreError> {
+    entity::audit_log::ActiveModel {
+        id: Set(new_id()),
+        at: Set(chrono::Utc::now()),
+        actor_type: Set(event.actor.kind.as_str().to_owned()),
+        actor_id: Set(event.actor.id),
+        action: Set(event.action.to_owned()),
+        target: Set(event.target),
+        details: Set((!event.details.is_null()).then_some(event.details)),
+        ip: Set(event.ip),
+    }
+    .insert(conn)
+    .await
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// Fails with a conflict when no active member of Administrators would remain.
+pub(crate) async fn ensure_admin_remains(conn: &impl ConnectionTrait) -> Result<(), StoreError> {
+    let sql = "SELECT EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.users u ON u.id = m.user_id \
+               WHERE m.role_id = $1 AND u.active) AS ok";
+    let row = conn
+        .query_one_raw(stmt(sql, [kernel::ADMINISTRATORS_ROLE_ID.into()]))
+        .await
+        .map_err(map_err)?;
+    let ok: bool = row
+        .map(|r| r.try_get("", "ok"))
+        .transpose()
+        .map_err(map_err)?
+        .unwrap_or(false);
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Conflict {
+            field: None,
+            message: "the last active administrator cannot be removed or deactivated".into(),
+        })
+    }
+}
+
+/// Whether `user_id` is an active administrator right now.
+pub(crate) async fn is_active_admin(
+    conn: &impl ConnectionTrait,
+    user_id: Uuid,
+) -> Result<bool, StoreError> {
+    let sql = "SELECT EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.users u ON u.id = m.user_id \
+               WHERE m.role_id = $1 AND u.id = $2 AND u.active) AS ok";
+    let row = conn
+        .query_one_raw(stmt(
+            sql,
+            [kernel::ADMINISTRATORS_ROLE_ID.into(), user_id.into()],
+        ))
+        .await
+        .map_err(map_err)?;
+    Ok(row
+        .map(|r| r.try_get("", "ok"))
+        .transpose()
+        .map_err(map_err)?
+        .unwrap_or(false))
+}

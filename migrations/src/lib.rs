@@ -1,0 +1,75 @@
+//! Migrations of the service schema `svc`. Each migration is one SQL file in
+//! `sql/`, run in a transaction.
+
+use sea_orm_migration::prelude::*;
+use sea_orm_migration::sea_orm::ConnectionTrait;
+
+/// The migrations, oldest first: (name, SQL).
+const MIGRATIONS: &[(&str, &str)] = &[(
+    "m0001_service_schema",
+    include_str!("../sql/0001_service_schema.sql"),
+)];
+
+/// A hash of every migration's name and text. Test databases are cloned from a
+/// template named after it, so a changed migration gives a fresh template.
+pub const FINGERPRINT: u64 = {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut m = 0;
+    while m < MIGRATIONS.len() {
+        let (name, sql) = MIGRATIONS[m];
+        let parts = [name.as_bytes(), sql.as_bytes()];
+        let mut p = 0;
+        while p < parts.len() {
+            let bytes = parts[p];
+            let mut i = 0;
+            while i < bytes.len() {
+                hash ^= bytes[i] as u64;
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+                i += 1;
+            }
+            p += 1;
+        }
+        m += 1;
+    }
+    hash
+};
+
+struct SqlMigration {
+    name: &'static str,
+    sql: &'static str,
+}
+
+impl MigrationName for SqlMigration {
+    fn name(&self) -> &str {
+        self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for SqlMigration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .get_connection()
+            .execute_unprepared(self.sql)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Runs the service schema migrations.
+#[derive(Debug)]
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        MIGRATIONS
+            .iter()
+            .map(|(name, sql)| Box::new(SqlMigration { name, sql }) as Box<dyn MigrationTrait>)
+            .collect()
+    }
+
+    fn migration_table_name() -> DynIden {
+        "tessera_migrations".into_iden()
+    }
+}
