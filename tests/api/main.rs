@@ -1,1 +1,23 @@
+//! Black-box tests of the HTTP API over real PostgreSQL and real HTTP.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests fail loudly"
+)]
 
+mod admin_roles;
+mod admin_users;
+mod audit;
+mod envelope;
+mod login;
+mod openapi;
+mod sessions;
+mod settings;
+mod shutdown;
+mod tokens;
+
+/// Id of the built-in `Users` role.
+pub const USERS_ROLE: &str = "00000000-0000-7000-8000-000000000002";
+/// Id of the built-in `Administrators` role.
+pub const ADMINS_ROLE: &str = "00000000-0000-7000-8000-000000000001";

@@ -11,7 +11,7 @@ use audit::AuditEvent;
 use kernel::{StoreError, new_id};
 use sea_orm::{
     ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend,
-    DbErr, Set, SqlErr, Statement, Value,
+    DbErr, RuntimeErr, Set, SqlErr, Statement, Value,
 };
 use uuid::Uuid;
 
@@ -92,10 +92,32 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
         }
         _ => {}
     }
+    match &err {
+        DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => StoreError::Unavailable(err.to_string()),
+        DbErr::Query(RuntimeErr::SqlxError(e)) | DbErr::Exec(RuntimeErr::SqlxError(e))
+            if is_unavailable(e) =>
+        {
+            StoreError::Unavailable(err.to_string())
+        }
+        _ => StoreError::Internal(err.to_string()),
+    }
+}
+
+/// Whether a driver error means the database cannot be reached (rather than a bug).
+fn is_unavailable(err: &sea_orm::sqlx::Error) -> bool {
+    use sea_orm::sqlx::Error;
     match err {
-        DbErr::ConnectionAcquire(e) => StoreError::Unavailable(e.to_string()),
-        DbErr::Conn(e) => StoreError::Unavailable(e.to_string()),
-        other => StoreError::Internal(other.to_string()),
+        Error::Io(_)
+        | Error::Tls(_)
+        | Error::PoolTimedOut
+        | Error::PoolClosed
+        | Error::WorkerCrashed
+        | Error::Protocol(_) => true,
+        // Connection exceptions (08), shutdown (57P0x), missing database (3D000).
+        Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08") || code.starts_with("57P") || code == "3D000"
+        }),
+        _ => false,
     }
 }
 

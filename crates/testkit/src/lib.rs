@@ -1,1 +1,252 @@
-//! placeholder
+//! Test support: a fresh database per test cloned from a migrated template,
+//! the real server on a free port, and an HTTP client with helpers.
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test support fails loudly by design"
+)]
+
+mod db;
+
+use std::sync::Arc;
+
+use kernel::{Clock, ManualClock};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tessera::{Application, Config, Services};
+
+pub use crate::db::TestDatabase;
+
+/// Password of the administrator every test app starts with.
+pub const ADMIN_PASSWORD: &str = "admin-password-123";
+/// Email of that administrator.
+pub const ADMIN_EMAIL: &str = "admin@example.com";
+
+/// A running server over its own database.
+pub struct TestApp {
+    /// `http://127.0.0.1:<port>`.
+    pub address: String,
+    /// A client without cookies or redirects.
+    pub client: reqwest::Client,
+    /// The services the server runs on, for set-up shortcuts.
+    pub services: Services,
+    /// The test's clock, when the app was started with a manual one.
+    pub clock: Option<Arc<ManualClock>>,
+    /// The database; dropped with the app.
+    pub db: TestDatabase,
+}
+
+/// An answer: status and JSON body (null when empty).
+#[derive(Debug)]
+pub struct Answer {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Parsed body, or null.
+    pub body: Value,
+    /// Response headers.
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Answer {
+    /// The first error's code.
+    pub fn code(&self) -> &str {
+        self.body["errors"][0]["code"].as_str().unwrap_or("")
+    }
+
+    /// The `data` member.
+    pub fn data(&self) -> &Value {
+        &self.body["data"]
+    }
+}
+
+/// Starts the server on a fresh database with the system clock.
+pub async fn spawn_app() -> TestApp {
+    spawn(None, |_| {}).await
+}
+
+/// Starts the server with a manual clock the test can advance.
+pub async fn spawn_app_with_clock() -> TestApp {
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    spawn(Some(clock), |_| {}).await
+}
+
+/// Starts the server after adjusting its configuration.
+pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
+    spawn(None, configure).await
+}
+
+async fn spawn(clock: Option<Arc<ManualClock>>, configure: impl FnOnce(&mut Config)) -> TestApp {
+    let db = TestDatabase::create().await;
+    let mut config = Config::for_database(&db.url);
+    config.bind = "127.0.0.1:0".into();
+    configure(&mut config);
+    let app_clock: Arc<dyn Clock> = match &clock {
+        Some(c) => c.clone(),
+        None => Arc::new(kernel::SystemClock),
+    };
+    let services = Services::start(&config, app_clock)
+        .await
+        .expect("services start");
+    services
+        .auth
+        .ensure_admin(ADMIN_EMAIL, ADMIN_PASSWORD, Some("Admin".into()))
+        .await
+        .expect("admin");
+    let app = Application::build(&config, &services).expect("server builds");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run_until_stopped());
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    TestApp {
+        address,
+        client,
+        services,
+        clock,
+        db,
+    }
+}
+
+impl TestApp {
+    /// Sends `method path` with an optional bearer and JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        bearer: Option<&str>,
+        body: Option<Value>,
+    ) -> Answer {
+        let mut request = self
+            .client
+            .request(method, format!("{}{}", self.address, path));
+        if let Some(token) = bearer {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request sent");
+        Self::answer(response).await
+    }
+
+    /// Reads a response into an [`Answer`].
+    pub async fn answer(response: reqwest::Response) -> Answer {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.expect("body read");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        Answer {
+            status,
+            body,
+            headers,
+        }
+    }
+
+    /// GET with a bearer.
+    pub async fn get(&self, path: &str, bearer: &str) -> Answer {
+        self.call(Method::GET, path, Some(bearer), None).await
+    }
+
+    /// POST a JSON body with a bearer.
+    pub async fn post(&self, path: &str, bearer: &str, body: Value) -> Answer {
+        self.call(Method::POST, path, Some(bearer), Some(body))
+            .await
+    }
+
+    /// PATCH a JSON body with a bearer.
+    pub async fn patch(&self, path: &str, bearer: &str, body: Value) -> Answer {
+        self.call(Method::PATCH, path, Some(bearer), Some(body))
+            .await
+    }
+
+    /// DELETE with a bearer.
+    pub async fn delete(&self, path: &str, bearer: &str) -> Answer {
+        self.call(Method::DELETE, path, Some(bearer), None).await
+    }
+
+    /// Signs in; answers the raw login answer.
+    pub async fn login_answer(&self, email: &str, password: &str) -> Answer {
+        self.call(
+            Method::POST,
+            "/api/auth/login",
+            None,
+            Some(json!({ "email": email, "password": password })),
+        )
+        .await
+    }
+
+    /// Signs in and answers the session token; panics on failure.
+    pub async fn login(&self, email: &str, password: &str) -> String {
+        let answer = self.login_answer(email, password).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::OK,
+            "login of {email} failed: {:?}",
+            answer.body
+        );
+        answer.data()["token"].as_str().expect("token").to_owned()
+    }
+
+    /// A session token of the built-in administrator.
+    pub async fn admin_session(&self) -> String {
+        self.login(ADMIN_EMAIL, ADMIN_PASSWORD).await
+    }
+
+    /// Creates a user through the Admin API (with `roleIds` when given) and
+    /// answers its id.
+    pub async fn create_user(
+        &self,
+        admin: &str,
+        email: &str,
+        password: &str,
+        role_ids: Option<Vec<String>>,
+    ) -> String {
+        let mut data = json!({ "email": email, "password": password, "name": "Test User" });
+        if let Some(roles) = role_ids {
+            data["roleIds"] = json!(roles);
+        }
+        let answer = self
+            .post("/admin/api/users", admin, json!({ "data": data }))
+            .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::CREATED,
+            "create user failed: {:?}",
+            answer.body
+        );
+        answer.data()["id"].as_str().expect("id").to_owned()
+    }
+
+    /// Creates a personal access token for the session's user and answers the secret.
+    pub async fn create_token(&self, session: &str, plane: &str) -> String {
+        let answer = self
+            .post(
+                "/api/auth/tokens",
+                session,
+                json!({ "name": "test", "lifetimeDays": 30, "plane": plane }),
+            )
+            .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::CREATED,
+            "create token failed: {:?}",
+            answer.body
+        );
+        answer.data()["token"].as_str().expect("token").to_owned()
+    }
+
+    /// Moves the manual clock forward.
+    pub fn advance(&self, by: chrono::Duration) {
+        self.clock
+            .as_ref()
+            .expect("app started with a manual clock")
+            .advance(by);
+    }
+}
