@@ -13,7 +13,8 @@ async fn sign_ins_and_changes_are_audited_with_their_actor() {
         .unwrap()
         .to_owned();
     app.login_answer("ghost@example.com", "whatever").await;
-    app.login_answer(testkit::ADMIN_EMAIL, "Hunter2-not-it").await;
+    app.login_answer(testkit::ADMIN_EMAIL, "Hunter2-not-it")
+        .await;
 
     let created = app
         .post(

@@ -17,10 +17,7 @@ async fn health_and_readiness_need_no_credential() {
 #[tokio::test]
 async fn readiness_fails_when_the_database_is_gone() {
     let app = spawn_app().await;
-    let name = app.db.name.clone();
-    // Drop the database under the running server.
-    let admin = sea_orm_free_drop(&name);
-    admin.await;
+    app.db.destroy().await;
     let ready = app.call(Method::GET, "/readyz", None, None).await;
     assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
     let me = app
@@ -28,23 +25,6 @@ async fn readiness_fails_when_the_database_is_gone() {
         .await;
     assert_eq!(me.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(me.code(), "UNAVAILABLE");
-}
-
-async fn sea_orm_free_drop(name: &str) {
-    let url = std::env::var("TESSERA_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
-    let out = tokio::process::Command::new("psql")
-        .arg(format!("{url}/postgres"))
-        .arg("-qc")
-        .arg(format!("DROP DATABASE {name} WITH (FORCE)"))
-        .output()
-        .await
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[tokio::test]

@@ -1,1 +1,125 @@
-fn main() {}
+//! Developer tasks: `cargo xtask <dev|test|lint|db-up|bench>`.
+//!
+//! Uses only the standard library so that it builds in seconds on a fresh machine.
+
+mod bench;
+mod pg;
+
+use std::process::{Command, ExitCode};
+
+/// A task failure, printed before exiting non-zero.
+type Result<T = ()> = std::result::Result<T, String>;
+
+/// Crates that must stay free of the web framework and the ORM.
+const DOMAIN_CRATES: &[&str] = &["kernel", "auth", "permissions", "audit", "api-types"];
+const FORBIDDEN_IN_DOMAIN: &[&str] = &["actix-web", "sea-orm", "sqlx"];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("dev") => dev(),
+        Some("test") => test(),
+        Some("lint") => lint(),
+        Some("db-up") => pg::ensure().map(|url| println!("PostgreSQL ready at {url}")),
+        Some("bench") => bench::suite(args.get(1).map(String::as_str)),
+        _ => Err("usage: cargo xtask <dev | test | lint | db-up | bench [auth]>".into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a command, failing with its name when it does not succeed.
+fn run(command: &mut Command) -> Result {
+    let shown = format!("{command:?}");
+    eprintln!("xtask: running {shown}");
+    let status = command.status().map_err(|e| format!("{shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({status})"))
+    }
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+/// Serves on 127.0.0.1:8080 against PostgreSQL found or started here.
+fn dev() -> Result {
+    let server = pg::ensure()?;
+    let url = std::env::var("TESSERA_DATABASE_URL").unwrap_or_else(|_| format!("{server}/tessera"));
+    run(cargo()
+        .args(["run", "-p", "tessera", "--", "serve", "--generate-admin"])
+        .env("TESSERA_DATABASE_URL", url))
+}
+
+/// Format check, clippy, the layering check and every test.
+fn test() -> Result {
+    let server = pg::ensure()?;
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    lint()?;
+    // The shutdown test drives the real binary.
+    run(cargo().args(["build", "-p", "tessera"]))?;
+    let nextest = Command::new("cargo-nextest")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let mut tests = cargo();
+    if nextest {
+        tests.args(["nextest", "run", "--workspace"]);
+    } else {
+        tests.args(["test", "--workspace"]);
+    }
+    run(tests.env("TESSERA_TEST_PG_URL", server))
+}
+
+/// Domain crates depend on neither actix-web nor sea-orm.
+fn lint() -> Result {
+    let mut problems = Vec::new();
+    for krate in DOMAIN_CRATES {
+        let output = cargo()
+            .args([
+                "tree", "-q", "-p", krate, "-e", "normal", "--prefix", "none", "--format", "{p}",
+            ])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !output.status.success() {
+            return Err(format!(
+                "cargo tree -p {krate} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let tree = String::from_utf8_lossy(&output.stdout);
+        for forbidden in FORBIDDEN_IN_DOMAIN {
+            if tree
+                .lines()
+                .any(|line| line.split_whitespace().next() == Some(forbidden))
+            {
+                problems.push(format!("{krate} depends on {forbidden}"));
+            }
+        }
+    }
+    if problems.is_empty() {
+        eprintln!(
+            "xtask: layering ok: {} stay free of {}",
+            DOMAIN_CRATES.join(", "),
+            FORBIDDEN_IN_DOMAIN.join(", ")
+        );
+        Ok(())
+    } else {
+        Err(format!("layering broken: {}", problems.join("; ")))
+    }
+}

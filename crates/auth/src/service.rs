@@ -610,10 +610,10 @@ impl AuthService {
                 "This setting can only be changed by an administrator signed in with a session",
             ));
         }
-        if let Some(role) = patch.registration_role_id() {
-            if !self.store.role_exists(role).await? {
-                return Err(FieldError::new("auth.registration_role_id", "no such role").into());
-            }
+        if let Some(role) = patch.registration_role_id()
+            && !self.store.role_exists(role).await?
+        {
+            return Err(FieldError::new("auth.registration_role_id", "no such role").into());
         }
         let keys: Vec<&String> = patch.values.keys().collect();
         let event = AuditEvent::new(

@@ -129,6 +129,16 @@ impl Principal {
     }
 }
 
+impl Principal {
+    /// The actor recorded in the audit log: the user for a session, the token for a token.
+    pub fn actor(&self) -> audit::Actor {
+        match self.credential {
+            Credential::Session { .. } => audit::Actor::user(self.user_id),
+            Credential::Token { id, .. } => audit::Actor::token(id),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,15 +209,5 @@ mod tests {
             principal(admin_token, true, false).authorize(Plane::Admin, false),
             Err(Denied::NotAdministrator)
         );
-    }
-}
-
-impl Principal {
-    /// The actor recorded in the audit log: the user for a session, the token for a token.
-    pub fn actor(&self) -> audit::Actor {
-        match self.credential {
-            Credential::Session { .. } => audit::Actor::user(self.user_id),
-            Credential::Token { id, .. } => audit::Actor::token(id),
-        }
     }
 }

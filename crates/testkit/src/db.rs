@@ -89,6 +89,19 @@ impl TestDatabase {
         let url = format!("{}/{name}", server_url());
         Self { name, url }
     }
+
+    /// Drops the database now, under anything still connected to it.
+    pub async fn destroy(&self) {
+        let admin = maintenance().await;
+        admin
+            .execute_unprepared(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .await
+            .expect("drop database");
+        admin.close().await.expect("close");
+    }
 }
 
 async fn store_pg_connect(url: &str) -> DatabaseConnection {
