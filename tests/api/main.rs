@@ -9,12 +9,12 @@
 mod admin_roles;
 mod admin_users;
 mod audit;
+mod binary;
 mod envelope;
 mod login;
 mod openapi;
 mod sessions;
 mod settings;
-mod shutdown;
 mod tokens;
 
 /// Id of the built-in `Users` role.

@@ -149,3 +149,45 @@ impl Config {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_file_and_overrides() {
+        let missing = Path::new("/nonexistent/tessera.toml");
+        let defaults = Config::resolve(Overrides::default(), missing).unwrap();
+        assert_eq!(defaults.bind, DEFAULT_BIND);
+        assert_eq!(defaults.public_url, "http://127.0.0.1:8080");
+        assert_eq!(defaults.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+
+        let file =
+            std::env::temp_dir().join(format!("tessera-config-test-{}.toml", std::process::id()));
+        std::fs::write(
+            &file,
+            "bind = \"0.0.0.0:9000\"\nmax_body_bytes = 10\ntrusted_proxies = \"10.0.0.1, ::1\"\n",
+        )
+        .unwrap();
+        let flags = Overrides {
+            bind: Some("127.0.0.1:7000".into()),
+            ..Overrides::default()
+        };
+        let config = Config::resolve(flags, &file).unwrap();
+        assert_eq!(
+            config.bind, "127.0.0.1:7000",
+            "flags and environment win over the file"
+        );
+        assert_eq!(config.max_body_bytes, 10);
+        assert_eq!(config.trusted_proxies.len(), 2);
+
+        std::fs::write(&file, "unknown_key = 1\n").unwrap();
+        assert!(Config::resolve(Overrides::default(), &file).is_err());
+        let half = Overrides {
+            bootstrap_admin_email: Some("a@b.c".into()),
+            ..Overrides::default()
+        };
+        assert!(Config::resolve(half, missing).is_err());
+        std::fs::remove_file(&file).unwrap();
+    }
+}

@@ -22,9 +22,15 @@ fn random_string() -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// A new opaque session token (32 random bytes, base64url).
+/// A new opaque session token (32 random bytes, base64url). It never starts
+/// with the token prefix, so the resolver always looks in the right table.
 pub fn new_session_token() -> String {
-    random_string()
+    loop {
+        let token = random_string();
+        if !is_api_token(&token) {
+            return token;
+        }
+    }
 }
 
 /// A new personal access token and the part of it shown in lists.

@@ -38,8 +38,15 @@ pub async fn list(
             ),
         }),
     };
+    if query.action.as_ref().is_some_and(|a| a.len() > 100) {
+        return Err(ApiError::field(
+            Code::InvalidQuery,
+            "action",
+            "must be at most 100 characters",
+        ));
+    }
     let filter = AuditQuery {
-        action: query.action.filter(|a| !a.is_empty() && a.len() <= 100),
+        action: query.action.filter(|a| !a.is_empty()),
         actor_id: query.actor_id,
         limit: page_limit(query.limit)?,
         before,
