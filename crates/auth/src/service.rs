@@ -82,6 +82,12 @@ fn ttl(hours: f64) -> Duration {
     Duration::milliseconds((hours * 3_600_000.0).round() as i64)
 }
 
+/// Checks a new password against the settings and hashes it.
+async fn hash_new_password(password: &str, settings: &Settings) -> Result<String, AuthError> {
+    let password = NewPassword::parse(password, "password", settings.password_min_length())?;
+    hash_password(password.expose().to_owned()).await
+}
+
 fn optional_name(raw: Option<&str>) -> Result<Option<String>, FieldError> {
     match raw.map(str::trim) {
         None | Some("") => Ok(None),
@@ -450,14 +456,7 @@ impl AuthService {
         let settings = self.store.settings().await?;
         let email = Email::parse(&input.email, "email")?;
         let password_hash = match input.password {
-            Some(p) => Some(
-                hash_password(
-                    NewPassword::parse(&p, "password", settings.password_min_length())?
-                        .expose()
-                        .to_owned(),
-                )
-                .await?,
-            ),
+            Some(p) => Some(hash_new_password(&p, &settings).await?),
             None => None,
         };
         let user = NewUser {
@@ -487,14 +486,7 @@ impl AuthService {
     ) -> Result<User, AuthError> {
         let settings = self.store.settings().await?;
         let password_hash = match input.password {
-            Some(p) => Some(
-                hash_password(
-                    NewPassword::parse(&p, "password", settings.password_min_length())?
-                        .expose()
-                        .to_owned(),
-                )
-                .await?,
-            ),
+            Some(p) => Some(hash_new_password(&p, &settings).await?),
             None => None,
         };
         let mut changed: Vec<&str> = Vec::new();

@@ -17,7 +17,10 @@ use serde_json::Map;
 use uuid::Uuid;
 
 use crate::entity::{api_token, role_member, session, setting, user};
-use crate::{PgStore, ensure_admin_remains, is_active_admin, map_err, stmt, write_audit};
+use crate::{
+    PgStore, add_memberships, commit_with_audit, ensure_admin_remains, is_active_admin, map_err,
+    stmt, write_audit,
+};
 
 /// Columns of a user with its roles and access flags; `{where}` and `{tail}` are filled per query.
 const USER_SELECT: &str = "SELECT u.id, u.email, u.name, u.email_verified, u.active, u.timezone, u.created_at, \
@@ -113,24 +116,7 @@ async fn set_roles(
     if usize::try_from(known).unwrap_or(0) != distinct.len() {
         return Err(FieldError::new("roleIds", "contains an unknown role id").into());
     }
-    let now = Utc::now();
-    let rows = distinct
-        .into_iter()
-        .map(|role_id| role_member::ActiveModel {
-            user_id: Set(user_id),
-            role_id: Set(role_id),
-            created_at: Set(now),
-        });
-    role_member::Entity::insert_many(rows)
-        .on_conflict(
-            OnConflict::columns([role_member::Column::UserId, role_member::Column::RoleId])
-                .do_nothing()
-                .to_owned(),
-        )
-        .exec_without_returning(conn)
-        .await
-        .map_err(map_err)?;
-    Ok(())
+    add_memberships(conn, user_id, &distinct).await
 }
 
 fn token_info(model: api_token::Model) -> TokenInfo {
@@ -188,8 +174,7 @@ impl AuthStore for PgStore {
                 .await
                 .map_err(map_err)?;
         }
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)
+        commit_with_audit(txn, event).await
     }
 
     async fn role_exists(&self, id: Uuid) -> Result<bool, StoreError> {
@@ -277,8 +262,7 @@ impl AuthStore for PgStore {
             }
             update.exec(&txn).await.map_err(map_err)?;
         }
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)
+        commit_with_audit(txn, event).await
     }
 
     async fn create_session(&self, new: NewSession, event: AuditEvent) -> Result<(), StoreError> {
@@ -306,8 +290,7 @@ impl AuthStore for PgStore {
             .exec(&txn)
             .await
             .map_err(map_err)?;
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)
+        commit_with_audit(txn, event).await
     }
 
     async fn end_session(
@@ -331,8 +314,7 @@ impl AuthStore for PgStore {
         if ended == 0 {
             return Ok(false);
         }
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)?;
+        commit_with_audit(txn, event).await?;
         Ok(true)
     }
 
@@ -527,8 +509,7 @@ impl AuthStore for PgStore {
         if was_admin {
             ensure_admin_remains(&txn).await?;
         }
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)
+        commit_with_audit(txn, event).await
     }
 
     async fn tokens(
@@ -571,8 +552,7 @@ impl AuthStore for PgStore {
         .insert(&txn)
         .await
         .map_err(map_err)?;
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)?;
+        commit_with_audit(txn, event).await?;
         Ok(token_info(model))
     }
 
@@ -594,8 +574,7 @@ impl AuthStore for PgStore {
         if update.exec(&txn).await.map_err(map_err)?.rows_affected == 0 {
             return Ok(false);
         }
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)?;
+        commit_with_audit(txn, event).await?;
         Ok(true)
     }
 }

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use audit::AuditEvent;
 use kernel::{StoreError, new_id};
+use sea_orm::sea_query::OnConflict;
 use sea_orm::{
-    ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend,
-    DbErr, RuntimeErr, Set, SqlErr, Statement, Value,
+    ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
+    DatabaseTransaction, DbBackend, DbErr, EntityTrait, RuntimeErr, Set, SqlErr, Statement, Value,
 };
 use uuid::Uuid;
 
@@ -144,6 +145,47 @@ pub(crate) async fn write_audit(
     .insert(conn)
     .await
     .map_err(map_err)?;
+    Ok(())
+}
+
+/// Writes the audit event of a change into its transaction, then commits both.
+pub(crate) async fn commit_with_audit(
+    txn: DatabaseTransaction,
+    event: AuditEvent,
+) -> Result<(), StoreError> {
+    write_audit(&txn, event).await?;
+    txn.commit().await.map_err(map_err)
+}
+
+/// Adds memberships, keeping those that exist already.
+pub(crate) async fn add_memberships(
+    conn: &impl ConnectionTrait,
+    user_id: Uuid,
+    role_ids: &[Uuid],
+) -> Result<(), StoreError> {
+    if role_ids.is_empty() {
+        return Ok(());
+    }
+    let now = chrono::Utc::now();
+    let rows = role_ids
+        .iter()
+        .map(|&role_id| entity::role_member::ActiveModel {
+            user_id: Set(user_id),
+            role_id: Set(role_id),
+            created_at: Set(now),
+        });
+    entity::role_member::Entity::insert_many(rows)
+        .on_conflict(
+            OnConflict::columns([
+                entity::role_member::Column::UserId,
+                entity::role_member::Column::RoleId,
+            ])
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(conn)
+        .await
+        .map_err(map_err)?;
     Ok(())
 }
 

@@ -2,14 +2,14 @@ use async_trait::async_trait;
 use audit::AuditEvent;
 use kernel::StoreError;
 use permissions::{Role, RoleChanges, RoleStore};
-use sea_orm::sea_query::OnConflict;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    TransactionTrait,
 };
 use uuid::Uuid;
 
 use crate::entity::{role, role_member, user};
-use crate::{PgStore, ensure_admin_remains, map_err, write_audit};
+use crate::{PgStore, add_memberships, commit_with_audit, ensure_admin_remains, map_err};
 
 fn to_role(model: role::Model) -> Role {
     Role {
@@ -19,6 +19,27 @@ fn to_role(model: role::Model) -> Role {
         api_access: model.api_access,
         built_in: model.built_in,
         created_at: model.created_at,
+    }
+}
+
+/// NotFound unless both the role and the user exist.
+async fn ensure_role_and_user(
+    conn: &impl ConnectionTrait,
+    role_id: Uuid,
+    user_id: Uuid,
+) -> Result<(), StoreError> {
+    let role = role::Entity::find_by_id(role_id)
+        .one(conn)
+        .await
+        .map_err(map_err)?;
+    let user = user::Entity::find_by_id(user_id)
+        .one(conn)
+        .await
+        .map_err(map_err)?;
+    if role.is_some() && user.is_some() {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound)
     }
 }
 
@@ -57,8 +78,7 @@ impl RoleStore for PgStore {
         .insert(&txn)
         .await
         .map_err(map_err)?;
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)?;
+        commit_with_audit(txn, event).await?;
         Ok(to_role(model))
     }
 
@@ -85,8 +105,7 @@ impl RoleStore for PgStore {
             row.api_access = Set(api_access);
         }
         let model = row.update(&txn).await.map_err(map_err)?;
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)?;
+        commit_with_audit(txn, event).await?;
         Ok(to_role(model))
     }
 
@@ -100,8 +119,7 @@ impl RoleStore for PgStore {
         if deleted == 0 {
             return Err(StoreError::NotFound);
         }
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)
+        commit_with_audit(txn, event).await
     }
 
     async fn add_member(
@@ -111,35 +129,9 @@ impl RoleStore for PgStore {
         event: AuditEvent,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        let role_exists = role::Entity::find_by_id(role_id)
-            .one(&txn)
-            .await
-            .map_err(map_err)?
-            .is_some();
-        let user_exists = user::Entity::find_by_id(user_id)
-            .one(&txn)
-            .await
-            .map_err(map_err)?
-            .is_some();
-        if !role_exists || !user_exists {
-            return Err(StoreError::NotFound);
-        }
-        let row = role_member::ActiveModel {
-            user_id: Set(user_id),
-            role_id: Set(role_id),
-            created_at: Set(chrono::Utc::now()),
-        };
-        role_member::Entity::insert(row)
-            .on_conflict(
-                OnConflict::columns([role_member::Column::UserId, role_member::Column::RoleId])
-                    .do_nothing()
-                    .to_owned(),
-            )
-            .exec_without_returning(&txn)
-            .await
-            .map_err(map_err)?;
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)
+        ensure_role_and_user(&txn, role_id, user_id).await?;
+        add_memberships(&txn, user_id, &[role_id]).await?;
+        commit_with_audit(txn, event).await
     }
 
     async fn remove_member(
@@ -149,19 +141,7 @@ impl RoleStore for PgStore {
         event: AuditEvent,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        let role_exists = role::Entity::find_by_id(role_id)
-            .one(&txn)
-            .await
-            .map_err(map_err)?
-            .is_some();
-        let user_exists = user::Entity::find_by_id(user_id)
-            .one(&txn)
-            .await
-            .map_err(map_err)?
-            .is_some();
-        if !role_exists || !user_exists {
-            return Err(StoreError::NotFound);
-        }
+        ensure_role_and_user(&txn, role_id, user_id).await?;
         let removed = role_member::Entity::delete_many()
             .filter(role_member::Column::RoleId.eq(role_id))
             .filter(role_member::Column::UserId.eq(user_id))
@@ -172,7 +152,6 @@ impl RoleStore for PgStore {
         if removed > 0 && role_id == kernel::ADMINISTRATORS_ROLE_ID {
             ensure_admin_remains(&txn).await?;
         }
-        write_audit(&txn, event).await?;
-        txn.commit().await.map_err(map_err)
+        commit_with_audit(txn, event).await
     }
 }
