@@ -5,10 +5,16 @@ use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::ConnectionTrait;
 
 /// The migrations, oldest first: (name, SQL).
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "m0001_service_schema",
-    include_str!("../sql/0001_service_schema.sql"),
-)];
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "m0001_service_schema",
+        include_str!("../sql/0001_service_schema.sql"),
+    ),
+    (
+        "m0002_account_lifecycle",
+        include_str!("../sql/0002_account_lifecycle.sql"),
+    ),
+];
 
 /// A hash of every migration's name and text. Test databases are cloned from a
 /// template named after it, so a changed migration gives a fresh template.

@@ -6,6 +6,7 @@
     reason = "tests fail loudly"
 )]
 
+mod account;
 mod admin_roles;
 mod admin_users;
 mod audit;

@@ -14,6 +14,10 @@ pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/tesse
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 /// The default tracing filter.
 pub const DEFAULT_LOG: &str = "info,sqlx=warn";
+/// The default sender of emails.
+pub const DEFAULT_SMTP_FROM: &str = "Tessera <no-reply@localhost>";
+/// How often the email outbox is looked at.
+pub const DEFAULT_MAIL_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 /// The default body size limit (1 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1_048_576;
 
@@ -42,6 +46,12 @@ pub struct Overrides {
     /// Comma-separated proxy addresses whose X-Forwarded-For is believed.
     #[arg(long, env = "TESSERA_TRUSTED_PROXIES")]
     pub trusted_proxies: Option<String>,
+    /// SMTP server for outgoing email, e.g. `smtp://127.0.0.1:2525`; unset: emails are logged.
+    #[arg(long, env = "TESSERA_SMTP_URL", hide_env_values = true)]
+    pub smtp_url: Option<String>,
+    /// Sender of outgoing email.
+    #[arg(long, env = "TESSERA_SMTP_FROM")]
+    pub smtp_from: Option<String>,
     /// Tracing filter, such as `info` or `tessera=debug`.
     #[arg(long, env = "TESSERA_LOG")]
     pub log: Option<String>,
@@ -59,6 +69,8 @@ impl Overrides {
                 .or(other.bootstrap_admin_password),
             max_body_bytes: self.max_body_bytes.or(other.max_body_bytes),
             trusted_proxies: self.trusted_proxies.or(other.trusted_proxies),
+            smtp_url: self.smtp_url.or(other.smtp_url),
+            smtp_from: self.smtp_from.or(other.smtp_from),
             log: self.log.or(other.log),
         }
     }
@@ -79,6 +91,12 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Proxies whose X-Forwarded-For is believed.
     pub trusted_proxies: Vec<IpAddr>,
+    /// SMTP server for outgoing email; `None` logs emails instead.
+    pub smtp_url: Option<String>,
+    /// Sender of outgoing email.
+    pub smtp_from: String,
+    /// Pause between two rounds of the email outbox worker.
+    pub mail_poll: std::time::Duration,
     /// Tracing filter.
     pub log: String,
 }
@@ -132,6 +150,9 @@ impl Config {
             bootstrap_admin,
             max_body_bytes: o.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
             trusted_proxies,
+            smtp_url: o.smtp_url.filter(|u| !u.is_empty()),
+            smtp_from: o.smtp_from.unwrap_or_else(|| DEFAULT_SMTP_FROM.to_owned()),
+            mail_poll: DEFAULT_MAIL_POLL,
             log: o.log.unwrap_or_else(|| DEFAULT_LOG.to_owned()),
         })
     }
@@ -145,6 +166,9 @@ impl Config {
             bootstrap_admin: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             trusted_proxies: Vec::new(),
+            smtp_url: None,
+            smtp_from: DEFAULT_SMTP_FROM.to_owned(),
+            mail_poll: DEFAULT_MAIL_POLL,
             log: DEFAULT_LOG.to_owned(),
         }
     }

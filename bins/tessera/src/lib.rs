@@ -40,7 +40,7 @@ impl Services {
         database::migrate(&db).await?;
         let store = PgStore::new(db);
         Ok(Self {
-            auth: AuthService::new(Arc::new(store.clone()), clock.clone()),
+            auth: AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url),
             roles: RoleService::new(Arc::new(store.clone()), clock),
             store,
         })
@@ -72,8 +72,15 @@ pub struct Application {
 }
 
 impl Application {
-    /// Binds the listener and builds the server over `services`.
+    /// Binds the listener, starts the email outbox worker and builds the
+    /// server over `services`. Must run inside the Tokio runtime.
     pub fn build(config: &Config, services: &Services) -> anyhow::Result<Self> {
+        let mailer = mail::MailWorker::new(
+            services.store.connection().clone(),
+            config.smtp_url.as_deref(),
+            &config.smtp_from,
+            config.mail_poll,
+        )?;
         let listener = TcpListener::bind(&config.bind)
             .with_context(|| format!("cannot listen on {}", config.bind))?;
         let port = listener.local_addr()?.port();
@@ -90,6 +97,10 @@ impl Application {
             trusted_proxies: config.trusted_proxies.clone(),
             max_body_bytes: config.max_body_bytes,
         });
+        if config.smtp_url.is_none() {
+            tracing::warn!("TESSERA_SMTP_URL is not set: emails stay in the outbox and are logged");
+        }
+        tokio::spawn(mailer.run());
         let openapi = http::openapi_document();
         let server = HttpServer::new(move || http::app(state.clone(), openapi.clone()))
             .listen(listener)?

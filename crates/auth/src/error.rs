@@ -18,6 +18,12 @@ pub enum AuthError {
     /// Right password, but the email must be verified first.
     #[error("The email address is not verified")]
     EmailNotVerified,
+    /// A reset, verification or invitation token that is unknown, used or expired.
+    #[error("The link is invalid or has expired")]
+    InvalidToken,
+    /// The current password given for a change is wrong.
+    #[error("The current password is wrong")]
+    InvalidCurrentPassword,
     /// The caller may not use this route.
     #[error(transparent)]
     Denied(#[from] Denied),
@@ -43,6 +49,8 @@ impl ErrorCode for AuthError {
             }
             AuthError::SessionExpired => Code::SessionExpired,
             AuthError::EmailNotVerified => Code::EmailNotVerified,
+            AuthError::InvalidToken => Code::InvalidToken,
+            AuthError::InvalidCurrentPassword => Code::InvalidCurrentPassword,
             AuthError::Denied(_) | AuthError::PermissionDenied(_) => Code::PermissionDenied,
             AuthError::Invalid(e) => e.code(),
             AuthError::Store(e) => e.code(),

@@ -2,12 +2,15 @@
 //! tokens, the credential resolver of every protected route, and the user and
 //! settings administration that goes with them.
 
+mod account;
+pub mod email;
 mod error;
 mod model;
 pub mod secret;
 mod service;
 mod store;
 
+pub use account::InviteRequest;
 pub use error::AuthError;
 pub use model::*;
 pub use service::{AuthService, ChangeUser, CreateUser, MAX_TOKEN_DAYS, TokenRequest};

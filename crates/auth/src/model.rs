@@ -234,3 +234,50 @@ pub struct Origin {
     /// The client's User-Agent.
     pub user_agent: Option<String>,
 }
+
+/// A one-time token to store (reset, verification or invitation).
+#[derive(Debug, Clone)]
+pub struct NewOneTimeToken {
+    /// Token id.
+    pub id: Uuid,
+    /// What it is for.
+    pub kind: crate::email::EmailKind,
+    /// SHA-256 of the token.
+    pub token_hash: [u8; 32],
+    /// The user it acts on (reset, verification).
+    pub user_id: Option<Uuid>,
+    /// The invitation it accepts (invitation).
+    pub invitation_id: Option<Uuid>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A one-time token with the email that carries its link, stored together.
+#[derive(Debug, Clone)]
+pub struct TokenMail {
+    /// The token.
+    pub token: NewOneTimeToken,
+    /// The email.
+    pub email: crate::email::NewEmail,
+}
+
+/// A pending invitation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invitation {
+    /// Invitation id.
+    pub id: Uuid,
+    /// Who is invited.
+    pub email: String,
+    /// Their display name.
+    pub name: Option<String>,
+    /// Roles they get on accepting.
+    pub role_ids: Vec<Uuid>,
+    /// The administrator who invited them.
+    pub invited_by: Option<Uuid>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+}

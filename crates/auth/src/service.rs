@@ -21,8 +21,10 @@ const TOKEN_NAME_MAX: usize = 100;
 /// The rules of sign-in, credentials and account administration.
 #[derive(Clone)]
 pub struct AuthService {
-    store: Arc<dyn AuthStore>,
-    clock: Arc<dyn Clock>,
+    pub(crate) store: Arc<dyn AuthStore>,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Base of links in emails when `auth.email_links_base_url` is not set.
+    pub(crate) public_url: String,
 }
 
 /// Input of a token creation, before validation.
@@ -72,7 +74,7 @@ pub struct ChangeUser {
     pub timezone: Option<Option<String>>,
 }
 
-fn target(kind: &str, id: Uuid) -> Option<String> {
+pub(crate) fn target(kind: &str, id: Uuid) -> Option<String> {
     Some(format!("{kind}:{id}"))
 }
 
@@ -83,12 +85,15 @@ fn ttl(hours: f64) -> Duration {
 }
 
 /// Checks a new password against the settings and hashes it.
-async fn hash_new_password(password: &str, settings: &Settings) -> Result<String, AuthError> {
+pub(crate) async fn hash_new_password(
+    password: &str,
+    settings: &Settings,
+) -> Result<String, AuthError> {
     let password = NewPassword::parse(password, "password", settings.password_min_length())?;
     hash_password(password.expose().to_owned()).await
 }
 
-fn optional_name(raw: Option<&str>) -> Result<Option<String>, FieldError> {
+pub(crate) fn optional_name(raw: Option<&str>) -> Result<Option<String>, FieldError> {
     match raw.map(str::trim) {
         None | Some("") => Ok(None),
         Some(name) => short_text(name, "name", NAME_MAX).map(Some),
@@ -101,12 +106,17 @@ fn optional_zone(raw: Option<&str>) -> Result<Option<String>, FieldError> {
 }
 
 impl AuthService {
-    /// A service over `store`, reading time from `clock`.
-    pub fn new(store: Arc<dyn AuthStore>, clock: Arc<dyn Clock>) -> Self {
-        Self { store, clock }
+    /// A service over `store`, reading time from `clock`; email links start
+    /// with `public_url` unless the settings name another base.
+    pub fn new(store: Arc<dyn AuthStore>, clock: Arc<dyn Clock>, public_url: &str) -> Self {
+        Self {
+            store,
+            clock,
+            public_url: public_url.trim_end_matches('/').to_owned(),
+        }
     }
 
-    fn now(&self) -> DateTime<Utc> {
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }
 
@@ -446,6 +456,33 @@ impl AuthService {
             .ok_or(kernel::StoreError::NotFound)?)
     }
 
+    /// Validates the input of a new user and hashes its password.
+    pub(crate) async fn new_user(
+        &self,
+        input: CreateUser,
+        settings: &Settings,
+    ) -> Result<NewUser, AuthError> {
+        let email = Email::parse(&input.email, "email")?;
+        let name = optional_name(input.name.as_deref())?;
+        let timezone = optional_zone(input.timezone.as_deref())?;
+        let password_hash = match input.password {
+            Some(p) => Some(hash_new_password(&p, settings).await?),
+            None => None,
+        };
+        Ok(NewUser {
+            id: new_id(),
+            email,
+            name,
+            password_hash,
+            role_ids: input
+                .role_ids
+                .unwrap_or_else(|| vec![kernel::USERS_ROLE_ID]),
+            email_verified: input.email_verified.unwrap_or(false),
+            timezone,
+            created_at: self.now(),
+        })
+    }
+
     /// Creates a user (administrators, the command line, bootstrap).
     pub async fn create_user(
         &self,
@@ -454,26 +491,10 @@ impl AuthService {
         ip: Option<String>,
     ) -> Result<User, AuthError> {
         let settings = self.store.settings().await?;
-        let email = Email::parse(&input.email, "email")?;
-        let password_hash = match input.password {
-            Some(p) => Some(hash_new_password(&p, &settings).await?),
-            None => None,
-        };
-        let user = NewUser {
-            id: new_id(),
-            email,
-            name: optional_name(input.name.as_deref())?,
-            password_hash,
-            role_ids: input
-                .role_ids
-                .unwrap_or_else(|| vec![kernel::USERS_ROLE_ID]),
-            email_verified: input.email_verified.unwrap_or(false),
-            timezone: optional_zone(input.timezone.as_deref())?,
-            created_at: self.now(),
-        };
+        let user = self.new_user(input, &settings).await?;
         let event = AuditEvent::new(actor, "user.create", target("user", user.id), ip)
             .with_details(json!({ "email": user.email.as_str(), "roleIds": user.role_ids }));
-        Ok(self.store.create_user(user, event).await?)
+        Ok(self.store.create_user(user, None, event).await?)
     }
 
     /// Changes a user. A new password ends all the user's sessions except the caller's own.

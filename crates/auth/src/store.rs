@@ -71,8 +71,13 @@ pub trait AuthStore: Send + Sync + 'static {
     ) -> Result<UserPage, StoreError>;
     /// The members of a role; `None` when the role does not exist.
     async fn role_members(&self, role_id: Uuid) -> Result<Option<Vec<User>>, StoreError>;
-    /// Creates a user with its roles.
-    async fn create_user(&self, user: NewUser, event: AuditEvent) -> Result<User, StoreError>;
+    /// Creates a user with its roles, and with the token and email of `mail` when given.
+    async fn create_user(
+        &self,
+        user: NewUser,
+        mail: Option<TokenMail>,
+        event: AuditEvent,
+    ) -> Result<User, StoreError>;
     /// Changes a user. A new password ends every session but `keep_session`.
     /// Refuses to leave no active administrator.
     async fn update_user(
@@ -85,6 +90,48 @@ pub trait AuthStore: Send + Sync + 'static {
     ) -> Result<User, StoreError>;
     /// Deletes a user and everything that belongs to them. Refuses to leave no active administrator.
     async fn delete_user(&self, id: Uuid, event: AuditEvent) -> Result<(), StoreError>;
+
+    /// Stores a one-time token and queues the email that carries it.
+    async fn issue_mail(&self, mail: TokenMail, event: AuditEvent) -> Result<(), StoreError>;
+    /// Uses a live reset token: sets the password, clears the lockout and ends
+    /// every session of its user. Answers the user, or `None` for a bad token.
+    /// The event's actor becomes that user.
+    async fn redeem_reset(
+        &self,
+        hash: &[u8; 32],
+        password_hash: String,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<Option<Uuid>, StoreError>;
+    /// Uses a live verification token: marks the email verified.
+    async fn redeem_verification(
+        &self,
+        hash: &[u8; 32],
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<Option<Uuid>, StoreError>;
+    /// Uses a live invitation token: creates the verified user with its
+    /// password and roles, and marks the invitation accepted.
+    async fn redeem_invitation(
+        &self,
+        hash: &[u8; 32],
+        password_hash: String,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<Option<Uuid>, StoreError>;
+    /// The stored password hash of a user (`Some(None)`: no password yet).
+    async fn password_hash(&self, user_id: Uuid) -> Result<Option<Option<String>>, StoreError>;
+    /// Pending invitations (not accepted, not expired), newest first.
+    async fn invitations(&self, now: DateTime<Utc>) -> Result<Vec<Invitation>, StoreError>;
+    /// Stores an invitation with its token and email; an email with an account is a conflict.
+    async fn create_invitation(
+        &self,
+        invitation: Invitation,
+        mail: TokenMail,
+        event: AuditEvent,
+    ) -> Result<Invitation, StoreError>;
+    /// Deletes a pending invitation; false when there is none.
+    async fn delete_invitation(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError>;
 
     /// Live tokens, of one user or of everyone.
     async fn tokens(

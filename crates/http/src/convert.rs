@@ -75,3 +75,15 @@ pub fn audit_entry(e: audit::AuditEntry) -> wire::AuditEntry {
         ip: e.ip,
     }
 }
+
+/// A pending invitation.
+pub fn invitation(i: auth::Invitation) -> wire::Invitation {
+    wire::Invitation {
+        id: i.id,
+        email: i.email,
+        name: i.name,
+        role_ids: i.role_ids,
+        created_at: i.created_at,
+        expires_at: i.expires_at,
+    }
+}

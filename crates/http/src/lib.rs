@@ -26,7 +26,7 @@ use utoipa_actix_web::{AppExt, UtoipaApp};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::error::ApiError;
-use crate::routes::{admin, auth as auth_routes, health};
+use crate::routes::{account, admin, auth as auth_routes, health, pages};
 
 /// Answers whether the database is reachable.
 pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
@@ -99,6 +99,7 @@ fn routes(
             ),
             None => app,
         })
+        .map(pages::register)
         .service(health::healthz)
         .service(health::readyz)
         .service(
@@ -111,7 +112,14 @@ fn routes(
                 .service(auth_routes::end_session)
                 .service(auth_routes::tokens)
                 .service(auth_routes::create_token)
-                .service(auth_routes::revoke_token),
+                .service(auth_routes::revoke_token)
+                .service(account::register)
+                .service(account::forgot_password)
+                .service(account::reset_password)
+                .service(account::change_password)
+                .service(account::verify_email)
+                .service(account::resend_verification)
+                .service(account::accept_invitation),
         )
         .service(
             scope("/admin/api")
@@ -133,7 +141,10 @@ fn routes(
                 .service(admin::tokens::revoke)
                 .service(admin::settings::get)
                 .service(admin::settings::update)
-                .service(admin::audit::list),
+                .service(admin::audit::list)
+                .service(admin::invitations::list)
+                .service(admin::invitations::create)
+                .service(admin::invitations::remove),
         )
 }
 

@@ -1,8 +1,8 @@
 use async_trait::async_trait;
 use audit::AuditEvent;
 use auth::{
-    AuthStore, CredentialKind, CredentialRecord, LoginCandidate, NewSession, NewToken, NewUser,
-    RoleRef, SessionInfo, TokenInfo, User, UserChanges, UserPage,
+    AuthStore, CredentialKind, CredentialRecord, Invitation, LoginCandidate, NewSession, NewToken,
+    NewUser, RoleRef, SessionInfo, TokenInfo, TokenMail, User, UserChanges, UserPage,
 };
 use chrono::{DateTime, Utc};
 use kernel::settings::{Settings, SettingsPatch};
@@ -408,7 +408,72 @@ impl AuthStore for PgStore {
             .map(Some)
     }
 
-    async fn create_user(&self, new: NewUser, event: AuditEvent) -> Result<User, StoreError> {
+    async fn issue_mail(&self, mail: TokenMail, event: AuditEvent) -> Result<(), StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        crate::account_store::insert_mail(&txn, mail).await?;
+        commit_with_audit(txn, event).await
+    }
+
+    async fn redeem_reset(
+        &self,
+        hash: &[u8; 32],
+        password_hash: String,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<Option<Uuid>, StoreError> {
+        crate::account_store::redeem_reset(&self.db, hash, password_hash, now, event).await
+    }
+
+    async fn redeem_verification(
+        &self,
+        hash: &[u8; 32],
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<Option<Uuid>, StoreError> {
+        crate::account_store::redeem_verification(&self.db, hash, now, event).await
+    }
+
+    async fn redeem_invitation(
+        &self,
+        hash: &[u8; 32],
+        password_hash: String,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<Option<Uuid>, StoreError> {
+        crate::account_store::redeem_invitation(&self.db, hash, password_hash, now, event).await
+    }
+
+    async fn password_hash(&self, user_id: Uuid) -> Result<Option<Option<String>>, StoreError> {
+        Ok(user::Entity::find_by_id(user_id)
+            .one(&self.db)
+            .await
+            .map_err(map_err)?
+            .map(|u| u.password_hash))
+    }
+
+    async fn invitations(&self, now: DateTime<Utc>) -> Result<Vec<Invitation>, StoreError> {
+        crate::account_store::invitations(&self.db, now).await
+    }
+
+    async fn create_invitation(
+        &self,
+        invitation: Invitation,
+        mail: TokenMail,
+        event: AuditEvent,
+    ) -> Result<Invitation, StoreError> {
+        crate::account_store::create_invitation(&self.db, invitation, mail, event).await
+    }
+
+    async fn delete_invitation(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
+        crate::account_store::delete_invitation(&self.db, id, event).await
+    }
+
+    async fn create_user(
+        &self,
+        new: NewUser,
+        mail: Option<TokenMail>,
+        event: AuditEvent,
+    ) -> Result<User, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
         user::ActiveModel {
             id: Set(new.id),
@@ -427,6 +492,9 @@ impl AuthStore for PgStore {
         .await
         .map_err(map_err)?;
         set_roles(&txn, new.id, &new.role_ids).await?;
+        if let Some(mail) = mail {
+            crate::account_store::insert_mail(&txn, mail).await?;
+        }
         write_audit(&txn, event).await?;
         let user = load_user(&txn, new.id).await?.ok_or(StoreError::NotFound)?;
         txn.commit().await.map_err(map_err)?;

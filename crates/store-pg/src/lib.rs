@@ -1,5 +1,6 @@
 //! PostgreSQL implementation of every store trait, with sea-orm.
 
+mod account_store;
 mod audit_store;
 mod auth_store;
 mod entity;

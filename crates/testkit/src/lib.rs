@@ -8,6 +8,7 @@
 )]
 
 mod db;
+mod smtp;
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use serde_json::{Value, json};
 use tessera::{Application, Config, Services};
 
 pub use crate::db::TestDatabase;
+pub use crate::smtp::{ReceivedEmail, SmtpSink};
 
 /// Password of the administrator every test app starts with.
 pub const ADMIN_PASSWORD: &str = "admin-password-123";
@@ -33,6 +35,8 @@ pub struct TestApp {
     pub services: Services,
     /// The test's clock, when the app was started with a manual one.
     pub clock: Option<Arc<ManualClock>>,
+    /// The SMTP server the app sends its emails to.
+    pub smtp: SmtpSink,
     /// The database; dropped with the app.
     pub db: TestDatabase,
 }
@@ -78,8 +82,12 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
 
 async fn spawn(clock: Option<Arc<ManualClock>>, configure: impl FnOnce(&mut Config)) -> TestApp {
     let db = TestDatabase::create().await;
+    let smtp = SmtpSink::start().await;
     let mut config = Config::for_database(&db.url);
     config.bind = "127.0.0.1:0".into();
+    config.public_url = "http://tessera.test".into();
+    config.smtp_url = Some(smtp.url());
+    config.mail_poll = std::time::Duration::from_millis(100);
     configure(&mut config);
     let app_clock: Arc<dyn Clock> = match &clock {
         Some(c) => c.clone(),
@@ -105,6 +113,7 @@ async fn spawn(clock: Option<Arc<ManualClock>>, configure: impl FnOnce(&mut Conf
         client,
         services,
         clock,
+        smtp,
         db,
     }
 }
@@ -240,6 +249,15 @@ impl TestApp {
             answer.body
         );
         answer.data()["token"].as_str().expect("token").to_owned()
+    }
+
+    /// Waits for an email to `to` carrying a link to `page`; answers its token.
+    pub async fn emailed_token(&self, to: &str, page: &str) -> String {
+        let email = self
+            .smtp
+            .wait_for(to, page, std::time::Duration::from_secs(20))
+            .await;
+        email.token(page).expect("link with a token")
     }
 
     /// Moves the manual clock forward.

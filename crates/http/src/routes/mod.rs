@@ -1,5 +1,7 @@
 //! Every route of the service, one module per area.
 
+pub mod account;
 pub mod admin;
 pub mod auth;
 pub mod health;
+pub mod pages;

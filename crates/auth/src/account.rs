@@ -1,0 +1,384 @@
+//! The account lifecycle: registration, password reset and change, email
+//! verification and invitations. Links travel by email through the outbox,
+//! written in the same transaction as the token they carry.
+
+use audit::{Actor, AuditEvent};
+use kernel::settings::Settings;
+use kernel::validate::{Email, NewPassword};
+use kernel::{FieldError, StoreError, new_id};
+use permissions::Principal;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::email::{self, EmailKind};
+use crate::model::{Invitation, NewOneTimeToken, TokenMail, User};
+use crate::secret::{self, verify_password};
+use crate::service::{hash_new_password, optional_name, target};
+use crate::{AuthError, AuthService, CreateUser};
+
+/// Longest one-time token accepted before lookup.
+const TOKEN_MAX: usize = 256;
+
+/// Input of an invitation, before validation.
+#[derive(Debug, Clone)]
+pub struct InviteRequest {
+    /// Who is invited.
+    pub email: String,
+    /// Their display name.
+    pub name: Option<String>,
+    /// Roles they get on accepting.
+    pub role_ids: Vec<Uuid>,
+}
+
+fn token_hash(token: &str) -> Result<[u8; 32], AuthError> {
+    let token = token.trim();
+    if token.is_empty() || token.len() > TOKEN_MAX {
+        return Err(AuthError::InvalidToken);
+    }
+    Ok(secret::hash_secret(token))
+}
+
+impl AuthService {
+    /// Where email links point: the settings' base, else `<public url>/admin/auth`.
+    fn links_base(&self, settings: &Settings) -> String {
+        settings
+            .value("auth.email_links_base_url")
+            .as_str()
+            .map_or_else(|| format!("{}/admin/auth", self.public_url), str::to_owned)
+    }
+
+    /// A fresh one-time token of `kind` and the email that carries its link.
+    fn token_mail(
+        &self,
+        settings: &Settings,
+        kind: EmailKind,
+        to: &str,
+        name: Option<&str>,
+        user_id: Option<Uuid>,
+        invitation_id: Option<Uuid>,
+    ) -> TokenMail {
+        let token = secret::new_session_token();
+        let now = self.now();
+        let link = email::link(&self.links_base(settings), kind, &token);
+        TokenMail {
+            token: NewOneTimeToken {
+                id: new_id(),
+                kind,
+                token_hash: secret::hash_secret(&token),
+                user_id,
+                invitation_id,
+                created_at: now,
+                expires_at: now + kind.lifetime(),
+            },
+            email: email::compose(kind, to, name, link),
+        }
+    }
+
+    /// Self-registration, when `auth.registration_enabled` is on. With
+    /// verification required, the verification email is queued with the account.
+    pub async fn register(
+        &self,
+        email: &str,
+        password: &str,
+        name: Option<String>,
+        ip: Option<String>,
+    ) -> Result<User, AuthError> {
+        let settings = self.store.settings().await?;
+        if !settings.registration_enabled() {
+            return Err(AuthError::PermissionDenied("Registration is closed"));
+        }
+        let role = settings
+            .value("auth.registration_role_id")
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(kernel::USERS_ROLE_ID);
+        let input = CreateUser {
+            email: email.to_owned(),
+            name,
+            password: Some(password.to_owned()),
+            role_ids: Some(vec![role]),
+            email_verified: Some(false),
+            timezone: None,
+        };
+        let user = self.new_user(input, &settings).await?;
+        let mail = settings.email_verification_required().then(|| {
+            self.token_mail(
+                &settings,
+                EmailKind::EmailVerification,
+                user.email.as_str(),
+                user.name.as_deref(),
+                Some(user.id),
+                None,
+            )
+        });
+        let event = AuditEvent::new(
+            Actor::user(user.id),
+            "auth.register",
+            target("user", user.id),
+            ip,
+        )
+        .with_details(json!({ "email": user.email.as_str() }));
+        Ok(self.store.create_user(user, mail, event).await?)
+    }
+
+    /// Queues a reset email when the address belongs to an active account
+    /// with API access; does nothing otherwise. Runs in the background so
+    /// that the answer takes the same time either way.
+    pub fn request_password_reset(&self, email: String, ip: Option<String>) {
+        let service = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = service.send_reset(&email, ip).await {
+                tracing::error!(?error, "queuing a password reset failed");
+            }
+        });
+    }
+
+    async fn send_reset(&self, email: &str, ip: Option<String>) -> Result<(), AuthError> {
+        let Ok(email) = Email::parse(email, "email") else {
+            return Ok(());
+        };
+        let Some(candidate) = self.store.login_candidate(email.as_str()).await? else {
+            return Ok(());
+        };
+        if !candidate.active {
+            return Ok(());
+        }
+        let user = self.user(candidate.user_id).await?;
+        let settings = self.store.settings().await?;
+        let mail = self.token_mail(
+            &settings,
+            EmailKind::PasswordReset,
+            &user.email,
+            user.name.as_deref(),
+            Some(user.id),
+            None,
+        );
+        let event = AuditEvent::new(
+            Actor::user(user.id),
+            "auth.password_reset_requested",
+            target("user", user.id),
+            ip,
+        );
+        Ok(self.store.issue_mail(mail, event).await?)
+    }
+
+    /// Sets a new password with a reset token; ends every session of the user.
+    pub async fn reset_password(
+        &self,
+        token: &str,
+        password: &str,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
+        let hash = token_hash(token)?;
+        let settings = self.store.settings().await?;
+        let password_hash = hash_new_password(password, &settings).await?;
+        let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.password_reset", None, ip);
+        self.store
+            .redeem_reset(&hash, password_hash, self.now(), event)
+            .await?
+            .map(|_| ())
+            .ok_or(AuthError::InvalidToken)
+    }
+
+    /// Changes the caller's password; their other sessions end.
+    pub async fn change_password(
+        &self,
+        caller: &Principal,
+        current: &str,
+        new: &str,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
+        let stored = self
+            .store
+            .password_hash(caller.user_id)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        let Some(stored) = stored else {
+            return Err(AuthError::PermissionDenied(
+                "This account has no password yet",
+            ));
+        };
+        let settings = self.store.settings().await?;
+        let new = NewPassword::parse(new, "newPassword", settings.password_min_length())?;
+        if !verify_password(current.to_owned(), Some(stored)).await {
+            return Err(AuthError::InvalidCurrentPassword);
+        }
+        let changes = crate::UserChanges {
+            password_hash: Some(secret::hash_password(new.expose().to_owned()).await?),
+            ..crate::UserChanges::default()
+        };
+        let event = AuditEvent::new(
+            caller.actor(),
+            "auth.password_change",
+            target("user", caller.user_id),
+            ip,
+        );
+        self.store
+            .update_user(
+                caller.user_id,
+                changes,
+                caller.session_id(),
+                self.now(),
+                event,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Marks an email verified with a verification token.
+    pub async fn verify_email(&self, token: &str, ip: Option<String>) -> Result<(), AuthError> {
+        let hash = token_hash(token)?;
+        let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.email_verified", None, ip);
+        self.store
+            .redeem_verification(&hash, self.now(), event)
+            .await?
+            .map(|_| ())
+            .ok_or(AuthError::InvalidToken)
+    }
+
+    /// Queues a new verification email for the caller (with a session) or
+    /// for the account behind `email`; silently nothing when there is none
+    /// or it is verified already. Runs in the background.
+    pub fn resend_verification(
+        &self,
+        caller: Option<Uuid>,
+        email: Option<String>,
+        ip: Option<String>,
+    ) {
+        let service = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = service.send_verification(caller, email, ip).await {
+                tracing::error!(?error, "queuing a verification email failed");
+            }
+        });
+    }
+
+    async fn send_verification(
+        &self,
+        caller: Option<Uuid>,
+        email: Option<String>,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
+        let user_id = match (caller, email) {
+            (Some(id), _) => id,
+            (None, Some(email)) => {
+                let Ok(email) = Email::parse(&email, "email") else {
+                    return Ok(());
+                };
+                match self.store.login_candidate(email.as_str()).await? {
+                    Some(candidate) => candidate.user_id,
+                    None => return Ok(()),
+                }
+            }
+            (None, None) => return Ok(()),
+        };
+        let user = self.user(user_id).await?;
+        if user.email_verified || !user.active {
+            return Ok(());
+        }
+        let settings = self.store.settings().await?;
+        let mail = self.token_mail(
+            &settings,
+            EmailKind::EmailVerification,
+            &user.email,
+            user.name.as_deref(),
+            Some(user.id),
+            None,
+        );
+        let event = AuditEvent::new(
+            Actor::user(user.id),
+            "auth.verification_requested",
+            target("user", user.id),
+            ip,
+        );
+        Ok(self.store.issue_mail(mail, event).await?)
+    }
+
+    /// Accepts an invitation: creates the verified account with its password
+    /// and roles. Signs nobody in.
+    pub async fn accept_invitation(
+        &self,
+        token: &str,
+        password: &str,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
+        let hash = token_hash(token)?;
+        let settings = self.store.settings().await?;
+        let password_hash = hash_new_password(password, &settings).await?;
+        let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.invitation_accepted", None, ip);
+        self.store
+            .redeem_invitation(&hash, password_hash, self.now(), event)
+            .await?
+            .map(|_| ())
+            .ok_or(AuthError::InvalidToken)
+    }
+
+    /// Pending invitations.
+    pub async fn invitations(&self) -> Result<Vec<Invitation>, AuthError> {
+        Ok(self.store.invitations(self.now()).await?)
+    }
+
+    /// Invites someone by email; the invitation email is queued with it.
+    pub async fn invite(
+        &self,
+        caller: &Principal,
+        request: InviteRequest,
+        ip: Option<String>,
+    ) -> Result<Invitation, AuthError> {
+        let email = Email::parse(&request.email, "email")?;
+        let name = optional_name(request.name.as_deref())?;
+        if request.role_ids.len() > 100 {
+            return Err(FieldError::new("roleIds", "has too many roles").into());
+        }
+        let settings = self.store.settings().await?;
+        let now = self.now();
+        let invitation = Invitation {
+            id: new_id(),
+            email: email.as_str().to_owned(),
+            name,
+            role_ids: request.role_ids,
+            invited_by: Some(caller.user_id),
+            created_at: now,
+            expires_at: now + EmailKind::Invitation.lifetime(),
+        };
+        let mail = self.token_mail(
+            &settings,
+            EmailKind::Invitation,
+            &invitation.email,
+            invitation.name.as_deref(),
+            None,
+            Some(invitation.id),
+        );
+        let event = AuditEvent::new(
+            caller.actor(),
+            "invitation.create",
+            target("invitation", invitation.id),
+            ip,
+        )
+        .with_details(json!({ "email": invitation.email, "roleIds": invitation.role_ids }));
+        Ok(self
+            .store
+            .create_invitation(invitation, mail, event)
+            .await?)
+    }
+
+    /// Withdraws a pending invitation; its link stops working.
+    pub async fn revoke_invitation(
+        &self,
+        caller: &Principal,
+        id: Uuid,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
+        let event = AuditEvent::new(
+            caller.actor(),
+            "invitation.delete",
+            target("invitation", id),
+            ip,
+        );
+        if self.store.delete_invitation(id, event).await? {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound.into())
+        }
+    }
+}

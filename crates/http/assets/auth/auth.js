@@ -1,0 +1,107 @@
+// Forms of the account pages: each posts JSON to its /api/auth route and shows
+// the outcome in #status. The token of an emailed link comes from ?token=.
+"use strict";
+
+const ROUTES = {
+  "sign-in": "/api/auth/login",
+  "reset-password": "/api/auth/password/reset",
+  "verify-email": "/api/auth/email/verify",
+  "accept-invitation": "/api/auth/invitations/accept",
+};
+
+const SUCCESS = {
+  "sign-in": (data) => `Signed in as ${data.user.email}.`,
+  "reset-password": () => "Your password has been changed. You can now sign in with it.",
+  "verify-email": () => "Your email address is confirmed.",
+  "accept-invitation": () => "Welcome! Your account is ready. You can now sign in.",
+};
+
+const MESSAGES = {
+  INVALID_TOKEN: "This link is invalid, already used or expired. Ask for a new one.",
+  EMAIL_NOT_VERIFIED: "Your email address is not confirmed yet. Check your inbox for the confirmation link.",
+  CONFLICT: "An account with this email exists already. Sign in instead.",
+  PAYLOAD_TOO_LARGE: "That is too long.",
+  RATE_LIMIT_EXCEEDED: "Too many attempts. Wait a minute and try again.",
+  UNAVAILABLE: "The service is unavailable. Try again in a moment.",
+};
+
+function show(kind, text) {
+  const status = document.getElementById("status");
+  status.hidden = false;
+  status.className = kind;
+  status.textContent = text;
+  status.focus?.();
+}
+
+function markInvalid(form, field) {
+  for (const input of form.querySelectorAll("input")) input.removeAttribute("aria-invalid");
+  const input = field && form.querySelector(`[name="${field}"]`);
+  if (input) { input.setAttribute("aria-invalid", "true"); input.focus(); }
+}
+
+function body(action, form, token) {
+  const value = (name) => form.querySelector(`[name="${name}"]`)?.value ?? "";
+  switch (action) {
+    case "sign-in": return { email: value("email"), password: value("password") };
+    case "verify-email": return { token };
+    default: return { token, password: value("password") };
+  }
+}
+
+async function submit(event) {
+  event.preventDefault();
+  const form = event.currentTarget;
+  const action = form.dataset.action;
+  const token = new URLSearchParams(location.search).get("token") ?? "";
+  if (action !== "sign-in" && !token) {
+    show("error", MESSAGES.INVALID_TOKEN);
+    return;
+  }
+  const confirm = form.querySelector('[name="confirm"]');
+  if (confirm && confirm.value !== form.querySelector('[name="password"]').value) {
+    markInvalid(form, "confirm");
+    show("error", "The two passwords differ.");
+    return;
+  }
+  const button = form.querySelector("button");
+  button.disabled = true;
+  try {
+    const response = await fetch(ROUTES[action], {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body(action, form, token)),
+    });
+    const answer = response.status === 204 ? null : await response.json().catch(() => null);
+    if (response.ok) {
+      markInvalid(form, null);
+      if (action === "sign-in") sessionStorage.setItem("tessera.session", answer.data.token);
+      else form.hidden = true;
+      show("success", SUCCESS[action](answer && answer.data));
+      return;
+    }
+    const error = answer && answer.errors && answer.errors[0];
+    markInvalid(form, error && error.field);
+    show("error", (error && MESSAGES[error.code]) || (error && error.message) || `Request failed (${response.status}).`);
+  } catch (_) {
+    show("error", MESSAGES.UNAVAILABLE);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function forgot(event) {
+  event.preventDefault();
+  const email = document.getElementById("email").value;
+  if (!email) { show("error", "Enter your email first."); return; }
+  await fetch("/api/auth/password/forgot", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ email }),
+  }).catch(() => null);
+  show("success", "If this email has an account, a link to reset the password is on its way.");
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const form of document.querySelectorAll("form[data-action]")) form.addEventListener("submit", submit);
+  document.getElementById("forgot-link")?.addEventListener("click", forgot);
+});

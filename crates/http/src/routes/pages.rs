@@ -1,0 +1,75 @@
+//! The account pages under `/admin/auth/`: small HTML forms over the JSON
+//! routes, with their script and style embedded in the binary.
+
+use actix_web::dev::{ServiceFactory, ServiceRequest};
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{App, HttpResponse, web};
+
+const LAYOUT: &str = include_str!("../../assets/auth/layout.html");
+const SCRIPT: &str = include_str!("../../assets/auth/auth.js");
+const STYLE: &str = include_str!("../../assets/auth/auth.css");
+
+/// (path, title, body) of every page.
+const PAGES: [(&str, &str, &str); 4] = [
+    (
+        "/admin/auth/sign-in",
+        "Sign in",
+        include_str!("../../assets/auth/sign-in.html"),
+    ),
+    (
+        "/admin/auth/reset-password",
+        "Choose a new password",
+        include_str!("../../assets/auth/reset-password.html"),
+    ),
+    (
+        "/admin/auth/verify-email",
+        "Confirm your email address",
+        include_str!("../../assets/auth/verify-email.html"),
+    ),
+    (
+        "/admin/auth/accept-invitation",
+        "Accept your invitation",
+        include_str!("../../assets/auth/accept-invitation.html"),
+    ),
+];
+
+/// Security headers of every page and asset. The token sits in the page's
+/// URL, so no referrer ever leaves it.
+fn secured(content_type: &'static str, body: String) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(content_type)))
+        .insert_header((header::REFERRER_POLICY, "no-referrer"))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::X_FRAME_OPTIONS, "DENY"))
+        .insert_header((
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'self'; frame-ancestors 'none'; form-action 'self'",
+        ))
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .body(body)
+}
+
+/// Adds the pages and their assets to the application.
+pub fn register<T>(app: App<T>) -> App<T>
+where
+    T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
+{
+    let app = PAGES.iter().fold(app, |app, &(path, title, body)| {
+        let html = LAYOUT.replace("{{title}}", title).replace("{{body}}", body);
+        app.route(
+            path,
+            web::get().to(move || {
+                let html = html.clone();
+                async move { secured("text/html; charset=utf-8", html) }
+            }),
+        )
+    });
+    app.route(
+        "/admin/auth/assets/auth.js",
+        web::get().to(|| async { secured("text/javascript; charset=utf-8", SCRIPT.to_owned()) }),
+    )
+    .route(
+        "/admin/auth/assets/auth.css",
+        web::get().to(|| async { secured("text/css; charset=utf-8", STYLE.to_owned()) }),
+    )
+}

@@ -1,0 +1,300 @@
+//! One-time tokens, invitations and the email outbox rows they queue.
+
+use audit::{Actor, AuditEvent};
+use auth::{Invitation, TokenMail};
+use chrono::{DateTime, Utc};
+use kernel::StoreError;
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, Set, TransactionTrait,
+};
+use uuid::Uuid;
+
+use crate::entity::{email_outbox, invitation, one_time_token, session, user};
+use crate::{add_memberships, commit_with_audit, map_err, stmt};
+
+/// Stores a one-time token and the email carrying its link.
+pub(crate) async fn insert_mail(
+    conn: &impl ConnectionTrait,
+    mail: TokenMail,
+) -> Result<(), StoreError> {
+    let t = mail.token;
+    one_time_token::ActiveModel {
+        id: Set(t.id),
+        kind: Set(t.kind.as_str().to_owned()),
+        token_hash: Set(t.token_hash.to_vec()),
+        user_id: Set(t.user_id),
+        invitation_id: Set(t.invitation_id),
+        created_at: Set(t.created_at),
+        expires_at: Set(t.expires_at),
+        used_at: Set(None),
+    }
+    .insert(conn)
+    .await
+    .map_err(map_err)?;
+    let e = mail.email;
+    email_outbox::ActiveModel {
+        id: Set(e.id),
+        to_address: Set(e.to),
+        kind: Set(e.kind.to_owned()),
+        subject: Set(e.subject),
+        body_text: Set(e.body_text),
+        body_html: Set(e.body_html),
+        link: Set(Some(e.link)),
+        created_at: Set(t.created_at),
+        sent_at: Set(None),
+        logged_at: Set(None),
+        attempts: Set(0),
+        next_attempt_at: Set(t.created_at),
+        last_error: Set(None),
+    }
+    .insert(conn)
+    .await
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// Marks a live token of `kind` used; answers its user and invitation.
+async fn use_token(
+    conn: &impl ConnectionTrait,
+    kind: &str,
+    hash: &[u8; 32],
+    now: DateTime<Utc>,
+) -> Result<Option<(Option<Uuid>, Option<Uuid>)>, StoreError> {
+    let row = conn
+        .query_one_raw(stmt(
+            "UPDATE svc.one_time_tokens SET used_at = $3 \
+             WHERE token_hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3 \
+             RETURNING user_id, invitation_id",
+            [hash.to_vec().into(), kind.into(), now.into()],
+        ))
+        .await
+        .map_err(map_err)?;
+    row.map(|r| {
+        Ok((
+            r.try_get("", "user_id").map_err(map_err)?,
+            r.try_get("", "invitation_id").map_err(map_err)?,
+        ))
+    })
+    .transpose()
+}
+
+fn with_actor(mut event: AuditEvent, user_id: Uuid) -> AuditEvent {
+    event.actor = Actor::user(user_id);
+    event.target = Some(format!("user:{user_id}"));
+    event
+}
+
+/// Uses a reset token: new password, lockout cleared, every session ended.
+pub(crate) async fn redeem_reset(
+    db: &DatabaseConnection,
+    hash: &[u8; 32],
+    password_hash: String,
+    now: DateTime<Utc>,
+    event: AuditEvent,
+) -> Result<Option<Uuid>, StoreError> {
+    let txn = db.begin().await.map_err(map_err)?;
+    let Some((Some(user_id), _)) = use_token(&txn, "reset", hash, now).await? else {
+        return Ok(None);
+    };
+    user::Entity::update_many()
+        .col_expr(user::Column::PasswordHash, Expr::value(password_hash))
+        .col_expr(user::Column::FailedSignIns, Expr::value(0))
+        .col_expr(
+            user::Column::LockedUntil,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
+        .col_expr(user::Column::UpdatedAt, Expr::value(now))
+        .filter(user::Column::Id.eq(user_id))
+        .exec(&txn)
+        .await
+        .map_err(map_err)?;
+    session::Entity::update_many()
+        .col_expr(session::Column::RevokedAt, Expr::value(now))
+        .filter(session::Column::UserId.eq(user_id))
+        .filter(session::Column::RevokedAt.is_null())
+        .exec(&txn)
+        .await
+        .map_err(map_err)?;
+    commit_with_audit(txn, with_actor(event, user_id)).await?;
+    Ok(Some(user_id))
+}
+
+/// Uses a verification token: the email counts as verified.
+pub(crate) async fn redeem_verification(
+    db: &DatabaseConnection,
+    hash: &[u8; 32],
+    now: DateTime<Utc>,
+    event: AuditEvent,
+) -> Result<Option<Uuid>, StoreError> {
+    let txn = db.begin().await.map_err(map_err)?;
+    let Some((Some(user_id), _)) = use_token(&txn, "verify", hash, now).await? else {
+        return Ok(None);
+    };
+    user::Entity::update_many()
+        .col_expr(user::Column::EmailVerified, Expr::value(true))
+        .col_expr(user::Column::UpdatedAt, Expr::value(now))
+        .filter(user::Column::Id.eq(user_id))
+        .exec(&txn)
+        .await
+        .map_err(map_err)?;
+    commit_with_audit(txn, with_actor(event, user_id)).await?;
+    Ok(Some(user_id))
+}
+
+/// Uses an invitation token: the invited account is created, verified, with its roles.
+pub(crate) async fn redeem_invitation(
+    db: &DatabaseConnection,
+    hash: &[u8; 32],
+    password_hash: String,
+    now: DateTime<Utc>,
+    event: AuditEvent,
+) -> Result<Option<Uuid>, StoreError> {
+    let txn = db.begin().await.map_err(map_err)?;
+    let Some((_, Some(invitation_id))) = use_token(&txn, "invite", hash, now).await? else {
+        return Ok(None);
+    };
+    let Some(invite) = invitation::Entity::find_by_id(invitation_id)
+        .one(&txn)
+        .await
+        .map_err(map_err)?
+    else {
+        return Ok(None);
+    };
+    if invite.accepted_at.is_some() {
+        return Ok(None);
+    }
+    let user_id = kernel::new_id();
+    user::ActiveModel {
+        id: Set(user_id),
+        email: Set(invite.email.clone()),
+        password_hash: Set(Some(password_hash)),
+        name: Set(invite.name.clone()),
+        email_verified: Set(true),
+        active: Set(true),
+        timezone: Set(None),
+        failed_sign_ins: Set(0),
+        locked_until: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(&txn)
+    .await
+    .map_err(map_err)?;
+    // Roles deleted since the invitation was sent are skipped.
+    let existing: Vec<Uuid> = crate::entity::role::Entity::find()
+        .filter(crate::entity::role::Column::Id.is_in(invite.role_ids.clone()))
+        .all(&txn)
+        .await
+        .map_err(map_err)?
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    add_memberships(&txn, user_id, &existing).await?;
+    let mut accepted: invitation::ActiveModel = invite.into();
+    accepted.accepted_at = Set(Some(now));
+    accepted.update(&txn).await.map_err(map_err)?;
+    commit_with_audit(txn, with_actor(event, user_id)).await?;
+    Ok(Some(user_id))
+}
+
+fn to_invitation(m: invitation::Model) -> Invitation {
+    Invitation {
+        id: m.id,
+        email: m.email,
+        name: m.name,
+        role_ids: m.role_ids,
+        invited_by: m.invited_by,
+        created_at: m.created_at,
+        expires_at: m.expires_at,
+    }
+}
+
+/// Pending invitations, newest first.
+pub(crate) async fn invitations(
+    db: &DatabaseConnection,
+    now: DateTime<Utc>,
+) -> Result<Vec<Invitation>, StoreError> {
+    let rows = invitation::Entity::find()
+        .filter(invitation::Column::AcceptedAt.is_null())
+        .filter(invitation::Column::ExpiresAt.gt(now))
+        .order_by_desc(invitation::Column::CreatedAt)
+        .all(db)
+        .await
+        .map_err(map_err)?;
+    Ok(rows.into_iter().map(to_invitation).collect())
+}
+
+/// Stores an invitation, its token and its email; refuses an email that has an account.
+pub(crate) async fn create_invitation(
+    db: &DatabaseConnection,
+    new: Invitation,
+    mail: TokenMail,
+    event: AuditEvent,
+) -> Result<Invitation, StoreError> {
+    let txn = db.begin().await.map_err(map_err)?;
+    let taken = txn
+        .query_one_raw(stmt(
+            "SELECT 1 AS one FROM svc.users WHERE lower(email) = lower($1)",
+            [new.email.clone().into()],
+        ))
+        .await
+        .map_err(map_err)?
+        .is_some();
+    if taken {
+        return Err(StoreError::conflict(
+            "email",
+            "an account with this email exists",
+        ));
+    }
+    let known = crate::entity::role::Entity::find()
+        .filter(crate::entity::role::Column::Id.is_in(new.role_ids.clone()))
+        .all(&txn)
+        .await
+        .map_err(map_err)?
+        .len();
+    let mut distinct = new.role_ids.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if known != distinct.len() {
+        return Err(kernel::FieldError::new("roleIds", "contains an unknown role id").into());
+    }
+    let model = invitation::ActiveModel {
+        id: Set(new.id),
+        email: Set(new.email),
+        name: Set(new.name),
+        role_ids: Set(distinct),
+        invited_by: Set(new.invited_by),
+        created_at: Set(new.created_at),
+        expires_at: Set(new.expires_at),
+        accepted_at: Set(None),
+    }
+    .insert(&txn)
+    .await
+    .map_err(map_err)?;
+    insert_mail(&txn, mail).await?;
+    commit_with_audit(txn, event).await?;
+    Ok(to_invitation(model))
+}
+
+/// Deletes a pending invitation (its token goes with it).
+pub(crate) async fn delete_invitation(
+    db: &DatabaseConnection,
+    id: Uuid,
+    event: AuditEvent,
+) -> Result<bool, StoreError> {
+    let txn = db.begin().await.map_err(map_err)?;
+    let deleted = invitation::Entity::delete_many()
+        .filter(invitation::Column::Id.eq(id))
+        .filter(invitation::Column::AcceptedAt.is_null())
+        .exec(&txn)
+        .await
+        .map_err(map_err)?
+        .rows_affected;
+    if deleted == 0 {
+        return Ok(false);
+    }
+    commit_with_audit(txn, event).await?;
+    Ok(true)
+}
