@@ -11,6 +11,7 @@ mod admin_roles;
 mod admin_users;
 mod audit;
 mod binary;
+mod browser;
 mod envelope;
 mod login;
 mod openapi;

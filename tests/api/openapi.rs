@@ -28,6 +28,16 @@ async fn the_document_lists_every_route() {
         ("/admin/api/settings", "patch"),
         ("/admin/api/audit", "get"),
         ("/healthz", "get"),
+        ("/api/auth/register", "post"),
+        ("/api/auth/password/forgot", "post"),
+        ("/api/auth/password/reset", "post"),
+        ("/api/auth/password/change", "post"),
+        ("/api/auth/email/verify", "post"),
+        ("/api/auth/email/resend", "post"),
+        ("/api/auth/invitations/accept", "post"),
+        ("/admin/api/invitations", "get"),
+        ("/admin/api/invitations", "post"),
+        ("/admin/api/invitations/{id}", "delete"),
     ] {
         assert!(
             paths.get(path).and_then(|p| p.get(method)).is_some(),

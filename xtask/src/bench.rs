@@ -3,10 +3,10 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
-use crate::{Result, cargo, pg, run};
+use crate::{Result, cargo, ensure_tool, pg, run};
 
 const CONNECTIONS: &str = "16";
 const THREADS: &str = "2";
@@ -86,18 +86,6 @@ fn free_port() -> Result<u16> {
         .map_err(|e| e.to_string())
 }
 
-fn ensure_wrk() -> Result {
-    if Command::new("wrk").arg("--version").output().is_ok() {
-        return Ok(());
-    }
-    eprintln!("xtask: installing wrk from Debian's packages");
-    let _ = Command::new("apt-get")
-        .arg("update")
-        .stdout(Stdio::null())
-        .status();
-    run(Command::new("apt-get").args(["install", "-y", "wrk"]))
-}
-
 /// One wrk run: requests per second, p50 and p99 latency, non-2xx count.
 fn wrk(port: u16, path: &str, bearer: &str) -> Result<(String, String, String, String)> {
     let out = Command::new("wrk")
@@ -133,7 +121,7 @@ fn wrk(port: u16, path: &str, bearer: &str) -> Result<(String, String, String, S
 
 fn auth() -> Result {
     let server_url = pg::ensure()?;
-    ensure_wrk()?;
+    ensure_tool("wrk", &["wrk"])?;
     run(cargo().args(["build", "--release", "-p", "tessera"]))?;
     let target = std::env::var("CARGO_TARGET_DIR")
         .unwrap_or_else(|_| format!("{}/../target", env!("CARGO_MANIFEST_DIR")));

@@ -45,6 +45,28 @@ fn run(command: &mut Command) -> Result {
     }
 }
 
+/// Installs Debian `packages` when `tool` is not on the PATH.
+fn ensure_tool(tool: &str, packages: &[&str]) -> Result {
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output();
+    if found.is_ok_and(|o| o.status.success()) {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: {tool} is missing; installing {} from Debian's packages",
+        packages.join(", ")
+    );
+    let _ = Command::new("apt-get")
+        .arg("update")
+        .stdout(std::process::Stdio::null())
+        .status();
+    run(Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(packages))
+}
+
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
@@ -61,6 +83,8 @@ fn dev() -> Result {
 /// Format check, clippy, the layering check and every test.
 fn test() -> Result {
     let server = pg::ensure()?;
+    // The browser tests drive Debian's headless Chromium.
+    ensure_tool("chromedriver", &["chromium", "chromium-driver"])?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(cargo().args([
         "clippy",

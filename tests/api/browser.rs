@@ -1,0 +1,305 @@
+//! The account pages driven end to end in headless Chromium (Debian's
+//! `chromium` and `chromium-driver`): open the emailed link, fill the form,
+//! see the outcome, sign in.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+use testkit::{TestApp, spawn_app};
+
+/// A headless Chromium session through its own chromedriver.
+struct Browser {
+    client: Client,
+    _driver: tokio::process::Child,
+}
+
+impl Browser {
+    async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = tokio::process::Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("chromedriver installed (Debian package chromium-driver)");
+        let profile = std::env::temp_dir().join(format!("tessera-chromium-{port}"));
+        let capabilities = json!({
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                         "--disable-dev-shm-usage", format!("--user-data-dir={}", profile.display())]
+            }
+        });
+        let capabilities = capabilities.as_object().unwrap().clone();
+        let mut last_error = None;
+        for _ in 0..50 {
+            match ClientBuilder::new(HttpConnector::new())
+                .capabilities(capabilities.clone())
+                .connect(&format!("http://127.0.0.1:{port}"))
+                .await
+            {
+                Ok(client) => {
+                    return Self {
+                        client,
+                        _driver: driver,
+                    };
+                }
+                Err(e) => {
+                    last_error = Some(e);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+        panic!("chromedriver did not answer: {last_error:?}");
+    }
+
+    async fn fill(&self, id: &str, value: &str) {
+        let input = self.client.find(Locator::Id(id)).await.unwrap();
+        input.clear().await.unwrap();
+        input.send_keys(value).await.unwrap();
+    }
+
+    async fn submit(&self) {
+        self.client
+            .find(Locator::Css("form button[type=submit]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
+
+    /// Waits for the status line to show `class` and answers its text.
+    async fn status(&self, class: &str) -> String {
+        let status = self
+            .client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(&format!("#status.{class}")))
+            .await
+            .unwrap_or_else(|_| panic!("no {class} status shown"));
+        status.text().await.unwrap()
+    }
+}
+
+async fn point_links_at(app: &TestApp, admin: &str) {
+    let base = format!("{}/admin/auth", app.address);
+    let set = app
+        .patch(
+            "/admin/api/settings",
+            admin,
+            json!({ "data": { "auth.email_links_base_url": base } }),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn reset_password_and_sign_in_in_the_browser() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    point_links_at(&app, &admin).await;
+    app.create_user(&admin, "browser@example.com", "password-1", None)
+        .await;
+    let browser = Browser::start().await;
+
+    // Ask for the link from the sign-in page itself.
+    browser
+        .client
+        .goto(&format!("{}/admin/auth/sign-in", app.address))
+        .await
+        .unwrap();
+    browser.fill("email", "browser@example.com").await;
+    browser
+        .client
+        .find(Locator::Id("forgot-link"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(browser.status("success").await.contains("on its way"));
+    let email = app
+        .smtp
+        .wait_for(
+            "browser@example.com",
+            "reset-password",
+            Duration::from_secs(20),
+        )
+        .await;
+    let link = email.link("reset-password").unwrap();
+
+    browser.client.goto(&link).await.unwrap();
+    browser.fill("password", "browser-password-2").await;
+    browser.fill("confirm", "something else").await;
+    browser.submit().await;
+    assert!(browser.status("error").await.contains("differ"));
+    browser.fill("password", "short").await;
+    browser.fill("confirm", "short").await;
+    browser.submit().await;
+    assert!(browser.status("error").await.contains("at least 8"));
+    browser.fill("password", "browser-password-2").await;
+    browser.fill("confirm", "browser-password-2").await;
+    browser.submit().await;
+    assert!(
+        browser
+            .status("success")
+            .await
+            .contains("password has been changed")
+    );
+
+    // The used link now says so.
+    browser.client.goto(&link).await.unwrap();
+    browser.fill("password", "browser-password-3").await;
+    browser.fill("confirm", "browser-password-3").await;
+    browser.submit().await;
+    assert!(browser.status("error").await.contains("invalid"));
+
+    browser
+        .client
+        .goto(&format!("{}/admin/auth/sign-in", app.address))
+        .await
+        .unwrap();
+    browser.fill("email", "browser@example.com").await;
+    browser.fill("password", "browser-password-1").await;
+    browser.submit().await;
+    assert!(
+        browser
+            .status("error")
+            .await
+            .contains("Invalid email or password")
+    );
+    browser.fill("password", "browser-password-2").await;
+    browser.submit().await;
+    assert!(
+        browser
+            .status("success")
+            .await
+            .contains("Signed in as browser@example.com")
+    );
+    browser.client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn accept_an_invitation_and_verify_an_email_in_the_browser() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    point_links_at(&app, &admin).await;
+    let browser = Browser::start().await;
+
+    let invited = app
+        .post(
+            "/admin/api/invitations",
+            &admin,
+            json!({ "data": { "email": "invitee@example.com", "roleIds": [crate::USERS_ROLE] } }),
+        )
+        .await;
+    assert_eq!(invited.status, StatusCode::CREATED);
+    let email = app
+        .smtp
+        .wait_for(
+            "invitee@example.com",
+            "accept-invitation",
+            Duration::from_secs(20),
+        )
+        .await;
+    browser
+        .client
+        .goto(&email.link("accept-invitation").unwrap())
+        .await
+        .unwrap();
+    browser.fill("password", "invitee-password").await;
+    browser.fill("confirm", "invitee-password").await;
+    browser.submit().await;
+    assert!(browser.status("success").await.contains("account is ready"));
+    app.login("invitee@example.com", "invitee-password").await;
+
+    let set = app.patch("/admin/api/settings", &admin, json!({ "data": { "auth.registration_enabled": true, "auth.email_verification_required": true } })).await;
+    assert_eq!(set.status, StatusCode::OK);
+    let registered = app
+        .call(
+            Method::POST,
+            "/api/auth/register",
+            None,
+            Some(json!({ "email": "confirm@example.com", "password": "confirm-password" })),
+        )
+        .await;
+    assert_eq!(registered.status, StatusCode::CREATED);
+    let email = app
+        .smtp
+        .wait_for(
+            "confirm@example.com",
+            "verify-email",
+            Duration::from_secs(20),
+        )
+        .await;
+    browser
+        .client
+        .goto(&email.link("verify-email").unwrap())
+        .await
+        .unwrap();
+    browser.submit().await;
+    assert!(browser.status("success").await.contains("confirmed"));
+    app.login("confirm@example.com", "confirm-password").await;
+
+    // A page opened without a token says the link is invalid.
+    browser
+        .client
+        .goto(&format!("{}/admin/auth/verify-email", app.address))
+        .await
+        .unwrap();
+    browser.submit().await;
+    assert!(browser.status("error").await.contains("invalid"));
+    browser.client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn pages_forbid_referrers_and_framing() {
+    let app = spawn_app().await;
+    for page in [
+        "sign-in",
+        "reset-password",
+        "verify-email",
+        "accept-invitation",
+    ] {
+        let response = app
+            .client
+            .get(format!("{}/admin/auth/{page}?token=abc", app.address))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{page}");
+        assert_eq!(response.headers()["referrer-policy"], "no-referrer");
+        assert_eq!(response.headers()["x-frame-options"], "DENY");
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html")
+        );
+        let html = response.text().await.unwrap();
+        assert!(
+            html.contains("/admin/auth/assets/auth.js")
+                && !html.contains("http://")
+                && !html.contains("https://"),
+            "no external assets"
+        );
+    }
+    let script = app
+        .client
+        .get(format!("{}/admin/auth/assets/auth.js", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(script.status(), StatusCode::OK);
+}
