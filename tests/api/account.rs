@@ -499,3 +499,54 @@ async fn emails_are_written_to_the_outbox_and_links_follow_the_setting() {
         .await;
     assert_eq!(audit.data().as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn an_account_without_a_password_cannot_change_it() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let id = app
+        .create_user(&admin, "oauth@example.com", "password-1", None)
+        .await;
+    let session = app.login("oauth@example.com", "password-1").await;
+    // As for an account that signed up through a provider and never set a password.
+    app.db
+        .sql(&format!(
+            "UPDATE svc.users SET password_hash = NULL WHERE id = '{id}'"
+        ))
+        .await;
+    let answer = app
+        .post(
+            "/api/auth/password/change",
+            &session,
+            json!({ "currentPassword": "password-1", "newPassword": "password-2" }),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert_eq!(answer.code(), "PERMISSION_DENIED");
+}
+
+#[tokio::test]
+async fn without_smtp_emails_are_logged_and_kept() {
+    let app = testkit::spawn_app_with(|config| config.smtp_url = None).await;
+    let admin = app.admin_session().await;
+    app.create_user(&admin, "nosmtp@example.com", "password-1", None)
+        .await;
+    public(
+        &app,
+        "/api/auth/password/forgot",
+        json!({ "email": "nosmtp@example.com" }),
+    )
+    .await;
+    let query = "SELECT count(*)::text FROM svc.email_outbox WHERE to_address = 'nosmtp@example.com' \
+                 AND kind = 'reset' AND logged_at IS NOT NULL AND sent_at IS NULL AND link LIKE 'http://tessera.test/admin/auth/reset-password?token=%'";
+    let mut logged = None;
+    for _ in 0..50 {
+        logged = app.db.sql(query).await;
+        if logged.as_deref() == Some("1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(logged.as_deref(), Some("1"));
+    assert!(app.smtp.emails().is_empty());
+}

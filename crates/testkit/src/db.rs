@@ -90,6 +90,18 @@ impl TestDatabase {
         Self { name, url }
     }
 
+    /// Runs `sql` in this database (for arranging states no route can reach)
+    /// and answers the first column of the first row as text, if any.
+    pub async fn sql(&self, sql: &str) -> Option<String> {
+        let db = store_pg_connect(&self.url).await;
+        let row = db
+            .query_one_raw(Statement::from_string(DbBackend::Postgres, sql.to_owned()))
+            .await
+            .expect("test SQL runs");
+        db.close().await.expect("close");
+        row.and_then(|r| r.try_get_by_index::<Option<String>>(0).ok().flatten())
+    }
+
     /// Drops the database now, under anything still connected to it.
     pub async fn destroy(&self) {
         let admin = maintenance().await;
