@@ -144,21 +144,33 @@ impl AuthService {
             return Ok(());
         }
         let user = self.user(candidate.user_id).await?;
+        self.mail_user(
+            &user,
+            EmailKind::PasswordReset,
+            "auth.password_reset_requested",
+            ip,
+        )
+        .await
+    }
+
+    /// Queues a fresh link of `kind` to `user`, audited as `action`.
+    async fn mail_user(
+        &self,
+        user: &User,
+        kind: EmailKind,
+        action: &'static str,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
         let settings = self.store.settings().await?;
         let mail = self.token_mail(
             &settings,
-            EmailKind::PasswordReset,
+            kind,
             &user.email,
             user.name.as_deref(),
             Some(user.id),
             None,
         );
-        let event = AuditEvent::new(
-            Actor::user(user.id),
-            "auth.password_reset_requested",
-            target("user", user.id),
-            ip,
-        );
+        let event = AuditEvent::new(Actor::user(user.id), action, target("user", user.id), ip);
         Ok(self.store.issue_mail(mail, event).await?)
     }
 
@@ -276,22 +288,13 @@ impl AuthService {
         if user.email_verified || !user.active {
             return Ok(());
         }
-        let settings = self.store.settings().await?;
-        let mail = self.token_mail(
-            &settings,
+        self.mail_user(
+            &user,
             EmailKind::EmailVerification,
-            &user.email,
-            user.name.as_deref(),
-            Some(user.id),
-            None,
-        );
-        let event = AuditEvent::new(
-            Actor::user(user.id),
             "auth.verification_requested",
-            target("user", user.id),
             ip,
-        );
-        Ok(self.store.issue_mail(mail, event).await?)
+        )
+        .await
     }
 
     /// Accepts an invitation: creates the verified account with its password
