@@ -14,6 +14,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0002_account_lifecycle",
         include_str!("../sql/0002_account_lifecycle.sql"),
     ),
+    ("m0003_resources", include_str!("../sql/0003_resources.sql")),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

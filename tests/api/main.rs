@@ -15,6 +15,7 @@ mod browser;
 mod envelope;
 mod login;
 mod openapi;
+mod schema;
 mod sessions;
 mod settings;
 mod tokens;

@@ -38,6 +38,15 @@ async fn the_document_lists_every_route() {
         ("/admin/api/invitations", "get"),
         ("/admin/api/invitations", "post"),
         ("/admin/api/invitations/{id}", "delete"),
+        ("/admin/api/schema/{schema}/tables", "post"),
+        ("/admin/api/schema/{schema}/tables", "get"),
+        ("/admin/api/schema/{schema}/tables/preview", "post"),
+        ("/admin/api/schema/{schema}/tables/{table}/columns", "post"),
+        ("/admin/api/schema/{schema}/tables/{table}", "delete"),
+        ("/admin/api/resources", "get"),
+        ("/admin/api/resources", "post"),
+        ("/admin/api/resources/{id}", "get"),
+        ("/admin/api/resources/{id}", "patch"),
     ] {
         assert!(
             paths.get(path).and_then(|p| p.get(method)).is_some(),
@@ -45,6 +54,11 @@ async fn the_document_lists_every_route() {
         );
     }
     assert!(doc.body["components"]["securitySchemes"]["bearer"].is_object());
+    let create = &paths["/admin/api/schema/{schema}/tables"]["post"];
+    assert!(
+        create["requestBody"].is_object() && create["responses"]["201"].is_object(),
+        "bodies and answers are documented"
+    );
 }
 
 #[tokio::test]

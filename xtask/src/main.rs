@@ -11,7 +11,14 @@ use std::process::{Command, ExitCode};
 type Result<T = ()> = std::result::Result<T, String>;
 
 /// Crates that must stay free of the web framework and the ORM.
-const DOMAIN_CRATES: &[&str] = &["kernel", "auth", "permissions", "audit", "api-types"];
+const DOMAIN_CRATES: &[&str] = &[
+    "kernel",
+    "auth",
+    "schema",
+    "permissions",
+    "audit",
+    "api-types",
+];
 const FORBIDDEN_IN_DOMAIN: &[&str] = &["actix-web", "sea-orm", "sqlx"];
 
 fn main() -> ExitCode {

@@ -28,6 +28,8 @@ pub struct Services {
     pub auth: AuthService,
     /// Roles.
     pub roles: RoleService,
+    /// Tables and resources.
+    pub schema: schema::SchemaService,
 }
 
 impl Services {
@@ -41,7 +43,8 @@ impl Services {
         let store = PgStore::new(db);
         Ok(Self {
             auth: AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url),
-            roles: RoleService::new(Arc::new(store.clone()), clock),
+            roles: RoleService::new(Arc::new(store.clone()), clock.clone()),
+            schema: schema::SchemaService::new(Arc::new(store.clone()), clock),
             store,
         })
     }
@@ -92,6 +95,7 @@ impl Application {
         let state = web::Data::new(AppState {
             auth: services.auth.clone(),
             roles: services.roles.clone(),
+            schema: services.schema.clone(),
             audit: Arc::new(services.store.clone()),
             ready,
             trusted_proxies: config.trusted_proxies.clone(),

@@ -37,6 +37,8 @@ pub struct AppState {
     pub auth: AuthService,
     /// Roles and memberships.
     pub roles: RoleService,
+    /// Tables and resources.
+    pub schema: schema::SchemaService,
     /// The audit log.
     pub audit: Arc<dyn AuditStore>,
     /// The readiness probe.
@@ -144,7 +146,16 @@ fn routes(
                 .service(admin::audit::list)
                 .service(admin::invitations::list)
                 .service(admin::invitations::create)
-                .service(admin::invitations::remove),
+                .service(admin::invitations::remove)
+                .service(admin::schema::preview_table)
+                .service(admin::schema::create_table)
+                .service(admin::schema::tables)
+                .service(admin::schema::add_column)
+                .service(admin::schema::drop_table)
+                .service(admin::schema::resources)
+                .service(admin::schema::register)
+                .service(admin::schema::get_resource)
+                .service(admin::schema::expose),
         )
 }
 

@@ -18,6 +18,18 @@ pub enum StoreError {
         /// What collides.
         message: Cow<'static, str>,
     },
+    /// A row broke a CHECK constraint; the Data API shows the column's check message.
+    #[error("check {constraint} failed")]
+    CheckViolation {
+        /// The constraint's name.
+        constraint: String,
+    },
+    /// A required column got no value.
+    #[error("{column} is required")]
+    NotNullViolation {
+        /// The column.
+        column: String,
+    },
     /// An input referenced something that does not exist (such as an unknown role id).
     #[error(transparent)]
     Invalid(#[from] FieldError),
@@ -44,6 +56,8 @@ impl ErrorCode for StoreError {
         match self {
             StoreError::NotFound => Code::NotFound,
             StoreError::Conflict { .. } => Code::Conflict,
+            StoreError::CheckViolation { .. } => Code::CheckViolation,
+            StoreError::NotNullViolation { .. } => Code::NotNullViolation,
             StoreError::Invalid(_) => Code::InvalidPayload,
             StoreError::Unavailable(_) => Code::Unavailable,
             StoreError::Internal(_) => Code::Internal,
@@ -55,6 +69,8 @@ impl ErrorCode for StoreError {
             StoreError::NotFound => "Not found".into(),
             StoreError::Conflict { message, .. } => Cow::Borrowed(message),
             StoreError::Invalid(e) => Cow::Borrowed(&e.message),
+            StoreError::CheckViolation { .. } => "A value breaks a rule of the table".into(),
+            StoreError::NotNullViolation { column } => format!("{column} is required").into(),
             StoreError::Unavailable(_) => "The database is unavailable; retry later".into(),
             StoreError::Internal(_) => "Internal error".into(),
         }
@@ -64,6 +80,7 @@ impl ErrorCode for StoreError {
         match self {
             StoreError::Conflict { field, .. } => *field,
             StoreError::Invalid(e) => Some(&e.field),
+            StoreError::NotNullViolation { column } => Some(column),
             _ => None,
         }
     }

@@ -5,6 +5,7 @@ mod audit_store;
 mod auth_store;
 mod entity;
 mod role_store;
+mod schema_store;
 
 use std::time::Duration;
 
@@ -78,6 +79,8 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
                 Some("email")
             } else if detail.contains("roles_name_key") {
                 Some("name")
+            } else if detail.contains("resources_table_key") {
+                Some("table")
             } else {
                 None
             };
@@ -94,6 +97,21 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
         }
         _ => {}
     }
+    if let Some(pg) = pg_error(&err) {
+        match pg.code() {
+            "23514" => {
+                return StoreError::CheckViolation {
+                    constraint: pg.constraint().unwrap_or_default().to_owned(),
+                };
+            }
+            "23502" => {
+                return StoreError::NotNullViolation {
+                    column: pg.column().unwrap_or_default().to_owned(),
+                };
+            }
+            _ => {}
+        }
+    }
     match &err {
         DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => StoreError::Unavailable(err.to_string()),
         DbErr::Query(RuntimeErr::SqlxError(e)) | DbErr::Exec(RuntimeErr::SqlxError(e))
@@ -102,6 +120,19 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
             StoreError::Unavailable(err.to_string())
         }
         _ => StoreError::Internal(err.to_string()),
+    }
+}
+
+/// PostgreSQL's own error behind a database error, when there is one.
+pub(crate) fn pg_error(err: &DbErr) -> Option<&sea_orm::sqlx::postgres::PgDatabaseError> {
+    match err {
+        DbErr::Query(RuntimeErr::SqlxError(e)) | DbErr::Exec(RuntimeErr::SqlxError(e)) => {
+            match e.as_ref() {
+                sea_orm::sqlx::Error::Database(db) => db.try_downcast_ref(),
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod invitations;
 pub mod roles;
+pub mod schema;
 pub mod settings;
 pub mod tokens;
 pub mod users;

@@ -1,0 +1,223 @@
+//! Tables: create (with preview), list, add a column, drop; and resources.
+
+use actix_web::{HttpResponse, delete, get, patch, post, web};
+use api_types::{
+    ColumnDefinition, ErrorEnvelope, ExposeRequest, RegisterResourceRequest, Resource,
+    TableCreated, TableDefinition, TableInfo, TablePreview,
+};
+use schema::{ColumnInput, ForeignKeyInput, TableInput};
+use uuid::Uuid;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{AdminPlane, Caller, Data};
+use crate::respond::{created, no_content, ok};
+
+fn column(c: ColumnDefinition) -> ColumnInput {
+    ColumnInput {
+        name: c.name,
+        data_type: c.data_type,
+        primary_key: c.primary_key,
+        default: c.default,
+        identity: c.identity,
+        nullable: c.nullable,
+        foreign_key: c.foreign_key.map(|f| ForeignKeyInput {
+            target_schema: f.target_schema,
+            target_table: f.target_table,
+            target_column: f.target_column,
+            on_delete: f.on_delete,
+        }),
+        check: c.check,
+        check_message: c.check_message,
+    }
+}
+
+fn table(t: TableDefinition) -> TableInput {
+    TableInput {
+        name: t.name,
+        columns: t.columns.into_iter().map(column).collect(),
+    }
+}
+
+fn resource(r: schema::Resource) -> Resource {
+    Resource {
+        id: r.id,
+        schema: r.schema,
+        table: r.table,
+        exposed_methods: r.exposed_methods,
+        created_at: r.created_at,
+    }
+}
+
+/// Creates a table, hidden, with its resource; DDL, resource and audit entry in one transaction.
+#[utoipa::path(tag = "schema", security(("bearer" = [])), params(("schema" = String, Path)),
+    request_body = inline(api_types::DataEnvelope<TableDefinition>),
+    responses((status = 201, body = inline(api_types::DataEnvelope<TableCreated>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[post("/schema/{schema}/tables")]
+pub async fn create_table(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    path: web::Path<String>,
+    body: Data<TableDefinition>,
+) -> Result<HttpResponse, ApiError> {
+    let (resource_id, plan) = state
+        .schema
+        .create_table(&caller.principal, &path, &table(body.0), caller.ip())
+        .await?;
+    Ok(created(TableCreated {
+        resource_id,
+        name: plan.table,
+        schema: plan.schema,
+    }))
+}
+
+/// The SQL create would run, after the same validation; changes nothing.
+#[utoipa::path(tag = "schema", security(("bearer" = [])), params(("schema" = String, Path)),
+    request_body = inline(api_types::DataEnvelope<TableDefinition>),
+    responses((status = 200, body = inline(api_types::DataEnvelope<TablePreview>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[post("/schema/{schema}/tables/preview")]
+pub async fn preview_table(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    path: web::Path<String>,
+    body: Data<TableDefinition>,
+) -> Result<HttpResponse, ApiError> {
+    let sql = state
+        .schema
+        .preview_table(&caller.principal, &path, &table(body.0))
+        .await?;
+    Ok(ok(TablePreview { sql }))
+}
+
+/// The tables of a schema, introspected from the catalog.
+#[utoipa::path(tag = "schema", security(("bearer" = [])), params(("schema" = String, Path)),
+    responses((status = 200, body = inline(api_types::DataEnvelope<Vec<TableInfo>>)), (status = 400, body = ErrorEnvelope)))]
+#[get("/schema/{schema}/tables")]
+pub async fn tables(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let tables = state.schema.tables(&path).await?;
+    let tables: Vec<TableInfo> = tables
+        .into_iter()
+        .map(|t| TableInfo {
+            name: t.name,
+            resource_id: t.resource_id,
+            columns: t.columns,
+        })
+        .collect();
+    Ok(ok(tables))
+}
+
+/// Adds one column, with the same validation as create.
+#[utoipa::path(tag = "schema", security(("bearer" = [])), params(("schema" = String, Path), ("table" = String, Path)),
+    request_body = inline(api_types::DataEnvelope<ColumnDefinition>),
+    responses((status = 201, body = inline(api_types::DataEnvelope<TableCreated>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
+#[post("/schema/{schema}/tables/{table}/columns")]
+pub async fn add_column(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    path: web::Path<(String, String)>,
+    body: Data<ColumnDefinition>,
+) -> Result<HttpResponse, ApiError> {
+    let (schema_name, table_name) = path.into_inner();
+    let resource_id = state
+        .schema
+        .add_column(
+            &caller.principal,
+            &schema_name,
+            &table_name,
+            &column(body.0),
+            caller.ip(),
+        )
+        .await?;
+    Ok(created(TableCreated {
+        resource_id,
+        name: table_name,
+        schema: schema_name,
+    }))
+}
+
+/// Drops a table; its resource and exposure go with it.
+#[utoipa::path(tag = "schema", security(("bearer" = [])), params(("schema" = String, Path), ("table" = String, Path)),
+    responses((status = 204), (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[delete("/schema/{schema}/tables/{table}")]
+pub async fn drop_table(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (schema_name, table_name) = path.into_inner();
+    state
+        .schema
+        .drop_table(&caller.principal, &schema_name, &table_name, caller.ip())
+        .await?;
+    Ok(no_content())
+}
+
+/// Every resource.
+#[utoipa::path(tag = "resources", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Resource>>))))]
+#[get("/resources")]
+pub async fn resources(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+) -> Result<HttpResponse, ApiError> {
+    let list = state.schema.resources().await?;
+    Ok(ok(list.into_iter().map(resource).collect::<Vec<_>>()))
+}
+
+/// Registers a table that exists already, hidden.
+#[utoipa::path(tag = "resources", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<RegisterResourceRequest>),
+    responses((status = 201, body = inline(api_types::DataEnvelope<Resource>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[post("/resources")]
+pub async fn register(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    body: Data<RegisterResourceRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let registered = state
+        .schema
+        .register(
+            &caller.principal,
+            &body.0.schema,
+            &body.0.table,
+            caller.ip(),
+        )
+        .await?;
+    Ok(created(resource(registered)))
+}
+
+/// One resource.
+#[utoipa::path(tag = "resources", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 200, body = inline(api_types::DataEnvelope<Resource>)), (status = 404, body = ErrorEnvelope)))]
+#[get("/resources/{id}")]
+pub async fn get_resource(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(ok(resource(state.schema.resource(id.into_inner()).await?)))
+}
+
+/// Sets the methods the Data API answers for a resource.
+#[utoipa::path(tag = "resources", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<ExposeRequest>),
+    responses((status = 200, body = inline(api_types::DataEnvelope<Resource>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
+#[patch("/resources/{id}")]
+pub async fn expose(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+    body: Data<ExposeRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let updated = state
+        .schema
+        .expose(
+            &caller.principal,
+            id.into_inner(),
+            &body.0.exposed_methods,
+            caller.ip(),
+        )
+        .await?;
+    Ok(ok(resource(updated)))
+}

@@ -1,0 +1,345 @@
+use async_trait::async_trait;
+use audit::AuditEvent;
+use kernel::{FieldError, StoreError};
+use schema::{Confirm, Plan, Resource, SchemaStore, TableInfo, quote};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, TransactionTrait, Value};
+use uuid::Uuid;
+
+use crate::{PgStore, commit_with_audit, map_err, pg_error, stmt};
+
+const RESOURCE_COLUMNS: &str = "id, schema_name, table_name, exposed_methods, created_at";
+
+fn resource(row: &QueryResult) -> Result<Resource, StoreError> {
+    Ok(Resource {
+        id: row.try_get("", "id").map_err(map_err)?,
+        schema: row.try_get("", "schema_name").map_err(map_err)?,
+        table: row.try_get("", "table_name").map_err(map_err)?,
+        exposed_methods: row.try_get("", "exposed_methods").map_err(map_err)?,
+        created_at: row.try_get("", "created_at").map_err(map_err)?,
+    })
+}
+
+fn qualified(schema: &str, table: &str) -> String {
+    format!("{}.{}", quote(schema), quote(table))
+}
+
+async fn scalar_bool(
+    txn: &DatabaseTransaction,
+    sql: &str,
+    values: Vec<Value>,
+) -> Result<bool, StoreError> {
+    let row = txn
+        .query_one_raw(stmt(sql, values))
+        .await
+        .map_err(map_err)?;
+    Ok(row
+        .map(|r| r.try_get::<Option<bool>>("", "ok"))
+        .transpose()
+        .map_err(map_err)?
+        .flatten()
+        .unwrap_or(false))
+}
+
+/// A DDL failure PostgreSQL explains (wrong default type, bad cast, ...): the
+/// client's mistake, reported with PostgreSQL's message but never the SQL.
+fn ddl_error(err: DbErr) -> StoreError {
+    match pg_error(&err) {
+        Some(pg) if pg.code().starts_with("42") || pg.code().starts_with("22") => {
+            FieldError::new("columns", pg.message().to_owned()).into()
+        }
+        Some(pg) if pg.code() == "2BP01" => StoreError::Conflict {
+            field: None,
+            message: "other tables depend on this table".into(),
+        },
+        _ => map_err(err),
+    }
+}
+
+async fn confirm(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
+    txn.execute_unprepared("SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'")
+        .await
+        .map_err(map_err)?;
+    for fact in &plan.confirm {
+        match fact {
+            Confirm::Type { field, data_type } => {
+                let known = scalar_bool(
+                    txn,
+                    "SELECT to_regtype($1) IS NOT NULL AS ok",
+                    vec![data_type.clone().into()],
+                )
+                .await
+                .map_err(|_| FieldError::new(field.clone(), "is not a type name"))?;
+                if !known {
+                    return Err(
+                        FieldError::new(field.clone(), "is not a known PostgreSQL type").into(),
+                    );
+                }
+            }
+            Confirm::IntegerType { field, data_type } => {
+                let sql = "SELECT to_regtype($1)::text IN ('smallint', 'integer', 'bigint') AS ok";
+                if !scalar_bool(txn, sql, vec![data_type.clone().into()]).await? {
+                    return Err(FieldError::new(
+                        field.clone(),
+                        "needs an integer type (smallint, integer or bigint)",
+                    )
+                    .into());
+                }
+            }
+            Confirm::KeyTarget {
+                field,
+                schema,
+                table,
+                column,
+            } => {
+                let sql = "SELECT EXISTS (SELECT 1 FROM pg_constraint k JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1] \
+                           WHERE k.conrelid = to_regclass($1) AND k.contype IN ('p', 'u') AND cardinality(k.conkey) = 1 AND a.attname = $2) AS ok";
+                if !scalar_bool(
+                    txn,
+                    sql,
+                    vec![qualified(schema, table).into(), column.clone().into()],
+                )
+                .await?
+                {
+                    return Err(FieldError::new(
+                        field.clone(),
+                        "must name an existing table's primary or unique key column",
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
+    for statement in &plan.statements {
+        txn.execute_unprepared(statement).await.map_err(ddl_error)?;
+    }
+    Ok(())
+}
+
+fn check_messages(plan: &Plan) -> Value {
+    serde_json::to_value(&plan.check_messages)
+        .unwrap_or_default()
+        .into()
+}
+
+#[async_trait]
+impl SchemaStore for PgStore {
+    async fn create_table(
+        &self,
+        plan: &Plan,
+        resource_id: Uuid,
+        execute: bool,
+        event: AuditEvent,
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        confirm(&txn, plan).await?;
+        let exists = scalar_bool(
+            &txn,
+            "SELECT to_regclass($1) IS NOT NULL AS ok",
+            vec![qualified(&plan.schema, &plan.table).into()],
+        )
+        .await?;
+        if exists {
+            return Err(StoreError::conflict(
+                "name",
+                "a table with this name exists",
+            ));
+        }
+        // A preview runs the DDL too, so it meets every error create would,
+        // then rolls back.
+        run(&txn, plan).await?;
+        if !execute {
+            txn.rollback().await.map_err(map_err)?;
+            return Ok(());
+        }
+        txn.execute_raw(stmt(
+            "INSERT INTO svc.resources (id, schema_name, table_name, check_messages) VALUES ($1, $2, $3, $4)",
+            [resource_id.into(), plan.schema.clone().into(), plan.table.clone().into(), check_messages(plan)],
+        ))
+        .await
+        .map_err(map_err)?;
+        commit_with_audit(txn, event).await
+    }
+
+    async fn table_columns(
+        &self,
+        schema: &str,
+        table: &str,
+    ) -> Result<Option<Vec<String>>, StoreError> {
+        let sql = "SELECT array_agg(a.attname::text ORDER BY a.attnum) AS columns FROM pg_attribute a \
+                   WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped";
+        let row = self
+            .db
+            .query_one_raw(stmt(sql, [qualified(schema, table).into()]))
+            .await
+            .map_err(map_err)?;
+        Ok(row
+            .map(|r| r.try_get::<Option<Vec<String>>>("", "columns"))
+            .transpose()
+            .map_err(map_err)?
+            .flatten())
+    }
+
+    async fn add_column(&self, plan: &Plan, event: AuditEvent) -> Result<Uuid, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        confirm(&txn, plan).await?;
+        run(&txn, plan).await?;
+        let row = txn
+            .query_one_raw(stmt(
+                "INSERT INTO svc.resources (id, schema_name, table_name, check_messages) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (schema_name, table_name) DO UPDATE SET check_messages = svc.resources.check_messages || EXCLUDED.check_messages \
+                 RETURNING id",
+                [kernel::new_id().into(), plan.schema.clone().into(), plan.table.clone().into(), check_messages(plan)],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or(StoreError::NotFound)?;
+        let id = row.try_get("", "id").map_err(map_err)?;
+        commit_with_audit(txn, event).await?;
+        Ok(id)
+    }
+
+    async fn drop_table(
+        &self,
+        schema: &str,
+        table: &str,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let sql = "SELECT EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass($1) AND relkind IN ('r', 'p')) AS ok";
+        if !scalar_bool(&txn, sql, vec![qualified(schema, table).into()]).await? {
+            return Ok(false);
+        }
+        txn.execute_unprepared("SET LOCAL lock_timeout = '5s'")
+            .await
+            .map_err(map_err)?;
+        txn.execute_unprepared(&format!("DROP TABLE {}", qualified(schema, table)))
+            .await
+            .map_err(ddl_error)?;
+        txn.execute_raw(stmt(
+            "DELETE FROM svc.resources WHERE schema_name = $1 AND table_name = $2",
+            [schema.into(), table.into()],
+        ))
+        .await
+        .map_err(map_err)?;
+        commit_with_audit(txn, event).await?;
+        Ok(true)
+    }
+
+    async fn tables(&self, schema: &str) -> Result<Vec<TableInfo>, StoreError> {
+        let rows = self
+            .db
+            .query_all_raw(stmt(TABLES_SQL, [schema.into()]))
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(TableInfo {
+                    name: r.try_get("", "name").map_err(map_err)?,
+                    resource_id: r.try_get("", "resource_id").map_err(map_err)?,
+                    columns: r.try_get("", "columns").map_err(map_err)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn resources(&self) -> Result<Vec<Resource>, StoreError> {
+        let sql = format!(
+            "SELECT {RESOURCE_COLUMNS} FROM svc.resources ORDER BY schema_name, table_name"
+        );
+        let rows = self
+            .db
+            .query_all_raw(stmt(&sql, []))
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(resource).collect()
+    }
+
+    async fn resource(&self, id: Uuid) -> Result<Option<Resource>, StoreError> {
+        let sql = format!("SELECT {RESOURCE_COLUMNS} FROM svc.resources WHERE id = $1");
+        let row = self
+            .db
+            .query_one_raw(stmt(&sql, [id.into()]))
+            .await
+            .map_err(map_err)?;
+        row.as_ref().map(resource).transpose()
+    }
+
+    async fn register(&self, new: Resource, event: AuditEvent) -> Result<Resource, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let sql = "SELECT EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass($1) AND relkind IN ('r', 'p', 'v', 'm')) AS ok";
+        if !scalar_bool(&txn, sql, vec![qualified(&new.schema, &new.table).into()]).await? {
+            return Err(FieldError::new("table", "no such table").into());
+        }
+        let insert = format!(
+            "INSERT INTO svc.resources (id, schema_name, table_name, created_at) VALUES ($1, $2, $3, $4) RETURNING {RESOURCE_COLUMNS}"
+        );
+        let row = txn
+            .query_one_raw(stmt(
+                &insert,
+                [
+                    new.id.into(),
+                    new.schema.into(),
+                    new.table.into(),
+                    new.created_at.into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or(StoreError::NotFound)?;
+        let registered = resource(&row)?;
+        commit_with_audit(txn, event).await?;
+        Ok(registered)
+    }
+
+    async fn expose(
+        &self,
+        id: Uuid,
+        methods: Vec<String>,
+        event: AuditEvent,
+    ) -> Result<Option<Resource>, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let sql = format!(
+            "UPDATE svc.resources SET exposed_methods = $2 WHERE id = $1 RETURNING {RESOURCE_COLUMNS}"
+        );
+        let Some(row) = txn
+            .query_one_raw(stmt(&sql, [id.into(), methods.into()]))
+            .await
+            .map_err(map_err)?
+        else {
+            return Ok(None);
+        };
+        let updated = resource(&row)?;
+        commit_with_audit(txn, event).await?;
+        Ok(Some(updated))
+    }
+}
+
+/// Every table of a schema with its columns, keys, checks and references, as JSON built by PostgreSQL.
+const TABLES_SQL: &str = r#"
+SELECT c.relname::text AS name, r.id AS resource_id,
+  (SELECT coalesce(json_agg(json_build_object(
+      'name', a.attname,
+      'dataType', format_type(a.atttypid, a.atttypmod),
+      'nullable', NOT a.attnotnull,
+      'default', pg_get_expr(d.adbin, d.adrelid),
+      'identity', CASE a.attidentity WHEN 'a' THEN 'ALWAYS' WHEN 'd' THEN 'BY DEFAULT' END,
+      'primaryKey', EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'p' AND a.attnum = ANY (k.conkey)),
+      'check', (SELECT pg_get_expr(k.conbin, k.conrelid) FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c' AND k.conkey[1] = a.attnum ORDER BY k.conname LIMIT 1),
+      'checkMessage', (SELECT r.check_messages ->> k.conname FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c' AND k.conkey[1] = a.attnum ORDER BY k.conname LIMIT 1),
+      'foreignKey', (SELECT json_build_object('targetSchema', tn.nspname, 'targetTable', tc.relname, 'targetColumn', ta.attname,
+                       'onDelete', CASE k.confdeltype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE' WHEN 'n' THEN 'SET NULL' WHEN 'd' THEN 'SET DEFAULT' END)
+                     FROM pg_constraint k JOIN pg_class tc ON tc.oid = k.confrelid JOIN pg_namespace tn ON tn.oid = tc.relnamespace
+                     JOIN pg_attribute ta ON ta.attrelid = k.confrelid AND ta.attnum = k.confkey[1]
+                     WHERE k.conrelid = c.oid AND k.contype = 'f' AND k.conkey = ARRAY[a.attnum] LIMIT 1)
+    ) ORDER BY a.attnum), '[]'::json)
+   FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN svc.resources r ON r.schema_name = n.nspname AND r.table_name = c.relname
+WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
+ORDER BY c.relname
+"#;
