@@ -109,7 +109,7 @@ impl Plan {
     }
 }
 
-/// Checks a name: lowercase letters, digits and `_`, not starting with a digit, at most 63 bytes.
+/// Checks a name: ASCII letters, digits and `_`, not starting with a digit, at most 63 bytes.
 pub fn identifier(raw: &str, field: &str) -> Result<String, FieldError> {
     let ok = !raw.is_empty()
         && raw.len() <= IDENT_MAX
@@ -122,7 +122,7 @@ pub fn identifier(raw: &str, field: &str) -> Result<String, FieldError> {
     } else {
         Err(FieldError::new(
             field.to_owned(),
-            "must be 1 to 63 characters of a-z, 0-9 and _, not starting with a digit",
+            "must be 1 to 63 characters of a-z, A-Z, 0-9 and _, not starting with a digit",
         ))
     }
 }
@@ -130,7 +130,8 @@ pub fn identifier(raw: &str, field: &str) -> Result<String, FieldError> {
 /// Checks a schema name for application tables.
 pub fn schema_name(raw: &str) -> Result<String, FieldError> {
     let name = identifier(raw, "schema")?;
-    if name == "svc" || name == "information_schema" || name.starts_with("pg_") {
+    let lower = name.to_ascii_lowercase();
+    if lower == "svc" || lower == "information_schema" || lower.starts_with("pg_") {
         return Err(FieldError::new("schema", "is reserved"));
     }
     Ok(name)
