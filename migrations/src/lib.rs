@@ -15,6 +15,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../sql/0002_account_lifecycle.sql"),
     ),
     ("m0003_resources", include_str!("../sql/0003_resources.sql")),
+    ("m0004_grants", include_str!("../sql/0004_grants.sql")),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

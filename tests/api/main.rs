@@ -13,6 +13,7 @@ mod audit;
 mod binary;
 mod browser;
 mod envelope;
+mod grants;
 mod login;
 mod openapi;
 mod schema;

@@ -47,6 +47,9 @@ async fn the_document_lists_every_route() {
         ("/admin/api/resources", "post"),
         ("/admin/api/resources/{id}", "get"),
         ("/admin/api/resources/{id}", "patch"),
+        ("/admin/api/grants", "get"),
+        ("/admin/api/grants", "post"),
+        ("/admin/api/grants/{id}", "delete"),
     ] {
         assert!(
             paths.get(path).and_then(|p| p.get(method)).is_some(),

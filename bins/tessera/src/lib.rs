@@ -30,6 +30,8 @@ pub struct Services {
     pub roles: RoleService,
     /// Tables and resources.
     pub schema: schema::SchemaService,
+    /// Grants.
+    pub grants: permissions::GrantService,
 }
 
 impl Services {
@@ -44,7 +46,8 @@ impl Services {
         Ok(Self {
             auth: AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url),
             roles: RoleService::new(Arc::new(store.clone()), clock.clone()),
-            schema: schema::SchemaService::new(Arc::new(store.clone()), clock),
+            schema: schema::SchemaService::new(Arc::new(store.clone()), clock.clone()),
+            grants: permissions::GrantService::new(Arc::new(store.clone()), clock),
             store,
         })
     }
@@ -96,6 +99,7 @@ impl Application {
             auth: services.auth.clone(),
             roles: services.roles.clone(),
             schema: services.schema.clone(),
+            grants: services.grants.clone(),
             audit: Arc::new(services.store.clone()),
             ready,
             trusted_proxies: config.trusted_proxies.clone(),

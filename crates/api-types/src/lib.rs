@@ -563,3 +563,52 @@ pub struct ExposeRequest {
     /// A subset of GET, POST, PATCH, DELETE.
     pub exposed_methods: Vec<String>,
 }
+
+/// `POST /admin/api/grants` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateGrantRequest {
+    /// The role it is given to.
+    pub role_id: Uuid,
+    /// The resource (for read, create, update, delete).
+    pub resource_id: Option<Uuid>,
+    /// The workflow (for invoke).
+    pub workflow_id: Option<Uuid>,
+    /// `read`, `create`, `update`, `delete` or `invoke`.
+    pub action: String,
+    /// Row filter in the filter language; omitted: all rows.
+    pub filter: Option<Value>,
+    /// Columns covered; omitted: all.
+    pub columns: Option<Vec<String>>,
+}
+
+/// A grant.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    /// Grant id.
+    pub id: Uuid,
+    /// The role.
+    pub role_id: Uuid,
+    /// The resource.
+    pub resource_id: Option<Uuid>,
+    /// The workflow.
+    pub workflow_id: Option<Uuid>,
+    /// What it allows.
+    pub action: String,
+    /// Row filter.
+    pub filter: Option<Value>,
+    /// Columns covered.
+    pub columns: Option<Vec<String>>,
+}
+
+/// Query of `GET /admin/api/grants`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct GrantListQuery {
+    /// Only this role's grants.
+    pub role_id: Option<Uuid>,
+    /// Only grants on this resource.
+    pub resource_id: Option<Uuid>,
+}

@@ -39,6 +39,8 @@ pub struct AppState {
     pub roles: RoleService,
     /// Tables and resources.
     pub schema: schema::SchemaService,
+    /// Grants.
+    pub grants: permissions::GrantService,
     /// The audit log.
     pub audit: Arc<dyn AuditStore>,
     /// The readiness probe.
@@ -155,7 +157,10 @@ fn routes(
                 .service(admin::schema::resources)
                 .service(admin::schema::register)
                 .service(admin::schema::get_resource)
-                .service(admin::schema::expose),
+                .service(admin::schema::expose)
+                .service(admin::grants::list)
+                .service(admin::grants::create)
+                .service(admin::grants::remove),
         )
 }
 

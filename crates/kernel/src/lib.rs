@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod error;
+pub mod filter;
 pub mod id;
 pub mod settings;
 pub mod store;

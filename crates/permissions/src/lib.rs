@@ -1,9 +1,12 @@
 //! Who may do what: roles, API access, the Admin API, and the two credential
 //! planes. Grants on resources join this crate with the Data API.
 
+mod grants;
 mod roles;
 
-pub use roles::{Role, RoleChanges, RoleError, RoleService, RoleStore};
+pub use grants::{Action, Grant, GrantQuery, GrantService, GrantStore, NewGrant};
+
+pub use roles::{PermissionsError, Role, RoleChanges, RoleService, RoleStore};
 use uuid::Uuid;
 
 pub use kernel::{ADMINISTRATORS_ROLE_ID, USERS_ROLE_ID};

@@ -74,9 +74,9 @@ pub trait RoleStore: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 }
 
-/// Failures of role administration.
+/// Failures of role and grant administration.
 #[derive(Debug, thiserror::Error)]
-pub enum RoleError {
+pub enum PermissionsError {
     /// A field is missing or wrong.
     #[error(transparent)]
     Invalid(#[from] FieldError),
@@ -85,25 +85,25 @@ pub enum RoleError {
     Store(#[from] StoreError),
 }
 
-impl kernel::ErrorCode for RoleError {
+impl kernel::ErrorCode for PermissionsError {
     fn code(&self) -> kernel::Code {
         match self {
-            RoleError::Invalid(e) => e.code(),
-            RoleError::Store(e) => e.code(),
+            PermissionsError::Invalid(e) => e.code(),
+            PermissionsError::Store(e) => e.code(),
         }
     }
 
     fn message(&self) -> std::borrow::Cow<'_, str> {
         match self {
-            RoleError::Invalid(e) => e.message(),
-            RoleError::Store(e) => e.message(),
+            PermissionsError::Invalid(e) => e.message(),
+            PermissionsError::Store(e) => e.message(),
         }
     }
 
     fn field(&self) -> Option<&str> {
         match self {
-            RoleError::Invalid(e) => e.field(),
-            RoleError::Store(e) => e.field(),
+            PermissionsError::Invalid(e) => e.field(),
+            PermissionsError::Store(e) => e.field(),
         }
     }
 }
@@ -126,12 +126,12 @@ impl RoleService {
     }
 
     /// All roles.
-    pub async fn roles(&self) -> Result<Vec<Role>, RoleError> {
+    pub async fn roles(&self) -> Result<Vec<Role>, PermissionsError> {
         Ok(self.store.roles().await?)
     }
 
     /// One role.
-    pub async fn role(&self, id: Uuid) -> Result<Role, RoleError> {
+    pub async fn role(&self, id: Uuid) -> Result<Role, PermissionsError> {
         Ok(self.store.role(id).await?.ok_or(StoreError::NotFound)?)
     }
 
@@ -143,7 +143,7 @@ impl RoleService {
         description: Option<&str>,
         api_access: bool,
         ip: Option<String>,
-    ) -> Result<Role, RoleError> {
+    ) -> Result<Role, PermissionsError> {
         let role = Role {
             id: new_id(),
             name: short_text(name, "name", NAME_MAX)?,
@@ -166,7 +166,7 @@ impl RoleService {
         description: Option<Option<&str>>,
         api_access: Option<bool>,
         ip: Option<String>,
-    ) -> Result<Role, RoleError> {
+    ) -> Result<Role, PermissionsError> {
         let current = self.role(id).await?;
         let changes = RoleChanges {
             name: name.map(|n| short_text(n, "name", NAME_MAX)).transpose()?,
@@ -195,7 +195,7 @@ impl RoleService {
         caller: &Principal,
         id: Uuid,
         ip: Option<String>,
-    ) -> Result<(), RoleError> {
+    ) -> Result<(), PermissionsError> {
         if self.role(id).await?.built_in {
             return Err(FieldError::new("id", "built-in roles cannot be deleted").into());
         }
@@ -210,7 +210,7 @@ impl RoleService {
         role_id: Uuid,
         user_id: Uuid,
         ip: Option<String>,
-    ) -> Result<(), RoleError> {
+    ) -> Result<(), PermissionsError> {
         let event = AuditEvent::new(caller.actor(), "role.member_add", target(role_id), ip)
             .with_details(json!({ "userId": user_id }));
         Ok(self.store.add_member(role_id, user_id, event).await?)
@@ -223,7 +223,7 @@ impl RoleService {
         role_id: Uuid,
         user_id: Uuid,
         ip: Option<String>,
-    ) -> Result<(), RoleError> {
+    ) -> Result<(), PermissionsError> {
         let event = AuditEvent::new(caller.actor(), "role.member_remove", target(role_id), ip)
             .with_details(json!({ "userId": user_id }));
         Ok(self.store.remove_member(role_id, user_id, event).await?)

@@ -4,6 +4,7 @@ mod account_store;
 mod audit_store;
 mod auth_store;
 mod entity;
+mod grant_store;
 mod role_store;
 mod schema_store;
 

@@ -1,6 +1,7 @@
 //! `/admin/api`: administrators only, with a session or an ADMIN token.
 
 pub mod audit;
+pub mod grants;
 pub mod invitations;
 pub mod roles;
 pub mod schema;

@@ -1,0 +1,105 @@
+use async_trait::async_trait;
+use audit::AuditEvent;
+use kernel::{FieldError, StoreError};
+use permissions::{Action, Grant, GrantQuery, GrantStore};
+use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait, Value};
+use uuid::Uuid;
+
+use crate::{PgStore, commit_with_audit, map_err, stmt};
+
+const GRANT_COLUMNS: &str =
+    "id, role_id, resource_id, workflow_id, action, filter, columns, created_at";
+
+fn grant(row: &QueryResult) -> Result<Grant, StoreError> {
+    let action: String = row.try_get("", "action").map_err(map_err)?;
+    Ok(Grant {
+        id: row.try_get("", "id").map_err(map_err)?,
+        role_id: row.try_get("", "role_id").map_err(map_err)?,
+        resource_id: row.try_get("", "resource_id").map_err(map_err)?,
+        workflow_id: row.try_get("", "workflow_id").map_err(map_err)?,
+        action: Action::parse(&action)
+            .ok_or_else(|| StoreError::Internal(format!("stored action {action}")))?,
+        filter: row.try_get("", "filter").map_err(map_err)?,
+        columns: row.try_get("", "columns").map_err(map_err)?,
+        created_at: row.try_get("", "created_at").map_err(map_err)?,
+    })
+}
+
+#[async_trait]
+impl GrantStore for PgStore {
+    async fn grants(&self, query: GrantQuery) -> Result<Vec<Grant>, StoreError> {
+        let sql = format!(
+            "SELECT {GRANT_COLUMNS} FROM svc.grants WHERE ($1::uuid IS NULL OR role_id = $1) \
+             AND ($2::uuid IS NULL OR resource_id = $2) ORDER BY created_at, id"
+        );
+        let rows = self
+            .db
+            .query_all_raw(stmt(&sql, [query.role_id.into(), query.resource_id.into()]))
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(grant).collect()
+    }
+
+    async fn resource_columns(&self, resource_id: Uuid) -> Result<Option<Vec<String>>, StoreError> {
+        let sql = "SELECT coalesce((SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a \
+                   WHERE a.attrelid = to_regclass(format('%I.%I', r.schema_name, r.table_name)) AND a.attnum > 0 AND NOT a.attisdropped), '{}') AS columns \
+                   FROM svc.resources r WHERE r.id = $1";
+        let row = self
+            .db
+            .query_one_raw(stmt(sql, [resource_id.into()]))
+            .await
+            .map_err(map_err)?;
+        row.map(|r| r.try_get::<Vec<String>>("", "columns"))
+            .transpose()
+            .map_err(map_err)
+    }
+
+    async fn create_grant(&self, new: Grant, event: AuditEvent) -> Result<Grant, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let role = txn
+            .query_one_raw(stmt(
+                "SELECT 1 AS one FROM svc.roles WHERE id = $1",
+                [new.role_id.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        if role.is_none() {
+            return Err(FieldError::new("roleId", "no such role").into());
+        }
+        let sql = format!(
+            "INSERT INTO svc.grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {GRANT_COLUMNS}"
+        );
+        let values: [Value; 8] = [
+            new.id.into(),
+            new.role_id.into(),
+            new.resource_id.into(),
+            new.workflow_id.into(),
+            new.action.as_str().into(),
+            new.filter.into(),
+            new.columns.into(),
+            new.created_at.into(),
+        ];
+        let row = txn
+            .query_one_raw(stmt(&sql, values))
+            .await
+            .map_err(map_err)?
+            .ok_or(StoreError::NotFound)?;
+        let created = grant(&row)?;
+        commit_with_audit(txn, event).await?;
+        Ok(created)
+    }
+
+    async fn delete_grant(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let deleted = txn
+            .execute_raw(stmt("DELETE FROM svc.grants WHERE id = $1", [id.into()]))
+            .await
+            .map_err(map_err)?
+            .rows_affected();
+        if deleted == 0 {
+            return Ok(false);
+        }
+        commit_with_audit(txn, event).await?;
+        Ok(true)
+    }
+}
