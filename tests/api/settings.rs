@@ -157,3 +157,28 @@ async fn oauth_secrets_are_write_only() {
     let read = app.get("/admin/api/settings", &admin).await;
     assert!(!read.body.to_string().contains("s3cret"));
 }
+
+#[tokio::test]
+async fn a_change_announced_by_another_instance_applies_at_once() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    // Warm the cache, then change the setting the way another instance does.
+    assert_eq!(
+        app.get("/admin/api/settings", &admin).await.data()["auth.lockout_minutes"],
+        15
+    );
+    app.db
+        .sql("WITH changed AS (INSERT INTO svc.settings (key, value) VALUES ('auth.lockout_minutes', '42') RETURNING key) SELECT pg_notify('tessera_settings', key) FROM changed")
+        .await;
+    let mut seen = None;
+    for _ in 0..50 {
+        seen = Some(
+            app.get("/admin/api/settings", &admin).await.data()["auth.lockout_minutes"].clone(),
+        );
+        if seen == Some(json!(42)) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, Some(json!(42)));
+}

@@ -43,6 +43,7 @@ impl Services {
             .context("cannot connect to the database")?;
         database::migrate(&db).await?;
         let store = PgStore::new(db);
+        store.watch_settings();
         Ok(Self {
             auth: AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url),
             roles: RoleService::new(Arc::new(store.clone()), clock.clone()),

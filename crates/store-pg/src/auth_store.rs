@@ -142,13 +142,19 @@ fn like_pattern(search: &str) -> String {
 #[async_trait]
 impl AuthStore for PgStore {
     async fn settings(&self) -> Result<Settings, StoreError> {
+        if let Some(cached) = self.settings.get() {
+            return Ok(cached);
+        }
+        let generation = self.settings.generation();
         let rows = setting::Entity::find()
             .all(&self.db)
             .await
             .map_err(map_err)?;
         let stored: Map<String, serde_json::Value> =
             rows.into_iter().map(|r| (r.key, r.value)).collect();
-        Ok(Settings::from_stored(stored))
+        let settings = Settings::from_stored(stored);
+        self.settings.put(&settings, generation);
+        Ok(settings)
     }
 
     async fn save_settings(
@@ -174,7 +180,16 @@ impl AuthStore for PgStore {
                 .await
                 .map_err(map_err)?;
         }
-        commit_with_audit(txn, event).await
+        // Every instance (this one included) forgets its cache when this commits.
+        txn.execute_raw(stmt(
+            "SELECT pg_notify($1, '')",
+            [crate::settings_cache::CHANNEL.into()],
+        ))
+        .await
+        .map_err(map_err)?;
+        commit_with_audit(txn, event).await?;
+        self.settings.clear();
+        Ok(())
     }
 
     async fn role_exists(&self, id: Uuid) -> Result<bool, StoreError> {

@@ -7,7 +7,9 @@ mod entity;
 mod grant_store;
 mod role_store;
 mod schema_store;
+mod settings_cache;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use audit::AuditEvent;
@@ -23,6 +25,7 @@ use uuid::Uuid;
 #[derive(Clone, Debug)]
 pub struct PgStore {
     db: DatabaseConnection,
+    settings: Arc<settings_cache::SettingsCache>,
 }
 
 /// Pool size and timeouts.
@@ -58,7 +61,19 @@ pub async fn connect(url: &str, options: PoolOptions) -> Result<DatabaseConnecti
 impl PgStore {
     /// A store over an open pool.
     pub fn new(db: DatabaseConnection) -> Self {
-        Self { db }
+        Self {
+            db,
+            settings: Arc::default(),
+        }
+    }
+
+    /// Starts the task that keeps the settings cache in step with every
+    /// instance's changes. Without it, settings are read on every use.
+    pub fn watch_settings(&self) {
+        tokio::spawn(settings_cache::watch(
+            self.db.clone(),
+            self.settings.clone(),
+        ));
     }
 
     /// The pool, for migrations and readiness checks.
