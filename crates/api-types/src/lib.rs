@@ -196,22 +196,10 @@ pub struct Token {
 
 /// A token just created; `token` is the full secret, shown only here.
 #[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
 pub struct IssuedToken {
-    /// Token id.
-    pub id: Uuid,
-    /// The owner.
-    pub user_id: Uuid,
-    /// Label.
-    pub name: String,
-    /// `API` or `ADMIN`.
-    pub plane: String,
-    /// The first characters of the token.
-    pub prefix: String,
-    /// End of validity.
-    pub expires_at: DateTime<Utc>,
-    /// Creation time.
-    pub created_at: DateTime<Utc>,
+    /// The token record.
+    #[serde(flatten)]
+    pub record: Token,
     /// The full secret.
     pub token: String,
 }

@@ -38,15 +38,8 @@ pub fn token(t: auth::TokenInfo) -> wire::Token {
 
 /// A token just issued, with its secret.
 pub fn issued(t: auth::IssuedToken) -> wire::IssuedToken {
-    let info = t.info;
     wire::IssuedToken {
-        id: info.id,
-        user_id: info.user_id,
-        name: info.name,
-        plane: info.plane.as_str().to_owned(),
-        prefix: info.prefix,
-        expires_at: info.expires_at,
-        created_at: info.created_at,
+        record: token(t.info),
         token: t.token,
     }
 }

@@ -22,17 +22,10 @@ pub struct ReceivedEmail {
 impl ReceivedEmail {
     /// The first link to `page` (such as `reset-password`) with its token.
     pub fn link(&self, page: &str) -> Option<String> {
-        let start = self.text.find("http")?;
-        self.text[start..]
+        self.text
             .split(|c: char| c.is_whitespace() || c == '"' || c == '<')
-            .find(|part| part.contains(page) && part.contains("token="))
+            .find(|part| part.starts_with("http") && part.contains(page) && part.contains("token="))
             .map(str::to_owned)
-            .or_else(|| {
-                self.text
-                    .split(|c: char| c.is_whitespace() || c == '"' || c == '<')
-                    .find(|part| part.starts_with("http") && part.contains(page))
-                    .map(str::to_owned)
-            })
     }
 
     /// The token of the first link to `page`.
