@@ -12,6 +12,7 @@ mod admin_users;
 mod audit;
 mod binary;
 mod browser;
+mod data;
 mod envelope;
 mod grants;
 mod login;

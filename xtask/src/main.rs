@@ -15,6 +15,7 @@ const DOMAIN_CRATES: &[&str] = &[
     "kernel",
     "auth",
     "schema",
+    "data",
     "permissions",
     "audit",
     "api-types",
@@ -29,7 +30,7 @@ fn main() -> ExitCode {
         Some("lint") => lint(),
         Some("db-up") => pg::ensure().map(|url| println!("PostgreSQL ready at {url}")),
         Some("bench") => bench::suite(args.get(1).map(String::as_str)),
-        _ => Err("usage: cargo xtask <dev | test | lint | db-up | bench [auth]>".into()),
+        _ => Err("usage: cargo xtask <dev | test | lint | db-up | bench [auth | data]>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

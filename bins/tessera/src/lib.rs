@@ -32,6 +32,8 @@ pub struct Services {
     pub schema: schema::SchemaService,
     /// Grants.
     pub grants: permissions::GrantService,
+    /// The Data API.
+    pub data: data::DataService,
 }
 
 impl Services {
@@ -43,12 +45,13 @@ impl Services {
             .context("cannot connect to the database")?;
         database::migrate(&db).await?;
         let store = PgStore::new(db);
-        store.watch_settings();
+        store.watch_caches();
         Ok(Self {
             auth: AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url),
             roles: RoleService::new(Arc::new(store.clone()), clock.clone()),
             schema: schema::SchemaService::new(Arc::new(store.clone()), clock.clone()),
-            grants: permissions::GrantService::new(Arc::new(store.clone()), clock),
+            grants: permissions::GrantService::new(Arc::new(store.clone()), clock.clone()),
+            data: data::DataService::new(Arc::new(store.clone()), clock),
             store,
         })
     }
@@ -101,6 +104,7 @@ impl Application {
             roles: services.roles.clone(),
             schema: services.schema.clone(),
             grants: services.grants.clone(),
+            data: services.data.clone(),
             audit: Arc::new(services.store.clone()),
             ready,
             trusted_proxies: config.trusted_proxies.clone(),

@@ -26,7 +26,7 @@ use utoipa_actix_web::{AppExt, UtoipaApp};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::error::ApiError;
-use crate::routes::{account, admin, auth as auth_routes, health, pages};
+use crate::routes::{account, admin, auth as auth_routes, data as data_routes, health, pages};
 
 /// Answers whether the database is reachable.
 pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
@@ -41,6 +41,8 @@ pub struct AppState {
     pub schema: schema::SchemaService,
     /// Grants.
     pub grants: permissions::GrantService,
+    /// The Data API.
+    pub data: data::DataService,
     /// The audit log.
     pub audit: Arc<dyn AuditStore>,
     /// The readiness probe.
@@ -160,7 +162,16 @@ fn routes(
                 .service(admin::schema::expose)
                 .service(admin::grants::list)
                 .service(admin::grants::create)
-                .service(admin::grants::remove),
+                .service(admin::grants::remove)
+                .service(admin::openapi_data::document),
+        )
+        .service(
+            scope("/api/data")
+                .service(data_routes::list)
+                .service(data_routes::get)
+                .service(data_routes::create)
+                .service(data_routes::update)
+                .service(data_routes::remove),
         )
 }
 
@@ -196,4 +207,5 @@ pub fn app(
         }))
         .wrap(middleware::envelope_errors())
         .wrap(actix_web::middleware::from_fn(middleware::trace_request))
+        .wrap(actix_web::middleware::from_fn(middleware::cors))
 }

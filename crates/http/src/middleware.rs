@@ -1,5 +1,5 @@
-//! Cross-cutting middleware: every error answer in the envelope, and one log
-//! line per request with its id.
+//! Cross-cutting middleware: every error answer in the envelope, one log
+//! line per request with its id, and CORS.
 
 use std::time::Instant;
 
@@ -77,5 +77,103 @@ pub async fn trace_request(
         res.headers_mut()
             .insert(header::HeaderName::from_static("x-request-id"), value);
     }
+    Ok(res)
+}
+
+/// Methods and headers a browser application may use across origins.
+const CORS_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
+const CORS_HEADERS: &str = "Authorization, Content-Type, X-Service-Timezone";
+
+/// CORS from the setting `security.cors_origins`, read at request time (from
+/// the settings cache), so a change applies without a restart. A listed
+/// origin is echoed with credentials allowed; `*` answers any origin, without
+/// credentials, only when literally listed. Preflights from other origins get
+/// 403; their other requests get no CORS headers, so browsers refuse them.
+pub async fn cors(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<actix_web::body::EitherBody<BoxBody, BoxBody>>> {
+    let Some(origin) = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+    else {
+        return Ok(next
+            .call(req)
+            .await?
+            .map_into_boxed_body()
+            .map_into_right_body());
+    };
+    let allowed = match req.app_data::<actix_web::web::Data<crate::AppState>>() {
+        Some(state) => state
+            .auth
+            .current_settings()
+            .await
+            .ok()
+            .and_then(|settings| {
+                if settings.cors_origins().any(|o| o == origin) {
+                    HeaderValue::from_str(&origin).ok().map(Some)
+                } else if settings.cors_origins().any(|o| o == "*") {
+                    Some(None)
+                } else {
+                    None
+                }
+            }),
+        None => None,
+    };
+    let preflight = req.method() == actix_web::http::Method::OPTIONS
+        && req
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    let Some(echo) = allowed else {
+        if preflight {
+            let (req, _) = req.into_parts();
+            let res = HttpResponse::from_error(ApiError::new(
+                Code::PermissionDenied,
+                "This origin may not call the API",
+            ));
+            return Ok(ServiceResponse::new(req, res).map_into_left_body());
+        }
+        return Ok(next
+            .call(req)
+            .await?
+            .map_into_boxed_body()
+            .map_into_right_body());
+    };
+    let mut res = if preflight {
+        let (req, _) = req.into_parts();
+        let mut res = HttpResponse::NoContent();
+        res.insert_header((header::ACCESS_CONTROL_ALLOW_METHODS, CORS_METHODS))
+            .insert_header((header::ACCESS_CONTROL_ALLOW_HEADERS, CORS_HEADERS))
+            .insert_header((header::ACCESS_CONTROL_MAX_AGE, "600"));
+        ServiceResponse::new(req, res.finish()).map_into_left_body()
+    } else {
+        next.call(req)
+            .await?
+            .map_into_boxed_body()
+            .map_into_right_body()
+    };
+    let headers = res.headers_mut();
+    match echo {
+        Some(origin) => {
+            headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+                HeaderValue::from_static("true"),
+            );
+        }
+        None => {
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("*"),
+            );
+        }
+    }
+    headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+    headers.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("X-Request-Id"),
+    );
     Ok(res)
 }

@@ -30,6 +30,12 @@ pub enum StoreError {
         /// The column.
         column: String,
     },
+    /// A value does not parse as its column's type.
+    #[error("a value does not fit its column's type")]
+    BadValue,
+    /// A written row fell outside every grant that allows the change.
+    #[error("the row is outside what your grants allow")]
+    RowDenied,
     /// An input referenced something that does not exist (such as an unknown role id).
     #[error(transparent)]
     Invalid(#[from] FieldError),
@@ -58,7 +64,8 @@ impl ErrorCode for StoreError {
             StoreError::Conflict { .. } => Code::Conflict,
             StoreError::CheckViolation { .. } => Code::CheckViolation,
             StoreError::NotNullViolation { .. } => Code::NotNullViolation,
-            StoreError::Invalid(_) => Code::InvalidPayload,
+            StoreError::Invalid(_) | StoreError::BadValue => Code::InvalidPayload,
+            StoreError::RowDenied => Code::PermissionDenied,
             StoreError::Unavailable(_) => Code::Unavailable,
             StoreError::Internal(_) => Code::Internal,
         }
@@ -70,6 +77,7 @@ impl ErrorCode for StoreError {
             StoreError::Conflict { message, .. } => Cow::Borrowed(message),
             StoreError::Invalid(e) => Cow::Borrowed(&e.message),
             StoreError::CheckViolation { .. } => "A value breaks a rule of the table".into(),
+            StoreError::BadValue | StoreError::RowDenied => self.to_string().into(),
             StoreError::NotNullViolation { column } => format!("{column} is required").into(),
             StoreError::Unavailable(_) => "The database is unavailable; retry later".into(),
             StoreError::Internal(_) => "Internal error".into(),

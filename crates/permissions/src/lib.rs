@@ -1,8 +1,12 @@
 //! Who may do what: roles, API access, the Admin API, and the two credential
 //! planes. Grants on resources join this crate with the Data API.
 
+mod access;
 mod grants;
 mod roles;
+pub mod zone;
+
+pub use access::{Access, Scope};
 
 pub use grants::{Action, Grant, GrantQuery, GrantService, GrantStore, NewGrant};
 
@@ -88,6 +92,9 @@ pub enum Denied {
     /// The Admin API needs Administrators membership.
     #[error("only administrators may use the Admin API")]
     NotAdministrator,
+    /// None of the caller's roles holds a grant for the action.
+    #[error("your roles have no grant for this")]
+    NoGrant,
 }
 
 impl kernel::ErrorCode for Denied {

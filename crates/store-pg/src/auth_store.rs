@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use audit::AuditEvent;
 use auth::{
@@ -139,9 +141,9 @@ fn like_pattern(search: &str) -> String {
     format!("%{escaped}%")
 }
 
-#[async_trait]
-impl AuthStore for PgStore {
-    async fn settings(&self) -> Result<Settings, StoreError> {
+impl PgStore {
+    /// The runtime settings, from the cache when it holds them.
+    pub(crate) async fn current_settings(&self) -> Result<Arc<Settings>, StoreError> {
         if let Some(cached) = self.settings.get() {
             return Ok(cached);
         }
@@ -152,9 +154,16 @@ impl AuthStore for PgStore {
             .map_err(map_err)?;
         let stored: Map<String, serde_json::Value> =
             rows.into_iter().map(|r| (r.key, r.value)).collect();
-        let settings = Settings::from_stored(stored);
-        self.settings.put(&settings, generation);
+        let settings = Arc::new(Settings::from_stored(stored));
+        self.settings.put(settings.clone(), generation);
         Ok(settings)
+    }
+}
+
+#[async_trait]
+impl AuthStore for PgStore {
+    async fn settings(&self) -> Result<Settings, StoreError> {
+        Ok(self.current_settings().await?.as_ref().clone())
     }
 
     async fn save_settings(
@@ -183,7 +192,7 @@ impl AuthStore for PgStore {
         // Every instance (this one included) forgets its cache when this commits.
         txn.execute_raw(stmt(
             "SELECT pg_notify($1, '')",
-            [crate::settings_cache::CHANNEL.into()],
+            [crate::cache::SETTINGS_CHANNEL.into()],
         ))
         .await
         .map_err(map_err)?;

@@ -3,11 +3,12 @@
 mod account_store;
 mod audit_store;
 mod auth_store;
+mod cache;
+mod data_store;
 mod entity;
 mod grant_store;
 mod role_store;
 mod schema_store;
-mod settings_cache;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +26,8 @@ use uuid::Uuid;
 #[derive(Clone, Debug)]
 pub struct PgStore {
     db: DatabaseConnection,
-    settings: Arc<settings_cache::SettingsCache>,
+    settings: Arc<cache::NotifiedCache<kernel::settings::Settings>>,
+    catalog: Arc<cache::NotifiedCache<data_store::Catalog>>,
 }
 
 /// Pool size and timeouts.
@@ -64,15 +66,26 @@ impl PgStore {
         Self {
             db,
             settings: Arc::default(),
+            catalog: Arc::default(),
         }
     }
 
-    /// Starts the task that keeps the settings cache in step with every
-    /// instance's changes. Without it, settings are read on every use.
-    pub fn watch_settings(&self) {
-        tokio::spawn(settings_cache::watch(
+    /// Starts the task that keeps the caches (settings, resources and
+    /// grants) in step with every instance's changes. Without it, they are
+    /// read on every use.
+    pub fn watch_caches(&self) {
+        tokio::spawn(cache::watch(
             self.db.clone(),
-            self.settings.clone(),
+            vec![
+                (
+                    cache::SETTINGS_CHANNEL,
+                    self.settings.clone() as Arc<dyn cache::Invalidate>,
+                ),
+                (
+                    cache::CATALOG_CHANNEL,
+                    self.catalog.clone() as Arc<dyn cache::Invalidate>,
+                ),
+            ],
         ));
     }
 
@@ -124,6 +137,14 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
                 return StoreError::NotNullViolation {
                     column: pg.column().unwrap_or_default().to_owned(),
                 };
+            }
+            // Raised by svc.permit: a written row is outside the grants.
+            "TS403" => return StoreError::RowDenied,
+            // Data exceptions, a value the type's operators do not take, a generated column.
+            code if code.starts_with("22")
+                || matches!(code, "42883" | "42804" | "42846" | "428C9") =>
+            {
+                return StoreError::BadValue;
             }
             _ => {}
         }

@@ -3,5 +3,6 @@
 pub mod account;
 pub mod admin;
 pub mod auth;
+pub mod data;
 pub mod health;
 pub mod pages;

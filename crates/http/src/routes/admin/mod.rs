@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod grants;
 pub mod invitations;
+pub mod openapi_data;
 pub mod roles;
 pub mod schema;
 pub mod settings;

@@ -1,0 +1,146 @@
+//! What the Data API asks of its store: parsed, checked and permission-scoped
+//! queries that the store turns into one SQL statement each.
+
+use async_trait::async_trait;
+use audit::AuditEvent;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use kernel::StoreError;
+use kernel::filter::Filter;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use uuid::Uuid;
+
+use crate::table::{Column, Table};
+
+/// Where variables take their values from.
+#[derive(Debug, Clone, Copy)]
+pub struct Context {
+    /// `$USER.*` reads this user's row (the token's owner for a token).
+    pub user_id: Uuid,
+    /// The instant `$PERIOD.*` is computed at.
+    pub now: DateTime<Utc>,
+    /// The caller's zone, where days are cut.
+    pub zone: Tz,
+}
+
+/// A row condition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predicate<'a> {
+    /// Every part holds (true when empty).
+    All(Vec<Predicate<'a>>),
+    /// Some part holds (false when empty).
+    Any(Vec<Predicate<'a>>),
+    /// A filter of the language.
+    Filter(&'a Filter),
+    /// The primary key equals these values (text, cast to each column's type).
+    Key(Vec<(&'a Column, &'a str)>),
+}
+
+impl<'a> Predicate<'a> {
+    /// OR of grant filters; `None` (no limit) stays out of the condition.
+    pub fn any_of(filters: Option<Vec<&'a Filter>>) -> Option<Self> {
+        filters.map(|list| Predicate::Any(list.into_iter().map(Predicate::Filter).collect()))
+    }
+}
+
+/// A column of the answer; `mask` hides it on rows that none of the filters
+/// (the grants covering it) match.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output<'a> {
+    /// The column.
+    pub column: &'a Column,
+    /// `None`: shown on every row.
+    pub mask: Option<Vec<&'a Filter>>,
+}
+
+/// A list read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListQuery<'a> {
+    /// Columns of each row.
+    pub select: Vec<Output<'a>>,
+    /// Rows.
+    pub predicate: Predicate<'a>,
+    /// Sort keys, descending when true; the key is appended for a stable order.
+    pub sort: Vec<(&'a Column, bool)>,
+    /// Page size.
+    pub limit: u32,
+    /// Rows skipped.
+    pub offset: u64,
+    /// Adds `meta.total`.
+    pub count: bool,
+}
+
+/// A change to rows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change<'a> {
+    /// Inserts rows that all name the same columns.
+    Insert {
+        /// Columns given.
+        columns: Vec<&'a Column>,
+        /// The rows.
+        rows: Vec<&'a Map<String, Value>>,
+    },
+    /// Sets columns on the rows matching.
+    Update {
+        /// Columns given, with the row holding their values.
+        columns: Vec<&'a Column>,
+        /// The values.
+        values: &'a Map<String, Value>,
+        /// Rows changed.
+        predicate: Predicate<'a>,
+    },
+    /// Deletes the rows matching.
+    Delete {
+        /// Rows deleted.
+        predicate: Predicate<'a>,
+    },
+}
+
+/// A change with its permission check and audit entry.
+#[derive(Debug, Clone)]
+pub struct Write<'a> {
+    /// What to change.
+    pub change: Change<'a>,
+    /// Each new or changed row must match one of these filters, else nothing
+    /// is written; `None`: no check.
+    pub check: Option<Vec<&'a Filter>>,
+    /// Columns of the answer.
+    pub returning: Vec<Output<'a>>,
+    /// The audit entry, written in the same statement when a row changed.
+    pub audit: AuditEvent,
+}
+
+/// Persistence of the Data API.
+#[async_trait]
+pub trait DataStore: Send + Sync + 'static {
+    /// A registered table with its grants (cached); `None` when there is none.
+    async fn table(&self, schema: &str, name: &str) -> Result<Option<Arc<Table>>, StoreError>;
+    /// Every registered table (for the per-role OpenAPI document).
+    async fn tables(&self) -> Result<Vec<Arc<Table>>, StoreError>;
+    /// The `system.timezone` setting.
+    async fn system_timezone(&self) -> Result<Option<String>, StoreError>;
+    /// The list answer, `{ data, meta }` as JSON text.
+    async fn list(
+        &self,
+        table: &Table,
+        query: &ListQuery<'_>,
+        context: &Context,
+    ) -> Result<String, StoreError>;
+    /// One row as JSON text; `None` when no row matches.
+    async fn one(
+        &self,
+        table: &Table,
+        select: &[Output<'_>],
+        predicate: &Predicate<'_>,
+        context: &Context,
+    ) -> Result<Option<String>, StoreError>;
+    /// Runs the writes in one transaction; answers, per write, the JSON array
+    /// of the rows written (`None` when it matched no row).
+    async fn write(
+        &self,
+        table: &Table,
+        writes: &[Write<'_>],
+        context: &Context,
+    ) -> Result<Vec<Option<String>>, StoreError>;
+}

@@ -1,0 +1,187 @@
+//! The OpenAPI 3.1 document of the Data API as one role sees it.
+
+use actix_web::{HttpResponse, get, web};
+use api_types::ErrorEnvelope;
+use data::{Column, Kind, RoleView};
+use kernel::{ADMINISTRATORS_ROLE_ID, Code};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{AdminPlane, Caller};
+
+/// Which role's view to describe.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RoleQuery {
+    /// The role id.
+    role: Option<String>,
+}
+
+/// The Data API as the role sees it: only the exposed tables it has grants
+/// on, only the methods it may use, only the columns it reaches.
+#[utoipa::path(tag = "data", security(("bearer" = [])), params(RoleQuery),
+    responses((status = 200, description = "OpenAPI 3.1 document"), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
+#[get("/openapi/data")]
+pub async fn document(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    query: web::Query<RoleQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let role_id: Uuid = query
+        .role
+        .as_deref()
+        .ok_or_else(|| ApiError::field(Code::InvalidQuery, "role", "is required"))?
+        .parse()
+        .map_err(|_| ApiError::not_found())?;
+    let role = state.roles.role(role_id).await?;
+    let tables = state.data.tables().await?;
+    let admin = role.id == ADMINISTRATORS_ROLE_ID;
+    let mut paths = Map::new();
+    let mut schemas = Map::new();
+    for table in &tables {
+        let Some(view) = RoleView::of(table, role_id, admin) else {
+            continue;
+        };
+        describe(&view, &mut paths, &mut schemas);
+    }
+    Ok(HttpResponse::Ok().json(json!({
+        "openapi": "3.1.0",
+        "info": { "title": format!("Tessera Data API for role {}", role.name), "version": env!("CARGO_PKG_VERSION") },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+        },
+        "security": [ { "bearer": [] } ],
+    })))
+}
+
+fn column_schema(column: &Column) -> Value {
+    let (kind, format) = match column.kind {
+        Kind::Integer => ("integer", None),
+        Kind::Number => ("number", None),
+        Kind::Boolean => ("boolean", None),
+        Kind::Uuid => ("string", Some("uuid")),
+        Kind::Date => ("string", Some("date")),
+        Kind::Timestamp | Kind::TimestampTz => ("string", Some("date-time")),
+        Kind::Array => ("array", None),
+        Kind::Json | Kind::Jsonb => return json!({ "description": column.sql_type }),
+        Kind::Text | Kind::Other => ("string", None),
+    };
+    let mut schema = json!({
+        "type": if column.nullable { json!([kind, "null"]) } else { json!(kind) },
+        "description": column.sql_type,
+    });
+    if let Some(format) = format {
+        schema["format"] = json!(format);
+    }
+    schema
+}
+
+fn object(columns: &[&Column], required: bool) -> Value {
+    let properties: Map<String, Value> = columns
+        .iter()
+        .map(|c| (c.name.clone(), column_schema(c)))
+        .collect();
+    let required: Vec<&str> = if required {
+        columns
+            .iter()
+            .filter(|c| !c.nullable && !c.has_default)
+            .map(|c| c.name.as_str())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    json!({ "type": "object", "properties": properties, "required": required })
+}
+
+fn envelope(schema: Value) -> Value {
+    json!({ "type": "object", "properties": { "data": schema }, "required": ["data"] })
+}
+
+fn answer(description: &str, schema: Value) -> Value {
+    json!({ "description": description, "content": { "application/json": { "schema": schema } } })
+}
+
+fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
+    let table = view.table;
+    let name = format!("{}.{}", table.schema, table.name);
+    let collection = format!("/api/data/{}/{}", table.schema, table.name);
+    let item = format!("{collection}/{{pk}}");
+    let row_ref = json!({ "$ref": format!("#/components/schemas/{name}") });
+    let error = json!({ "$ref": "#/components/schemas/Errors" });
+    schemas.insert(
+        "Errors".into(),
+        json!({ "type": "object", "properties": { "errors": { "type": "array", "items": { "type": "object",
+            "properties": { "code": { "type": "string" }, "message": { "type": "string" }, "field": { "type": "string" } } } } } }),
+    );
+    let pk = json!({ "name": "pk", "in": "path", "required": true, "schema": { "type": "string" },
+        "description": "The primary key (composite keys: values joined with commas)" });
+    let mut on_collection = Map::new();
+    let mut on_item = Map::new();
+    let keyed = !table.key.is_empty();
+    for (method, columns) in &view.methods {
+        match *method {
+            "GET" => {
+                schemas.insert(name.clone(), object(columns, false));
+                let list = json!({ "type": "object", "properties": {
+                    "data": { "type": "array", "items": row_ref },
+                    "meta": { "type": "object", "properties": { "limit": { "type": "integer" }, "offset": { "type": "integer" }, "total": { "type": "integer" } } } } });
+                let parameter = |name: &str, description: &str| json!({ "name": name, "in": "query", "required": false, "schema": { "type": "string" }, "description": description });
+                on_collection.insert("get".into(), json!({
+                    "summary": format!("List rows of {name}"),
+                    "parameters": [
+                        parameter("select", "Columns, comma separated"),
+                        parameter("filter", "JSON filter"),
+                        parameter("sort", "Columns, comma separated; - for descending"),
+                        parameter("limit", "1 to 1000, default 100"),
+                        parameter("offset", "Rows to skip"),
+                        parameter("count", "exact adds meta.total"),
+                    ],
+                    "responses": { "200": answer("The rows", list), "400": answer("Bad query", error.clone()) },
+                }));
+                if keyed {
+                    on_item.insert("get".into(), json!({
+                        "summary": format!("One row of {name}"),
+                        "parameters": [pk],
+                        "responses": { "200": answer("The row", envelope(row_ref.clone())), "404": answer("No such row", error.clone()) },
+                    }));
+                }
+            }
+            "POST" => {
+                let input = object(columns, true);
+                on_collection.insert("post".into(), json!({
+                    "summary": format!("Insert rows into {name}"),
+                    "requestBody": { "required": true, "content": { "application/json": { "schema":
+                        envelope(json!({ "oneOf": [input, { "type": "array", "items": input }] })) } } },
+                    "responses": { "201": answer("The rows written", envelope(json!({}))), "400": answer("Bad row", error.clone()) },
+                }));
+            }
+            "PATCH" if keyed => {
+                on_item.insert("patch".into(), json!({
+                    "summary": format!("Change a row of {name}"),
+                    "parameters": [pk],
+                    "requestBody": { "required": true, "content": { "application/json": { "schema": envelope(object(columns, false)) } } },
+                    "responses": { "200": answer("The row", envelope(json!({}))), "404": answer("No such row", error.clone()) },
+                }));
+            }
+            "DELETE" if keyed => {
+                on_item.insert("delete".into(), json!({
+                    "summary": format!("Delete a row of {name}"),
+                    "parameters": [pk],
+                    "responses": { "204": { "description": "Deleted" }, "404": answer("No such row", error.clone()) },
+                }));
+            }
+            _ => {}
+        }
+    }
+    if !on_collection.is_empty() {
+        paths.insert(collection, Value::Object(on_collection));
+    }
+    if !on_item.is_empty() {
+        paths.insert(item, Value::Object(on_item));
+    }
+}

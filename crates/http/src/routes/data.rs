@@ -1,0 +1,158 @@
+//! The Data API: rows of exposed tables under the caller's grants. The JSON of
+//! each answer is built by PostgreSQL and sent as it comes.
+
+use actix_web::http::header::ContentType;
+use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, web};
+use api_types::ErrorEnvelope;
+use data::{Caller as DataCaller, ListParams};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{ApiPlane, Caller, Data};
+
+/// The list route's query parameters.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Columns to return, comma separated (default: every readable column).
+    select: Option<String>,
+    /// A JSON filter: `{"and":[...]}`, `{"or":[...]}`, `{"not":...}`, `{"<column>":{"<op>":value}}`.
+    filter: Option<String>,
+    /// Sort keys, comma separated; `-` before a column for descending.
+    sort: Option<String>,
+    /// Page size, 1 to 1000 (default 100).
+    limit: Option<String>,
+    /// Rows to skip (default 0).
+    offset: Option<String>,
+    /// `exact` adds `meta.total`.
+    count: Option<String>,
+}
+
+const ZONE_HEADER: &str = "x-service-timezone";
+
+fn caller<'a>(caller: &'a Caller<ApiPlane>, req: &'a HttpRequest) -> DataCaller<'a> {
+    DataCaller {
+        principal: &caller.principal,
+        zone_header: req.headers().get(ZONE_HEADER).and_then(|v| v.to_str().ok()),
+        ip: caller.origin.ip.as_deref(),
+    }
+}
+
+fn json(status: actix_web::http::StatusCode, body: String) -> HttpResponse {
+    HttpResponse::build(status)
+        .insert_header(ContentType::json())
+        .body(body)
+}
+
+/// Rows of a table: `{ data: [row], meta: { limit, offset, total? } }`.
+#[utoipa::path(tag = "data", security(("bearer" = [])),
+    params(("schema" = String, Path), ("table" = String, Path), ListQuery),
+    responses((status = 200, description = "{ data: [row], meta }"), (status = 400, body = ErrorEnvelope),
+        (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope), (status = 405, body = ErrorEnvelope)))]
+#[get("/{schema}/{table}")]
+pub async fn list(
+    state: web::Data<AppState>,
+    who: Caller<ApiPlane>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (schema, table) = path.into_inner();
+    let q = query.into_inner();
+    let params = ListParams {
+        select: q.select,
+        filter: q.filter,
+        sort: q.sort,
+        limit: q.limit,
+        offset: q.offset,
+        count: q.count,
+    };
+    let body = state
+        .data
+        .list(caller(&who, &req), &schema, &table, &params)
+        .await?;
+    Ok(json(actix_web::http::StatusCode::OK, body))
+}
+
+/// One row by primary key (composite keys: values joined with commas).
+#[utoipa::path(tag = "data", security(("bearer" = [])),
+    params(("schema" = String, Path), ("table" = String, Path), ("pk" = String, Path)),
+    responses((status = 200, description = "{ data: row }"), (status = 404, body = ErrorEnvelope)))]
+#[get("/{schema}/{table}/{pk}")]
+pub async fn get(
+    state: web::Data<AppState>,
+    who: Caller<ApiPlane>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (schema, table, key) = path.into_inner();
+    let body = state
+        .data
+        .get(caller(&who, &req), &schema, &table, &key)
+        .await?;
+    Ok(json(actix_web::http::StatusCode::OK, body))
+}
+
+/// Inserts a row (an object) or rows (an array) in one transaction.
+#[utoipa::path(tag = "data", security(("bearer" = [])),
+    params(("schema" = String, Path), ("table" = String, Path)),
+    request_body(content = Object, description = "{ data: row or [row] }"),
+    responses((status = 201, description = "{ data: row or [row] }"), (status = 400, body = ErrorEnvelope),
+        (status = 403, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[post("/{schema}/{table}")]
+pub async fn create(
+    state: web::Data<AppState>,
+    who: Caller<ApiPlane>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    body: Data<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let (schema, table) = path.into_inner();
+    let body = state
+        .data
+        .create(caller(&who, &req), &schema, &table, &body.0)
+        .await?;
+    Ok(json(actix_web::http::StatusCode::CREATED, body))
+}
+
+/// Changes columns of one row.
+#[utoipa::path(tag = "data", security(("bearer" = [])),
+    params(("schema" = String, Path), ("table" = String, Path), ("pk" = String, Path)),
+    request_body(content = Object, description = "{ data: columns }"),
+    responses((status = 200, description = "{ data: row }"), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
+#[patch("/{schema}/{table}/{pk}")]
+pub async fn update(
+    state: web::Data<AppState>,
+    who: Caller<ApiPlane>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+    body: Data<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let (schema, table, key) = path.into_inner();
+    let body = state
+        .data
+        .update(caller(&who, &req), &schema, &table, &key, &body.0)
+        .await?;
+    Ok(json(actix_web::http::StatusCode::OK, body))
+}
+
+/// Deletes one row.
+#[utoipa::path(tag = "data", security(("bearer" = [])),
+    params(("schema" = String, Path), ("table" = String, Path), ("pk" = String, Path)),
+    responses((status = 204), (status = 404, body = ErrorEnvelope)))]
+#[delete("/{schema}/{table}/{pk}")]
+pub async fn remove(
+    state: web::Data<AppState>,
+    who: Caller<ApiPlane>,
+    req: HttpRequest,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (schema, table, key) = path.into_inner();
+    state
+        .data
+        .delete(caller(&who, &req), &schema, &table, &key)
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
