@@ -190,7 +190,7 @@ impl DataService {
         let table = self.open(schema, name, "POST").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Create)?;
         let (rows, single) = match body {
-            Value::Object(row) => (vec![(row, "data".to_owned())], true),
+            Value::Object(row) => (vec![(row, String::new())], true),
             Value::Array(items) if items.is_empty() => {
                 return Err(payload_error("data", "must hold at least one row"));
             }
@@ -200,8 +200,8 @@ impl DataService {
                     .enumerate()
                     .map(|(i, item)| {
                         item.as_object()
-                            .map(|row| (row, format!("data[{i}]")))
-                            .ok_or_else(|| payload_error(format!("data[{i}]"), "must be an object"))
+                            .map(|row| (row, format!("[{i}]")))
+                            .ok_or_else(|| payload_error(format!("[{i}]"), "must be an object"))
                     })
                     .collect::<Result<Vec<_>, _>>()?,
                 false,
@@ -272,8 +272,8 @@ impl DataService {
         if values.is_empty() {
             return Err(payload_error("data", "must set at least one column"));
         }
-        let columns = checked_columns(&table, &access, values, "data")?;
-        let narrowed = cover(&access, &columns, "data")?;
+        let columns = checked_columns(&table, &access, values, "")?;
+        let narrowed = cover(&access, &columns, "")?;
         let write = Write {
             change: Change::Update {
                 columns,
@@ -460,7 +460,7 @@ fn cover<'a>(
         .covering(columns.iter().map(|c| c.name.as_str()))
         .ok_or_else(|| {
             payload_error(
-                path.to_owned(),
+                if path.is_empty() { "data" } else { path }.to_owned(),
                 "no single grant of yours covers all these columns",
             )
         })
@@ -657,7 +657,14 @@ fn checked_columns<'t>(
 ) -> Result<Vec<&'t Column>, DataError> {
     row.iter()
         .map(|(name, value)| {
-            let field = || format!("{path}.{name}");
+            // Paths are relative to the payload, as everywhere: `title`, `[2].title`.
+            let field = || {
+                if path.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{path}.{name}")
+                }
+            };
             let column = table
                 .column(name)
                 .ok_or_else(|| payload_error(field(), "is not a column of the table"))?;
