@@ -80,15 +80,25 @@ impl Browser {
     }
 
     /// Waits for the status line to show `class` and answers its text.
-    async fn status(&self, class: &str) -> String {
-        let status = self
-            .client
-            .wait()
-            .at_most(Duration::from_secs(10))
-            .for_element(Locator::Css(&format!("#status.{class}")))
-            .await
-            .unwrap_or_else(|_| panic!("no {class} status shown"));
-        status.text().await.unwrap()
+    /// Waits until the page shows a `class` status containing `text`; an
+    /// earlier status still on the page does not count.
+    async fn expect_status(&self, class: &str, text: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut seen = String::new();
+        while std::time::Instant::now() < deadline {
+            if let Ok(status) = self
+                .client
+                .find(Locator::Css(&format!("#status.{class}")))
+                .await
+            {
+                seen = status.text().await.unwrap_or_default();
+                if seen.contains(text) {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no {class} status with {text:?} shown (last: {seen:?})");
     }
 }
 
@@ -128,7 +138,7 @@ async fn reset_password_and_sign_in_in_the_browser() {
         .click()
         .await
         .unwrap();
-    assert!(browser.status("success").await.contains("on its way"));
+    browser.expect_status("success", "on its way").await;
     let email = app
         .smtp
         .wait_for(
@@ -143,27 +153,24 @@ async fn reset_password_and_sign_in_in_the_browser() {
     browser.fill("password", "browser-password-2").await;
     browser.fill("confirm", "something else").await;
     browser.submit().await;
-    assert!(browser.status("error").await.contains("differ"));
+    browser.expect_status("error", "differ").await;
     browser.fill("password", "short").await;
     browser.fill("confirm", "short").await;
     browser.submit().await;
-    assert!(browser.status("error").await.contains("at least 8"));
+    browser.expect_status("error", "at least 8").await;
     browser.fill("password", "browser-password-2").await;
     browser.fill("confirm", "browser-password-2").await;
     browser.submit().await;
-    assert!(
-        browser
-            .status("success")
-            .await
-            .contains("password has been changed")
-    );
+    browser
+        .expect_status("success", "password has been changed")
+        .await;
 
     // The used link now says so.
     browser.client.goto(&link).await.unwrap();
     browser.fill("password", "browser-password-3").await;
     browser.fill("confirm", "browser-password-3").await;
     browser.submit().await;
-    assert!(browser.status("error").await.contains("invalid"));
+    browser.expect_status("error", "invalid").await;
 
     browser
         .client
@@ -173,20 +180,14 @@ async fn reset_password_and_sign_in_in_the_browser() {
     browser.fill("email", "browser@example.com").await;
     browser.fill("password", "browser-password-1").await;
     browser.submit().await;
-    assert!(
-        browser
-            .status("error")
-            .await
-            .contains("Invalid email or password")
-    );
+    browser
+        .expect_status("error", "Invalid email or password")
+        .await;
     browser.fill("password", "browser-password-2").await;
     browser.submit().await;
-    assert!(
-        browser
-            .status("success")
-            .await
-            .contains("Signed in as browser@example.com")
-    );
+    browser
+        .expect_status("success", "Signed in as browser@example.com")
+        .await;
     browser.client.close().await.unwrap();
 }
 
@@ -221,7 +222,7 @@ async fn accept_an_invitation_and_verify_an_email_in_the_browser() {
     browser.fill("password", "invitee-password").await;
     browser.fill("confirm", "invitee-password").await;
     browser.submit().await;
-    assert!(browser.status("success").await.contains("account is ready"));
+    browser.expect_status("success", "account is ready").await;
     app.login("invitee@example.com", "invitee-password").await;
 
     let set = app.patch("/admin/api/settings", &admin, json!({ "data": { "auth.registration_enabled": true, "auth.email_verification_required": true } })).await;
@@ -249,7 +250,7 @@ async fn accept_an_invitation_and_verify_an_email_in_the_browser() {
         .await
         .unwrap();
     browser.submit().await;
-    assert!(browser.status("success").await.contains("confirmed"));
+    browser.expect_status("success", "confirmed").await;
     app.login("confirm@example.com", "confirm-password").await;
 
     // A page opened without a token says the link is invalid.
@@ -259,7 +260,7 @@ async fn accept_an_invitation_and_verify_an_email_in_the_browser() {
         .await
         .unwrap();
     browser.submit().await;
-    assert!(browser.status("error").await.contains("invalid"));
+    browser.expect_status("error", "invalid").await;
     browser.client.close().await.unwrap();
 }
 

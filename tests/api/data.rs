@@ -1079,3 +1079,111 @@ async fn random_filters_never_fail_and_never_leave_the_grant() {
         .await;
     assert_eq!(count.body["meta"]["total"], 30);
 }
+
+#[tokio::test]
+async fn every_read_checks_the_caller_afresh() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let resource = notes(&app, &admin).await;
+    expose(&app, &admin, &resource, &["GET"]).await;
+    let role = create_role(&app, &admin, "Readers").await;
+    grant(
+        &app,
+        &admin,
+        &role,
+        &resource,
+        "read",
+        Value::Null,
+        json!(["id", "title"]),
+    )
+    .await;
+    let other = create_role(&app, &admin, "Owners").await;
+    grant(
+        &app,
+        &admin,
+        &other,
+        &resource,
+        "read",
+        Value::Null,
+        Value::Null,
+    )
+    .await;
+    let (user, session) = member(&app, &admin, "fresh@example.com", &role).await;
+    let token = app.create_token(&session, "API").await;
+    let notes_path = "/api/data/app/notes";
+    // The second read is planned for the caller of the first.
+    for _ in 0..2 {
+        let read = app.get(notes_path, &token).await;
+        assert_eq!(read.status, StatusCode::OK, "{:?}", read.body);
+        let hidden = app
+            .get("/api/data/app/notes?select=id,secret", &token)
+            .await;
+        assert_eq!(hidden.status, StatusCode::BAD_REQUEST, "{:?}", hidden.body);
+    }
+    // A new role shows more columns on the very next read.
+    let added = app
+        .call(
+            Method::PUT,
+            &format!("/admin/api/roles/{other}/members/{user}"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(added.status, StatusCode::NO_CONTENT);
+    let wider = app
+        .get("/api/data/app/notes?select=id,secret", &token)
+        .await;
+    assert_eq!(wider.status, StatusCode::OK, "{:?}", wider.body);
+    // Removed roles and revoked tokens apply on the next read, too.
+    for role in [&role, &other] {
+        let removed = app
+            .call(
+                Method::DELETE,
+                &format!("/admin/api/roles/{role}/members/{user}"),
+                Some(&admin),
+                None,
+            )
+            .await;
+        assert_eq!(removed.status, StatusCode::NO_CONTENT);
+    }
+    let denied = app.get(notes_path, &token).await;
+    assert_eq!(
+        (denied.status, denied.code()),
+        (StatusCode::FORBIDDEN, "PERMISSION_DENIED")
+    );
+    let back = app
+        .call(
+            Method::PUT,
+            &format!("/admin/api/roles/{role}/members/{user}"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(back.status, StatusCode::NO_CONTENT);
+    assert_eq!(app.get(notes_path, &token).await.status, StatusCode::OK);
+    let tokens = app
+        .get(&format!("/admin/api/tokens?userId={user}"), &admin)
+        .await;
+    let id = tokens.data()[0]["id"].as_str().unwrap().to_owned();
+    let revoke = app.delete(&format!("/admin/api/tokens/{id}"), &admin).await;
+    assert_eq!(revoke.status, StatusCode::NO_CONTENT);
+    let revoked = app.get(notes_path, &token).await;
+    assert_eq!(
+        (revoked.status, revoked.code()),
+        (StatusCode::UNAUTHORIZED, "AUTHENTICATION_REQUIRED")
+    );
+    assert_eq!(app.get(notes_path, &session).await.status, StatusCode::OK);
+    let logout = app
+        .call(Method::POST, "/api/auth/logout", Some(&session), None)
+        .await;
+    assert_eq!(logout.status, StatusCode::NO_CONTENT);
+    let ended = app.get(notes_path, &session).await;
+    assert_eq!(
+        (ended.status, ended.code()),
+        (StatusCode::UNAUTHORIZED, "SESSION_EXPIRED")
+    );
+    assert_eq!(
+        app.call(Method::GET, notes_path, None, None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+}

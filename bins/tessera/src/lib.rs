@@ -46,12 +46,13 @@ impl Services {
         database::migrate(&db).await?;
         let store = PgStore::new(db);
         store.watch_caches();
+        let auth = AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url);
         Ok(Self {
-            auth: AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url),
+            data: data::DataService::new(Arc::new(store.clone()), clock.clone(), auth.clone()),
+            auth,
             roles: RoleService::new(Arc::new(store.clone()), clock.clone()),
             schema: schema::SchemaService::new(Arc::new(store.clone()), clock.clone()),
-            grants: permissions::GrantService::new(Arc::new(store.clone()), clock.clone()),
-            data: data::DataService::new(Arc::new(store.clone()), clock),
+            grants: permissions::GrantService::new(Arc::new(store.clone()), clock),
             store,
         })
     }

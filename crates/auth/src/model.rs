@@ -59,12 +59,35 @@ pub struct LoginCandidate {
 }
 
 /// Which table a bearer secret is looked up in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CredentialKind {
     /// `svc.sessions`.
     Session,
     /// `svc.api_tokens`.
     Token,
+}
+
+/// Where a bearer secret is looked up: its table and the SHA-256 of the secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CredentialLookup {
+    /// Session or token.
+    pub kind: CredentialKind,
+    /// The stored hash of the secret.
+    pub hash: [u8; 32],
+}
+
+impl CredentialLookup {
+    /// The lookup of a bearer secret (`svc_…` is a token, anything else a session).
+    pub fn of(bearer: &str) -> Self {
+        Self {
+            kind: if crate::secret::is_api_token(bearer) {
+                CredentialKind::Token
+            } else {
+                CredentialKind::Session
+            },
+            hash: crate::secret::hash_secret(bearer),
+        }
+    }
 }
 
 /// A credential joined with its user's state and roles, read in one round trip.

@@ -123,16 +123,19 @@ impl AuthService {
     /// Resolves a bearer secret to the caller, reading the user's state and
     /// roles afresh (one database round trip).
     pub async fn authenticate(&self, bearer: &str) -> Result<Principal, AuthError> {
-        let kind = if secret::is_api_token(bearer) {
-            CredentialKind::Token
-        } else {
-            CredentialKind::Session
-        };
-        let record = self
-            .store
-            .credential(kind, &secret::hash_secret(bearer))
-            .await?
-            .ok_or(AuthError::AuthenticationRequired)?;
+        let lookup = CredentialLookup::of(bearer);
+        let record = self.store.credential(lookup.kind, &lookup.hash).await?;
+        self.principal(lookup.kind, record)
+    }
+
+    /// The caller a credential record (read by [`AuthStore::credential`] or in
+    /// the same statement as other work) stands for, or why it is refused.
+    pub fn principal(
+        &self,
+        kind: CredentialKind,
+        record: Option<CredentialRecord>,
+    ) -> Result<Principal, AuthError> {
+        let record = record.ok_or(AuthError::AuthenticationRequired)?;
         let expired = record.revoked || record.expires_at <= self.now();
         let credential = match (kind, record.plane) {
             (CredentialKind::Session, _) if expired => return Err(AuthError::SessionExpired),

@@ -5,6 +5,6 @@ mod query;
 mod service;
 mod table;
 
-pub use query::{Change, Context, DataStore, ListQuery, Output, Predicate, Write};
-pub use service::{Caller, DataError, DataService, ListParams, RoleView, user_column};
+pub use query::{Change, Context, DataStore, ListQuery, Output, Predicate, Read, Write};
+pub use service::{Caller, DataError, DataService, ListParams, ReadRequest, RoleView, user_column};
 pub use table::{Column, Kind, SERVICE_SCHEMA, SERVICE_TABLES, Table, service_columns};

@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 use audit::AuditEvent;
+use auth::{CredentialLookup, CredentialRecord};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use kernel::StoreError;
@@ -71,6 +72,20 @@ pub struct ListQuery<'a> {
     pub count: bool,
 }
 
+/// A read of rows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Read<'a> {
+    /// A page of rows.
+    List(ListQuery<'a>),
+    /// The row matching.
+    One {
+        /// Its columns.
+        select: Vec<Output<'a>>,
+        /// The row.
+        predicate: Predicate<'a>,
+    },
+}
+
 /// A change to rows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change<'a> {
@@ -120,21 +135,17 @@ pub trait DataStore: Send + Sync + 'static {
     async fn tables(&self) -> Result<Vec<Arc<Table>>, StoreError>;
     /// The `system.timezone` setting.
     async fn system_timezone(&self) -> Result<Option<String>, StoreError>;
-    /// The list answer, `{ data, meta }` as JSON text.
-    async fn list(
+    /// Runs a read: the list answer (`{ data, meta }`) or one row, as JSON
+    /// text (`None`: no row). With `credential`, the credential is resolved
+    /// in the same statement and its record answered too, so identity and
+    /// data cost one round trip.
+    async fn read(
         &self,
         table: &Table,
-        query: &ListQuery<'_>,
+        read: &Read<'_>,
         context: &Context,
-    ) -> Result<String, StoreError>;
-    /// One row as JSON text; `None` when no row matches.
-    async fn one(
-        &self,
-        table: &Table,
-        select: &[Output<'_>],
-        predicate: &Predicate<'_>,
-        context: &Context,
-    ) -> Result<Option<String>, StoreError>;
+        credential: Option<&CredentialLookup>,
+    ) -> Result<(Option<CredentialRecord>, Option<String>), StoreError>;
     /// Runs the writes in one transaction; answers, per write, the JSON array
     /// of the rows written (`None` when it matched no row).
     async fn write(

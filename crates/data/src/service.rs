@@ -3,21 +3,62 @@
 //! one scoped query.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use audit::AuditEvent;
+use auth::{AuthError, AuthService, CredentialLookup, CredentialRecord};
 use kernel::filter::{Filter, Op, Operand};
 use kernel::{Clock, Code, ErrorCode, FieldError, StoreError};
-use permissions::{Access, Action, Denied, Principal, zone};
+use permissions::{Access, Action, Denied, Plane, Principal, zone};
 use serde_json::{Map, Value, json};
 
-use crate::query::{Change, Context, DataStore, ListQuery, Output, Predicate, Write};
+use crate::query::{Change, Context, DataStore, ListQuery, Output, Predicate, Read, Write};
 use crate::table::{Column, Kind, SERVICE_TABLES, Table};
 
 /// Default page size.
 const LIMIT_DEFAULT: u32 = 100;
 /// Largest page size.
 const LIMIT_MAX: u32 = 1000;
+
+/// A read request: the bearer secret, resolved by the read itself.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadRequest<'a> {
+    /// The `Authorization: Bearer` secret.
+    pub bearer: &'a str,
+    /// The `X-Service-Timezone` header, if sent.
+    pub zone_header: Option<&'a str>,
+}
+
+/// What a read asks for.
+enum Shape<'a> {
+    List(&'a ListParams),
+    One(&'a str),
+}
+
+/// Most credentials remembered; past it the memory starts afresh.
+const KNOWN_CALLERS_MAX: usize = 10_000;
+
+/// The caller each credential stood for at its last read, so the next read can
+/// be planned before the credential is resolved. Only a plan: every read still
+/// resolves the credential and compares.
+#[derive(Debug, Default)]
+struct KnownCallers(RwLock<HashMap<CredentialLookup, Principal>>);
+
+impl KnownCallers {
+    fn get(&self, lookup: &CredentialLookup) -> Option<Principal> {
+        self.0.read().ok()?.get(lookup).cloned()
+    }
+
+    fn put(&self, lookup: CredentialLookup, caller: &Principal) {
+        if let Ok(mut known) = self.0.write() {
+            if known.len() >= KNOWN_CALLERS_MAX {
+                known.clear();
+            }
+            known.insert(lookup, caller.clone());
+        }
+    }
+}
 
 /// Who is asking, and from where.
 #[derive(Debug, Clone, Copy)]
@@ -56,6 +97,9 @@ pub enum DataError {
     /// The body is wrong.
     #[error("{}", .0.message)]
     Payload(FieldError),
+    /// The credential is missing, unknown or expired.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
     /// No grant allows it.
     #[error(transparent)]
     Denied(#[from] Denied),
@@ -78,6 +122,7 @@ impl ErrorCode for DataError {
         match self {
             DataError::Query(_) => Code::InvalidQuery,
             DataError::Payload(_) => Code::InvalidPayload,
+            DataError::Auth(e) => e.code(),
             DataError::Denied(_) => Code::PermissionDenied,
             DataError::NotFound => Code::NotFound,
             DataError::MethodNotAllowed => Code::MethodNotAllowed,
@@ -89,6 +134,7 @@ impl ErrorCode for DataError {
     fn message(&self) -> Cow<'_, str> {
         match self {
             DataError::Store(e) => e.message(),
+            DataError::Auth(e) => e.message(),
             DataError::NotFound => "Not found".into(),
             other => other.to_string().into(),
         }
@@ -108,74 +154,150 @@ impl ErrorCode for DataError {
 pub struct DataService {
     store: Arc<dyn DataStore>,
     clock: Arc<dyn Clock>,
+    auth: AuthService,
+    callers: Arc<KnownCallers>,
 }
 
 impl DataService {
-    /// A service over `store`.
-    pub fn new(store: Arc<dyn DataStore>, clock: Arc<dyn Clock>) -> Self {
-        Self { store, clock }
+    /// A service over `store`; `auth` judges the credential records reads bring back.
+    pub fn new(store: Arc<dyn DataStore>, clock: Arc<dyn Clock>, auth: AuthService) -> Self {
+        Self {
+            store,
+            clock,
+            auth,
+            callers: Arc::default(),
+        }
     }
 
     /// `GET /api/data/{schema}/{table}`: the `{ data, meta }` answer as JSON text.
     pub async fn list(
         &self,
-        caller: Caller<'_>,
+        request: ReadRequest<'_>,
         schema: &str,
         name: &str,
         params: &ListParams,
     ) -> Result<String, DataError> {
-        let table = self.open(schema, name, "GET").await?;
-        let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
-        let filter = params
-            .filter
-            .as_deref()
-            .map(|raw| parse_filter(&table, &access, raw))
-            .transpose()?;
-        let query = ListQuery {
-            select: select(&table, &access, params.select.as_deref())?,
-            predicate: scoped(filter.as_ref().map(Predicate::Filter), &access, None),
-            sort: sort(&table, &access, params.sort.as_deref())?,
-            limit: number(
-                params.limit.as_deref(),
-                "limit",
-                LIMIT_DEFAULT,
-                1,
-                u64::from(LIMIT_MAX),
-            )?,
-            offset: number(params.offset.as_deref(), "offset", 0, 0, i64::MAX as u64)?,
-            count: match params.count.as_deref() {
-                None => false,
-                Some("exact") => true,
-                Some(_) => return Err(query_error("count", "must be exact")),
-            },
-        };
-        let context = self.context(caller).await?;
-        self.store
-            .list(&table, &query, &context)
-            .await
-            .map_err(read_error)
+        self.read(request, schema, name, Shape::List(params))
+            .await?
+            .ok_or_else(|| {
+                DataError::Store(StoreError::Internal(
+                    "the list read answered nothing".into(),
+                ))
+            })
     }
 
     /// `GET /api/data/{schema}/{table}/{pk}`: the `{ data }` answer as JSON text.
     pub async fn get(
         &self,
-        caller: Caller<'_>,
+        request: ReadRequest<'_>,
         schema: &str,
         name: &str,
         key: &str,
     ) -> Result<String, DataError> {
-        let table = self.open(schema, name, "GET").await?;
-        let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
-        let predicate = scoped(None, &access, Some(key_of(&table, key)?));
-        let select = select(&table, &access, None)?;
-        let context = self.context(caller).await?;
         let row = self
-            .store
-            .one(&table, &select, &predicate, &context)
-            .await
-            .map_err(read_error)?
+            .read(request, schema, name, Shape::One(key))
+            .await?
             .ok_or(DataError::NotFound)?;
         Ok(format!("{{\"data\":{row}}}"))
+    }
+
+    /// Authenticates and reads. A credential seen before is resolved in the
+    /// same statement as the read, planned for the caller it stood for last
+    /// time: one round trip. The rows are answered only when the caller read
+    /// afresh is that same caller; otherwise (roles changed, credential
+    /// revoked, a refusal to explain) the read is decided anew from the
+    /// fresh identity, so nothing is ever answered on stale permissions.
+    async fn read(
+        &self,
+        request: ReadRequest<'_>,
+        schema: &str,
+        name: &str,
+        shape: Shape<'_>,
+    ) -> Result<Option<String>, DataError> {
+        let lookup = CredentialLookup::of(request.bearer);
+        let remembered = self.callers.get(&lookup);
+        if let Some(expected) = &remembered
+            && let Ok((record, body)) = self
+                .read_as(
+                    expected,
+                    Some(&lookup),
+                    request.zone_header,
+                    schema,
+                    name,
+                    &shape,
+                )
+                .await
+        {
+            let caller = self.auth.principal(lookup.kind, record)?;
+            caller.authorize(Plane::Api, false)?;
+            if caller == *expected {
+                return Ok(body);
+            }
+            self.callers.put(lookup, &caller);
+            return Ok(self
+                .read_as(&caller, None, request.zone_header, schema, name, &shape)
+                .await?
+                .1);
+        }
+        let caller = self.auth.authenticate(request.bearer).await?;
+        caller.authorize(Plane::Api, false)?;
+        self.callers.put(lookup, &caller);
+        Ok(self
+            .read_as(&caller, None, request.zone_header, schema, name, &shape)
+            .await?
+            .1)
+    }
+
+    /// Plans and runs a read as `caller`; with `credential`, the credential's
+    /// record comes back from the same statement.
+    async fn read_as(
+        &self,
+        caller: &Principal,
+        credential: Option<&CredentialLookup>,
+        zone_header: Option<&str>,
+        schema: &str,
+        name: &str,
+        shape: &Shape<'_>,
+    ) -> Result<(Option<CredentialRecord>, Option<String>), DataError> {
+        let table = self.open(schema, name, "GET").await?;
+        let access = Access::evaluate(caller, &table.scopes, Action::Read)?;
+        let filter;
+        let read = match shape {
+            Shape::List(params) => {
+                filter = params
+                    .filter
+                    .as_deref()
+                    .map(|raw| parse_filter(&table, &access, raw))
+                    .transpose()?;
+                Read::List(ListQuery {
+                    select: select(&table, &access, params.select.as_deref())?,
+                    predicate: scoped(filter.as_ref().map(Predicate::Filter), &access, None),
+                    sort: sort(&table, &access, params.sort.as_deref())?,
+                    limit: number(
+                        params.limit.as_deref(),
+                        "limit",
+                        LIMIT_DEFAULT,
+                        1,
+                        u64::from(LIMIT_MAX),
+                    )?,
+                    offset: number(params.offset.as_deref(), "offset", 0, 0, i64::MAX as u64)?,
+                    count: match params.count.as_deref() {
+                        None => false,
+                        Some("exact") => true,
+                        Some(_) => return Err(query_error("count", "must be exact")),
+                    },
+                })
+            }
+            Shape::One(key) => Read::One {
+                predicate: scoped(None, &access, Some(key_of(&table, key)?)),
+                select: select(&table, &access, None)?,
+            },
+        };
+        let context = self.context(caller, zone_header).await?;
+        self.store
+            .read(&table, &read, &context, credential)
+            .await
+            .map_err(read_error)
     }
 
     /// `POST /api/data/{schema}/{table}`: one row (an object) or several (an
@@ -240,7 +362,7 @@ impl DataService {
             });
             run_keys = Some(keys);
         }
-        let context = self.context(caller).await?;
+        let context = self.context(caller.principal, caller.zone_header).await?;
         let written = self.write(&table, &writes, &context).await?;
         let rows: Vec<&str> = written
             .iter()
@@ -284,7 +406,7 @@ impl DataService {
             returning: self.returning(caller.principal, &table, &access),
             audit: self.audit(caller, &table, "data.update"),
         };
-        let context = self.context(caller).await?;
+        let context = self.context(caller.principal, caller.zone_header).await?;
         let written = self.write(&table, &[write], &context).await?;
         let row = written
             .into_iter()
@@ -313,7 +435,7 @@ impl DataService {
             returning: Vec::new(),
             audit: self.audit(caller, &table, "data.delete"),
         };
-        let context = self.context(caller).await?;
+        let context = self.context(caller.principal, caller.zone_header).await?;
         match self
             .write(&table, &[write], &context)
             .await?
@@ -345,8 +467,12 @@ impl DataService {
         }
     }
 
-    async fn context(&self, caller: Caller<'_>) -> Result<Context, DataError> {
-        let system = match caller.principal.timezone {
+    async fn context(
+        &self,
+        caller: &Principal,
+        zone_header: Option<&str>,
+    ) -> Result<Context, DataError> {
+        let system = match caller.timezone {
             Some(_) => None,
             None => self
                 .store
@@ -355,13 +481,9 @@ impl DataService {
                 .map_err(DataError::Store)?,
         };
         Ok(Context {
-            user_id: caller.principal.user_id,
+            user_id: caller.user_id,
             now: self.clock.now(),
-            zone: zone::caller_zone(
-                caller.principal.timezone.as_deref(),
-                system.as_deref(),
-                caller.zone_header,
-            ),
+            zone: zone::caller_zone(caller.timezone.as_deref(), system.as_deref(), zone_header),
         })
     }
 

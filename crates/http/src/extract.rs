@@ -230,6 +230,34 @@ impl<P> Caller<P> {
     }
 }
 
+/// The bearer secret of a request, for routes that resolve it themselves (the
+/// Data API's reads resolve it in the same statement as the data).
+#[derive(Debug)]
+pub struct Bearer {
+    /// The secret.
+    pub secret: String,
+}
+
+impl FromRequest for Bearer {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready(
+            bearer(req)
+                .map(|secret| Bearer { secret })
+                .ok_or_else(credential_required),
+        )
+    }
+}
+
+fn credential_required() -> ApiError {
+    ApiError::new(
+        Code::AuthenticationRequired,
+        "A valid credential is required",
+    )
+}
+
 /// The bearer secret of the Authorization header.
 fn bearer(req: &HttpRequest) -> Option<String> {
     let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -249,12 +277,7 @@ impl<P: Policy> FromRequest for Caller<P> {
         let origin = origin(req);
         Box::pin(async move {
             let state = state.ok_or_else(|| ApiError::new(Code::Internal, "Internal error"))?;
-            let secret = secret.ok_or_else(|| {
-                ApiError::new(
-                    Code::AuthenticationRequired,
-                    "A valid credential is required",
-                )
-            })?;
+            let secret = secret.ok_or_else(credential_required)?;
             let principal = state.auth.authenticate(&secret).await?;
             principal.authorize(P::PLANE, P::SESSION_ONLY)?;
             Ok(Caller {

@@ -47,6 +47,31 @@ macro_rules! credential_sql {
 const SESSION_CREDENTIAL_SQL: &str = credential_sql!("svc.sessions", "NULL::text");
 const TOKEN_CREDENTIAL_SQL: &str = credential_sql!("svc.api_tokens", "c.plane");
 
+/// The credential resolver's query for `kind`; its one parameter `$1` is the secret's hash.
+pub(crate) fn credential_sql(kind: CredentialKind) -> &'static str {
+    match kind {
+        CredentialKind::Session => SESSION_CREDENTIAL_SQL,
+        CredentialKind::Token => TOKEN_CREDENTIAL_SQL,
+    }
+}
+
+/// A row of the credential resolver's query.
+pub(crate) fn credential_record(row: &QueryResult) -> Result<CredentialRecord, StoreError> {
+    let plane: Option<String> = row.try_get("", "plane").map_err(map_err)?;
+    Ok(CredentialRecord {
+        id: row.try_get("", "id").map_err(map_err)?,
+        user_id: row.try_get("", "user_id").map_err(map_err)?,
+        expires_at: row.try_get("", "expires_at").map_err(map_err)?,
+        revoked: row.try_get("", "revoked").map_err(map_err)?,
+        plane: plane.as_deref().and_then(Plane::parse),
+        user_active: row.try_get("", "active").map_err(map_err)?,
+        role_ids: row.try_get("", "role_ids").map_err(map_err)?,
+        api_access: row.try_get("", "api_access").map_err(map_err)?,
+        admin: row.try_get("", "admin").map_err(map_err)?,
+        timezone: row.try_get("", "timezone").map_err(map_err)?,
+    })
+}
+
 fn user_from_row(row: &QueryResult) -> Result<User, StoreError> {
     let get_err = |e: sea_orm::DbErr| StoreError::Internal(e.to_string());
     let roles: serde_json::Value = row.try_get("", "roles").map_err(get_err)?;
@@ -214,31 +239,12 @@ impl AuthStore for PgStore {
         kind: CredentialKind,
         hash: &[u8; 32],
     ) -> Result<Option<CredentialRecord>, StoreError> {
-        let sql = match kind {
-            CredentialKind::Session => SESSION_CREDENTIAL_SQL,
-            CredentialKind::Token => TOKEN_CREDENTIAL_SQL,
-        };
-        let Some(row) = self
+        let row = self
             .db
-            .query_one_raw(stmt(sql, [hash.to_vec().into()]))
+            .query_one_raw(stmt(credential_sql(kind), [hash.to_vec().into()]))
             .await
-            .map_err(map_err)?
-        else {
-            return Ok(None);
-        };
-        let plane: Option<String> = row.try_get("", "plane").map_err(map_err)?;
-        Ok(Some(CredentialRecord {
-            id: row.try_get("", "id").map_err(map_err)?,
-            user_id: row.try_get("", "user_id").map_err(map_err)?,
-            expires_at: row.try_get("", "expires_at").map_err(map_err)?,
-            revoked: row.try_get("", "revoked").map_err(map_err)?,
-            plane: plane.as_deref().and_then(Plane::parse),
-            user_active: row.try_get("", "active").map_err(map_err)?,
-            role_ids: row.try_get("", "role_ids").map_err(map_err)?,
-            api_access: row.try_get("", "api_access").map_err(map_err)?,
-            admin: row.try_get("", "admin").map_err(map_err)?,
-            timezone: row.try_get("", "timezone").map_err(map_err)?,
-        }))
+            .map_err(map_err)?;
+        row.as_ref().map(credential_record).transpose()
     }
 
     async fn login_candidate(&self, email: &str) -> Result<Option<LoginCandidate>, StoreError> {

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use auth::{CredentialLookup, CredentialRecord};
 use data::{
-    Change, Column, Context, DataStore, Kind, ListQuery, Output, Predicate, Table, Write,
+    Change, Column, Context, DataStore, Kind, ListQuery, Output, Predicate, Read, Table, Write,
     service_columns, user_column,
 };
 use kernel::StoreError;
@@ -22,6 +23,7 @@ use sea_orm::sea_query::{
 use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, TransactionTrait};
 use serde_json::Value;
 
+use crate::auth_store::{credential_record, credential_sql};
 use crate::{PgStore, map_err};
 
 /// Every registered table that exists, by schema and name.
@@ -672,26 +674,42 @@ impl DataStore for PgStore {
             .map(str::to_owned))
     }
 
-    async fn list(
+    async fn read(
         &self,
         table: &Table,
-        query: &ListQuery<'_>,
+        read: &Read<'_>,
         context: &Context,
-    ) -> Result<String, StoreError> {
-        self.body(&self.db, list_sql(table, query, context))
-            .await?
-            .ok_or_else(|| StoreError::Internal("the list query answered no row".into()))
-    }
-
-    async fn one(
-        &self,
-        table: &Table,
-        select: &[Output<'_>],
-        predicate: &Predicate<'_>,
-        context: &Context,
-    ) -> Result<Option<String>, StoreError> {
-        self.body(&self.db, one_sql(table, select, predicate, context))
+        credential: Option<&CredentialLookup>,
+    ) -> Result<(Option<CredentialRecord>, Option<String>), StoreError> {
+        let (sql, mut values) = match read {
+            Read::List(query) => list_sql(table, query, context),
+            Read::One { select, predicate } => one_sql(table, select, predicate, context),
+        };
+        let Some(lookup) = credential else {
+            return Ok((None, self.body(&self.db, (sql, values)).await?));
+        };
+        // The resolver's one parameter goes after the read's.
+        let resolver =
+            credential_sql(lookup.kind).replace("$1", &format!("${}", values.0.len() + 1));
+        values.0.push(lookup.hash.to_vec().into());
+        let sql =
+            format!("WITH caller AS ({resolver}) SELECT caller.*, ({sql}) AS body FROM caller");
+        let row = self
+            .db
+            .query_one_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                sql,
+                values,
+            ))
             .await
+            .map_err(map_err)?;
+        match row {
+            None => Ok((None, None)),
+            Some(row) => Ok((
+                Some(credential_record(&row)?),
+                row.try_get("", "body").map_err(map_err)?,
+            )),
+        }
     }
 
     async fn write(

@@ -4,13 +4,13 @@
 use actix_web::http::header::ContentType;
 use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, web};
 use api_types::ErrorEnvelope;
-use data::{Caller as DataCaller, ListParams};
+use data::{Caller as DataCaller, ListParams, ReadRequest};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{ApiPlane, Caller, Data};
+use crate::extract::{ApiPlane, Bearer, Caller, Data};
 
 /// The list route's query parameters.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -35,9 +35,20 @@ const ZONE_HEADER: &str = "x-service-timezone";
 fn caller<'a>(caller: &'a Caller<ApiPlane>, req: &'a HttpRequest) -> DataCaller<'a> {
     DataCaller {
         principal: &caller.principal,
-        zone_header: req.headers().get(ZONE_HEADER).and_then(|v| v.to_str().ok()),
+        zone_header: zone_header(req),
         ip: caller.origin.ip.as_deref(),
     }
+}
+
+fn read_request<'a>(bearer: &'a Bearer, req: &'a HttpRequest) -> ReadRequest<'a> {
+    ReadRequest {
+        bearer: &bearer.secret,
+        zone_header: zone_header(req),
+    }
+}
+
+fn zone_header(req: &HttpRequest) -> Option<&str> {
+    req.headers().get(ZONE_HEADER).and_then(|v| v.to_str().ok())
 }
 
 fn json(status: actix_web::http::StatusCode, body: String) -> HttpResponse {
@@ -54,7 +65,7 @@ fn json(status: actix_web::http::StatusCode, body: String) -> HttpResponse {
 #[get("/{schema}/{table}")]
 pub async fn list(
     state: web::Data<AppState>,
-    who: Caller<ApiPlane>,
+    bearer: Bearer,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     query: web::Query<ListQuery>,
@@ -71,7 +82,7 @@ pub async fn list(
     };
     let body = state
         .data
-        .list(caller(&who, &req), &schema, &table, &params)
+        .list(read_request(&bearer, &req), &schema, &table, &params)
         .await?;
     Ok(json(actix_web::http::StatusCode::OK, body))
 }
@@ -83,14 +94,14 @@ pub async fn list(
 #[get("/{schema}/{table}/{pk}")]
 pub async fn get(
     state: web::Data<AppState>,
-    who: Caller<ApiPlane>,
+    bearer: Bearer,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table, key) = path.into_inner();
     let body = state
         .data
-        .get(caller(&who, &req), &schema, &table, &key)
+        .get(read_request(&bearer, &req), &schema, &table, &key)
         .await?;
     Ok(json(actix_web::http::StatusCode::OK, body))
 }
