@@ -337,16 +337,11 @@ async fn exposure_grants_and_keys_decide_the_status() {
         Value::Null,
     )
     .await;
-    // The grant applies at once (the cache is invalidated through LISTEN/NOTIFY).
-    let mut status = StatusCode::FORBIDDEN;
-    for _ in 0..50 {
-        status = app.get("/api/data/app/notes", &reader).await.status;
-        if status == StatusCode::OK {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(status, StatusCode::OK);
+    // The grant applies at once: this instance drops its catalog on the change.
+    assert_eq!(
+        app.get("/api/data/app/notes", &reader).await.status,
+        StatusCode::OK
+    );
     assert_eq!(
         app.get("/api/data/app/notes/not-a-number", &reader)
             .await
@@ -586,6 +581,15 @@ async fn bad_queries_and_bodies_are_400_with_a_field() {
         missing.body
     );
     assert_eq!(missing.body["errors"][0]["field"], "name");
+    let nothing = app
+        .post("/api/data/app/items", &admin, json!({ "data": {} }))
+        .await;
+    assert_eq!(
+        (nothing.status, nothing.code()),
+        (StatusCode::BAD_REQUEST, "NOT_NULL_VIOLATION"),
+        "{:?}",
+        nothing.body
+    );
     let duplicate = app
         .post(
             "/api/data/app/items",
@@ -980,7 +984,7 @@ impl Lcg {
 }
 
 fn random_value(rng: &mut Lcg) -> Value {
-    match rng.next(9) {
+    match rng.next(10) {
         0 => json!(rng.next(20) as i64 - 5),
         1 => json!("t".repeat(rng.next(3))),
         2 => json!(rng.next(2) == 0),
@@ -988,7 +992,15 @@ fn random_value(rng: &mut Lcg) -> Value {
         4 => json!("$USER.id"),
         5 => json!("$PERIOD.today"),
         6 => json!(1.5),
-        7 => json!("2026-01-01T00:00:00Z"),
+        7 => json!(
+            [
+                "2026-01-01T00:00:00Z",
+                "nul\u{0}byte",
+                "$USER.email",
+                "$USER.nope"
+            ][rng.next(4)]
+        ),
+        8 => json!(18_446_744_073_709_551_615_u64),
         _ => json!("%'; DROP TABLE app.notes; --"),
     }
 }
@@ -1053,7 +1065,7 @@ async fn random_filters_never_fail_and_never_leave_the_grant() {
     );
     let mut rng = Lcg(0x5eed);
     let mut answered = 0;
-    for _ in 0..300 {
+    for _ in 0..400 {
         let filter = random_filter(&mut rng, 0);
         let answer = app
             .get(
@@ -1074,10 +1086,69 @@ async fn random_filters_never_fail_and_never_leave_the_grant() {
         }
     }
     assert!(answered > 50, "only {answered} filters were valid");
-    let count = app
-        .get("/api/data/app/notes?count=exact&limit=1", &admin)
+
+    // Random bodies: never a 500, and never a row for someone else.
+    grant(
+        &app,
+        &admin,
+        &role,
+        &resource,
+        "create",
+        json!({ "owner_id": { "eq": "$USER.id" } }),
+        Value::Null,
+    )
+    .await;
+    const KEYS: [&str; 5] = ["id", "owner_id", "title", "secret", "nope"];
+    let mut created = 0;
+    for _ in 0..200 {
+        let mut row = serde_json::Map::new();
+        row.insert(
+            "owner_id".into(),
+            json!(if rng.next(3) == 0 { &other } else { &alice }),
+        );
+        row.insert("title".into(), json!("fuzz"));
+        for _ in 0..rng.next(3) {
+            let value = match rng.next(3) {
+                0 => json!(alice),
+                1 => json!(other),
+                _ => random_value(&mut rng),
+            };
+            row.insert(KEYS[rng.next(KEYS.len())].to_owned(), value);
+        }
+        let body = if rng.next(3) == 0 {
+            json!([row.clone(), row])
+        } else {
+            Value::Object(row)
+        };
+        let answer = app
+            .post("/api/data/app/notes", &token, json!({ "data": body }))
+            .await;
+        assert!(
+            [
+                StatusCode::CREATED,
+                StatusCode::BAD_REQUEST,
+                StatusCode::FORBIDDEN
+            ]
+            .contains(&answer.status),
+            "{body}: {:?}",
+            answer.body
+        );
+        if answer.status == StatusCode::CREATED {
+            created += 1;
+        }
+    }
+    assert!(created > 5, "only {created} bodies were valid");
+    let filter = encode(&json!({ "owner_id": { "eq": other } }).to_string());
+    let others = app
+        .get(
+            &format!("/api/data/app/notes?count=exact&limit=1&filter={filter}"),
+            &admin,
+        )
         .await;
-    assert_eq!(count.body["meta"]["total"], 30);
+    assert_eq!(
+        others.body["meta"]["total"], 15,
+        "a row was created for someone else"
+    );
 }
 
 #[tokio::test]
@@ -1186,4 +1257,83 @@ async fn every_read_checks_the_caller_afresh() {
         app.call(Method::GET, notes_path, None, None).await.status,
         StatusCode::UNAUTHORIZED
     );
+}
+
+#[tokio::test]
+async fn other_instances_see_grant_and_exposure_changes() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let resource = notes(&app, &admin).await;
+    expose(&app, &admin, &resource, &["GET"]).await;
+    let role = create_role(&app, &admin, "Peers").await;
+    let (_, reader) = member(&app, &admin, "peer@example.com", &role).await;
+    let peer = app.spawn_peer().await;
+    let status_on_peer = || async {
+        app.client
+            .get(format!("{peer}/api/data/app/notes"))
+            .bearer_auth(&reader)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    // The peer caches the catalog on its first read.
+    assert_eq!(status_on_peer().await, StatusCode::FORBIDDEN);
+    grant(
+        &app,
+        &admin,
+        &role,
+        &resource,
+        "read",
+        Value::Null,
+        Value::Null,
+    )
+    .await;
+    let mut status = StatusCode::FORBIDDEN;
+    for _ in 0..100 {
+        status = status_on_peer().await;
+        if status == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, StatusCode::OK, "the peer kept its stale catalog");
+    expose(&app, &admin, &resource, &[]).await;
+    for _ in 0..100 {
+        status = status_on_peer().await;
+        if status == StatusCode::NOT_FOUND {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn rows_naming_no_column_take_the_defaults() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let resource = create_table(
+        &app,
+        &admin,
+        "app",
+        "stamps",
+        json!([
+            { "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" },
+            { "name": "at", "dataType": "timestamptz", "nullable": false, "default": "now()" },
+        ]),
+    )
+    .await;
+    expose(&app, &admin, &resource, &["POST"]).await;
+    let one = app
+        .post("/api/data/app/stamps", &admin, json!({ "data": {} }))
+        .await;
+    assert_eq!(one.status, StatusCode::CREATED, "{:?}", one.body);
+    assert_eq!(one.data()["id"], 1);
+    let many = app
+        .post("/api/data/app/stamps", &admin, json!({ "data": [{}, {}] }))
+        .await;
+    assert_eq!(many.status, StatusCode::CREATED, "{:?}", many.body);
+    assert_eq!(ids(&many), vec![2, 3]);
+    assert!(many.data()[0]["at"].is_string());
 }

@@ -439,6 +439,13 @@ pub(crate) fn write_sql(
     let record_type = format!("NULL::{}.{}", quoted(&table.schema), quoted(&table.name));
     let all_columns = || table.columns.iter().map(|c| Alias::new(&c.name));
     let change: sea_orm::sea_query::SubQueryStatement = match &write.change {
+        // Rows that name no column take every default.
+        Change::Insert { columns, rows } if columns.is_empty() => Query::insert()
+            .into_table(table_ref(table))
+            .or_default_values_many(u32::try_from(rows.len()).unwrap_or(u32::MAX))
+            .returning(Query::returning().columns(all_columns()))
+            .to_owned()
+            .into(),
         Change::Insert { columns, rows } => {
             let json =
                 serde_json::to_string(rows).map_err(|e| StoreError::Internal(e.to_string()))?;

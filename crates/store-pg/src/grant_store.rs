@@ -5,7 +5,7 @@ use permissions::{Action, Grant, GrantQuery, GrantStore};
 use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait, Value};
 use uuid::Uuid;
 
-use crate::{PgStore, commit_with_audit, map_err, stmt};
+use crate::{PgStore, map_err, stmt};
 
 const GRANT_COLUMNS: &str =
     "id, role_id, resource_id, workflow_id, action, filter, columns, created_at";
@@ -85,7 +85,7 @@ impl GrantStore for PgStore {
             .map_err(map_err)?
             .ok_or(StoreError::NotFound)?;
         let created = grant(&row)?;
-        commit_with_audit(txn, event).await?;
+        self.commit_catalog_change(txn, event).await?;
         Ok(created)
     }
 
@@ -99,7 +99,7 @@ impl GrantStore for PgStore {
         if deleted == 0 {
             return Ok(false);
         }
-        commit_with_audit(txn, event).await?;
+        self.commit_catalog_change(txn, event).await?;
         Ok(true)
     }
 }

@@ -226,6 +226,21 @@ pub(crate) async fn commit_with_audit(
     txn.commit().await.map_err(map_err)
 }
 
+impl PgStore {
+    /// Commits a change of resources or grants with its audit entry, then
+    /// drops this instance's catalog at once (the others drop theirs on the
+    /// trigger's NOTIFY).
+    pub(crate) async fn commit_catalog_change(
+        &self,
+        txn: DatabaseTransaction,
+        event: AuditEvent,
+    ) -> Result<(), StoreError> {
+        commit_with_audit(txn, event).await?;
+        self.catalog.clear();
+        Ok(())
+    }
+}
+
 /// Adds memberships, keeping those that exist already.
 pub(crate) async fn add_memberships(
     conn: &impl ConnectionTrait,

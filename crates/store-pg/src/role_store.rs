@@ -119,7 +119,7 @@ impl RoleStore for PgStore {
         if deleted == 0 {
             return Err(StoreError::NotFound);
         }
-        commit_with_audit(txn, event).await
+        self.commit_catalog_change(txn, event).await
     }
 
     async fn add_member(

@@ -5,7 +5,7 @@ use schema::{Confirm, Plan, Resource, SchemaStore, TableInfo, quote};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, TransactionTrait, Value};
 use uuid::Uuid;
 
-use crate::{PgStore, commit_with_audit, map_err, pg_error, stmt};
+use crate::{PgStore, map_err, pg_error, stmt};
 
 const RESOURCE_COLUMNS: &str = "id, schema_name, table_name, exposed_methods, created_at";
 
@@ -161,7 +161,7 @@ impl SchemaStore for PgStore {
         ))
         .await
         .map_err(map_err)?;
-        commit_with_audit(txn, event).await
+        self.commit_catalog_change(txn, event).await
     }
 
     async fn table_columns(
@@ -198,7 +198,7 @@ impl SchemaStore for PgStore {
             .map_err(map_err)?
             .ok_or(StoreError::NotFound)?;
         let id = row.try_get("", "id").map_err(map_err)?;
-        commit_with_audit(txn, event).await?;
+        self.commit_catalog_change(txn, event).await?;
         Ok(id)
     }
 
@@ -225,7 +225,7 @@ impl SchemaStore for PgStore {
         ))
         .await
         .map_err(map_err)?;
-        commit_with_audit(txn, event).await?;
+        self.commit_catalog_change(txn, event).await?;
         Ok(true)
     }
 
@@ -291,7 +291,7 @@ impl SchemaStore for PgStore {
             .map_err(map_err)?
             .ok_or(StoreError::NotFound)?;
         let registered = resource(&row)?;
-        commit_with_audit(txn, event).await?;
+        self.commit_catalog_change(txn, event).await?;
         Ok(registered)
     }
 
@@ -313,7 +313,7 @@ impl SchemaStore for PgStore {
             return Ok(None);
         };
         let updated = resource(&row)?;
-        commit_with_audit(txn, event).await?;
+        self.commit_catalog_change(txn, event).await?;
         Ok(Some(updated))
     }
 }

@@ -119,6 +119,21 @@ async fn spawn(clock: Option<Arc<ManualClock>>, configure: impl FnOnce(&mut Conf
 }
 
 impl TestApp {
+    /// Starts a second server on this app's database, as another instance of
+    /// a deployment would run; answers its base address.
+    pub async fn spawn_peer(&self) -> String {
+        let mut config = Config::for_database(&self.db.url);
+        config.bind = "127.0.0.1:0".into();
+        config.public_url = "http://tessera.test".into();
+        let services = Services::start(&config, Arc::new(kernel::SystemClock))
+            .await
+            .expect("peer services start");
+        let app = Application::build(&config, &services).expect("peer builds");
+        let address = format!("http://127.0.0.1:{}", app.port());
+        tokio::spawn(app.run_until_stopped());
+        address
+    }
+
     /// Sends `method path` with an optional bearer and JSON body.
     pub async fn call(
         &self,
