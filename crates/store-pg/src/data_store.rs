@@ -75,21 +75,28 @@ impl PgStore {
         Ok(catalog)
     }
 
+    /// Runs one statement answering at most one row.
+    async fn row(
+        &self,
+        conn: &impl ConnectionTrait,
+        (sql, values): (String, sea_orm::sea_query::Values),
+    ) -> Result<Option<QueryResult>, StoreError> {
+        conn.query_one_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            sql,
+            values,
+        ))
+        .await
+        .map_err(map_err)
+    }
+
     /// Runs one statement whose single column `body` is JSON text.
     async fn body(
         &self,
         conn: &impl ConnectionTrait,
-        (sql, values): (String, sea_orm::sea_query::Values),
+        statement: (String, sea_orm::sea_query::Values),
     ) -> Result<Option<String>, StoreError> {
-        let row = conn
-            .query_one_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                sql,
-                values,
-            ))
-            .await
-            .map_err(map_err)?;
-        match row {
+        match self.row(conn, statement).await? {
             Some(row) => row.try_get("", "body").map_err(map_err),
             None => Ok(None),
         }
@@ -701,16 +708,7 @@ impl DataStore for PgStore {
         values.0.push(lookup.hash.to_vec().into());
         let sql =
             format!("WITH caller AS ({resolver}) SELECT caller.*, ({sql}) AS body FROM caller");
-        let row = self
-            .db
-            .query_one_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                sql,
-                values,
-            ))
-            .await
-            .map_err(map_err)?;
-        match row {
+        match self.row(&self.db, (sql, values)).await? {
             None => Ok((None, None)),
             Some(row) => Ok((
                 Some(credential_record(&row)?),
@@ -725,16 +723,14 @@ impl DataStore for PgStore {
         writes: &[Write<'_>],
         context: &Context,
     ) -> Result<Vec<Option<String>>, StoreError> {
-        let statements = writes
+        let mut statements = writes
             .iter()
             .map(|w| write_sql(table, w, context))
             .collect::<Result<Vec<_>, _>>()?;
-        if statements.len() == 1 {
-            let mut out = Vec::with_capacity(1);
-            for statement in statements {
-                out.push(self.body(&self.db, statement).await?);
-            }
-            return Ok(out);
+        if statements.len() == 1
+            && let Some(statement) = statements.pop()
+        {
+            return Ok(vec![self.body(&self.db, statement).await?]);
         }
         let txn = self.db.begin().await.map_err(map_err)?;
         let mut out = Vec::with_capacity(statements.len());
