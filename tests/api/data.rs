@@ -327,6 +327,31 @@ async fn exposure_grants_and_keys_decide_the_status() {
         (post.status, post.code()),
         (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED")
     );
+    // Exposure and grants are decided before the body is read.
+    let no_body = app
+        .call(Method::PATCH, "/api/data/app/notes/1", Some(&reader), None)
+        .await;
+    assert_eq!(
+        no_body.status,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "{:?}",
+        no_body.body
+    );
+    for method in [Method::PUT, Method::TRACE] {
+        let other = app
+            .call(method.clone(), "/api/data/app/notes", Some(&reader), None)
+            .await;
+        assert_eq!(
+            other.status,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method}: {:?}",
+            other.body
+        );
+        let hidden = app
+            .call(method, "/api/data/app/nothing/1", Some(&reader), None)
+            .await;
+        assert_eq!(hidden.status, StatusCode::NOT_FOUND);
+    }
     grant(
         &app,
         &admin,
@@ -467,6 +492,13 @@ async fn every_operator_sort_paging_and_count() {
     let beyond = app.get("/api/data/app/items?offset=10", &admin).await;
     assert_eq!(beyond.data(), &json!([]));
     assert!(beyond.body["meta"].get("total").is_none());
+    let blank = app
+        .get(
+            "/api/data/app/items?select=&filter=&sort=&limit=&offset=&count=",
+            &admin,
+        )
+        .await;
+    assert_eq!(ids(&blank), vec![1, 2, 3, 4], "{:?}", blank.body);
     let one = app.get("/api/data/app/items/3", &admin).await;
     assert_eq!(one.data()["name"], "cherry");
     assert_eq!(one.data()["price"], 7.0);

@@ -171,7 +171,15 @@ fn routes(
                 .service(data_routes::get)
                 .service(data_routes::create)
                 .service(data_routes::update)
-                .service(data_routes::remove),
+                .service(data_routes::remove)
+                .route(
+                    "/{schema}/{table}",
+                    web::route().to(data_routes::other_method),
+                )
+                .route(
+                    "/{schema}/{table}/{pk}",
+                    web::route().to(data_routes::other_method),
+                ),
         )
 }
 

@@ -72,13 +72,15 @@ pub async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table) = path.into_inner();
     let q = query.into_inner();
+    // An empty value (`?filter=` from a form) counts as not given.
+    let given = |value: Option<String>| value.filter(|v| !v.is_empty());
     let params = ListParams {
-        select: q.select,
-        filter: q.filter,
-        sort: q.sort,
-        limit: q.limit,
-        offset: q.offset,
-        count: q.count,
+        select: given(q.select),
+        filter: given(q.filter),
+        sort: given(q.sort),
+        limit: given(q.limit),
+        offset: given(q.offset),
+        count: given(q.count),
     };
     let body = state
         .data
@@ -118,9 +120,15 @@ pub async fn create(
     who: Caller<ApiPlane>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
-    body: Data<Value>,
+    body: Result<Data<Value>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table) = path.into_inner();
+    // Exposure and grants are decided before the body is looked at.
+    state
+        .data
+        .check_method(&who.principal, &schema, &table, "POST")
+        .await?;
+    let body = body?;
     let body = state
         .data
         .create(caller(&who, &req), &schema, &table, &body.0)
@@ -139,9 +147,15 @@ pub async fn update(
     who: Caller<ApiPlane>,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
-    body: Data<Value>,
+    body: Result<Data<Value>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table, key) = path.into_inner();
+    // Exposure and grants are decided before the body is looked at.
+    state
+        .data
+        .check_method(&who.principal, &schema, &table, "PATCH")
+        .await?;
+    let body = body?;
     let body = state
         .data
         .update(caller(&who, &req), &schema, &table, &key, &body.0)
@@ -166,4 +180,23 @@ pub async fn remove(
         .delete(caller(&who, &req), &schema, &table, &key)
         .await?;
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// Any other method on a table or row: 405 when the table is exposed, 404 when
+/// it is hidden or unknown.
+pub async fn other_method(
+    state: web::Data<AppState>,
+    who: Caller<ApiPlane>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let schema = req.match_info().get("schema").unwrap_or_default();
+    let table = req.match_info().get("table").unwrap_or_default();
+    state
+        .data
+        .check_method(&who.principal, schema, table, req.method().as_str())
+        .await?;
+    Err(ApiError::new(
+        kernel::Code::MethodNotAllowed,
+        "This table is not exposed for this method",
+    ))
 }

@@ -95,7 +95,7 @@ fn object(columns: &[&Column], required: bool) -> Value {
     } else {
         Vec::new()
     };
-    json!({ "type": "object", "properties": properties, "required": required })
+    json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
 }
 
 fn envelope(schema: Value) -> Value {
@@ -130,16 +130,17 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
                 let list = json!({ "type": "object", "properties": {
                     "data": { "type": "array", "items": row_ref },
                     "meta": { "type": "object", "properties": { "limit": { "type": "integer" }, "offset": { "type": "integer" }, "total": { "type": "integer" } } } } });
-                let parameter = |name: &str, description: &str| json!({ "name": name, "in": "query", "required": false, "schema": { "type": "string" }, "description": description });
+                let parameter = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description });
+                let text = json!({ "type": "string" });
                 on_collection.insert("get".into(), json!({
                     "summary": format!("List rows of {name}"),
                     "parameters": [
-                        parameter("select", "Columns, comma separated"),
-                        parameter("filter", "JSON filter"),
-                        parameter("sort", "Columns, comma separated; - for descending"),
-                        parameter("limit", "1 to 1000, default 100"),
-                        parameter("offset", "Rows to skip"),
-                        parameter("count", "exact adds meta.total"),
+                        parameter("select", "Columns, comma separated", text.clone()),
+                        parameter("filter", "JSON filter", json!({ "type": "string", "contentMediaType": "application/json" })),
+                        parameter("sort", "Columns, comma separated; - for descending", text),
+                        parameter("limit", "1 to 1000, default 100", json!({ "type": "integer", "minimum": 1, "maximum": 1000 })),
+                        parameter("offset", "Rows to skip", json!({ "type": "integer", "minimum": 0 })),
+                        parameter("count", "exact adds meta.total", json!({ "type": "string", "enum": ["exact"] })),
                     ],
                     "responses": { "200": answer("The rows", list), "400": answer("Bad query", error.clone()) },
                 }));
@@ -156,7 +157,7 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
                 on_collection.insert("post".into(), json!({
                     "summary": format!("Insert rows into {name}"),
                     "requestBody": { "required": true, "content": { "application/json": { "schema":
-                        envelope(json!({ "oneOf": [input, { "type": "array", "items": input }] })) } } },
+                        envelope(json!({ "oneOf": [input, { "type": "array", "items": input, "minItems": 1 }] })) } } },
                     "responses": { "201": answer("The rows written", envelope(json!({}))), "400": answer("Bad row", error.clone()) },
                 }));
             }
@@ -177,6 +178,11 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
             }
             _ => {}
         }
+    }
+    // Every operation may also meet a bad credential or a refused row.
+    for operation in on_collection.values_mut().chain(on_item.values_mut()) {
+        operation["responses"]["401"] = answer("No valid credential", error.clone());
+        operation["responses"]["403"] = answer("No grant covers this", error.clone());
     }
     if !on_collection.is_empty() {
         paths.insert(collection, Value::Object(on_collection));
