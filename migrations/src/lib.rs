@@ -17,6 +17,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("m0003_resources", include_str!("../sql/0003_resources.sql")),
     ("m0004_grants", include_str!("../sql/0004_grants.sql")),
     ("m0005_data_api", include_str!("../sql/0005_data_api.sql")),
+    (
+        "m0006_service_table_guards",
+        include_str!("../sql/0006_service_table_guards.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -823,6 +823,97 @@ async fn service_tables_never_show_secrets() {
         app.get("/api/data/svc/sessions", &admin).await.status,
         StatusCode::NOT_FOUND
     );
+
+    // The rules of the Admin API hold through the Data API too.
+    let resources = resources.data().as_array().unwrap();
+    let find = |table: &str| {
+        resources
+            .iter()
+            .find(|r| r["schema"] == "svc" && r["table"] == table)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    expose(&app, &admin, &find("role_members"), &["GET", "DELETE"]).await;
+    expose(&app, &admin, &find("roles"), &["PATCH", "DELETE"]).await;
+    expose(&app, &admin, &users, &["GET", "PATCH"]).await;
+    let me_admin = app.get("/api/auth/me", &admin).await.data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let memberships = app
+        .get(
+            &format!(
+                "/api/data/svc/role_members?filter={}",
+                encode(&json!({ "user_id": { "eq": me_admin } }).to_string())
+            ),
+            &admin,
+        )
+        .await;
+    assert_eq!(
+        memberships.data()[0]["role_id"],
+        crate::ADMINS_ROLE,
+        "{:?}",
+        memberships.body
+    );
+    let last = app
+        .delete(
+            &format!(
+                "/api/data/svc/role_members/{me_admin},{}",
+                crate::ADMINS_ROLE
+            ),
+            &admin,
+        )
+        .await;
+    assert_eq!(
+        (last.status, last.code()),
+        (StatusCode::CONFLICT, "CONFLICT"),
+        "{:?}",
+        last.body
+    );
+    let deactivate = app
+        .patch(
+            &format!("/api/data/svc/users/{me_admin}"),
+            &admin,
+            json!({ "data": { "active": false } }),
+        )
+        .await;
+    assert_eq!(
+        deactivate.status,
+        StatusCode::CONFLICT,
+        "{:?}",
+        deactivate.body
+    );
+    let built_in = app
+        .delete(
+            &format!("/api/data/svc/roles/{}", crate::USERS_ROLE),
+            &admin,
+        )
+        .await;
+    assert_eq!(built_in.status, StatusCode::CONFLICT, "{:?}", built_in.body);
+    let renamed = app
+        .patch(
+            &format!("/api/data/svc/roles/{}", crate::ADMINS_ROLE),
+            &admin,
+            json!({ "data": { "admin_access": false } }),
+        )
+        .await;
+    assert_eq!(renamed.status, StatusCode::CONFLICT, "{:?}", renamed.body);
+    // Ordinary rows still change.
+    let renamed_user = app
+        .patch(
+            &format!("/api/data/svc/users/{me}"),
+            &admin,
+            json!({ "data": { "name": "Renamed" } }),
+        )
+        .await;
+    assert_eq!(
+        renamed_user.data()["name"],
+        "Renamed",
+        "{:?}",
+        renamed_user.body
+    );
 }
 
 #[tokio::test]

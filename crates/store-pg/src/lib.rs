@@ -138,6 +138,13 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
                     column: pg.column().unwrap_or_default().to_owned(),
                 };
             }
+            // Raised by the service tables' guards (the last administrator, built-in roles).
+            "TS409" => {
+                return StoreError::Conflict {
+                    field: None,
+                    message: pg.message().to_owned().into(),
+                };
+            }
             // Raised by svc.permit: a written row is outside the grants.
             "TS403" => return StoreError::RowDenied,
             // Data exceptions, a value the type's operators do not take, a generated column.
