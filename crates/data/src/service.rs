@@ -363,11 +363,7 @@ impl DataService {
         }
         let context = self.context(caller.principal, caller.zone_header).await?;
         let written = self.write(&table, &writes, &context).await?;
-        let rows: Vec<&str> = written
-            .iter()
-            .flatten()
-            .map(|array| array.trim().trim_start_matches('[').trim_end_matches(']'))
-            .collect();
+        let rows: Vec<&str> = written.iter().flatten().map(|array| items(array)).collect();
         Ok(if single {
             format!("{{\"data\":{}}}", rows.concat())
         } else {
@@ -412,8 +408,7 @@ impl DataService {
             .flatten()
             .next()
             .ok_or(DataError::NotFound)?;
-        let row = row.trim().trim_start_matches('[').trim_end_matches(']');
-        Ok(format!("{{\"data\":{row}}}"))
+        Ok(format!("{{\"data\":{}}}", items(&row)))
     }
 
     /// `DELETE /api/data/{schema}/{table}/{pk}`.
@@ -554,6 +549,14 @@ impl DataService {
         )
         .with_details(json!({ "schema": table.schema, "table": table.name }))
     }
+}
+
+/// The items of a JSON array's text (`[a, b]` gives `a, b`).
+fn items(array: &str) -> &str {
+    let text = array.trim();
+    text.strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or(text)
 }
 
 fn query_error(
