@@ -84,6 +84,14 @@ pub async fn trace_request(
 const CORS_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
 const CORS_HEADERS: &str = "Authorization, Content-Type, X-Service-Timezone";
 
+/// How a request's origin is let in.
+enum AllowOrigin {
+    /// Listed by name: echoed, with credentials.
+    Echo(HeaderValue),
+    /// Let in by a literal `*`: any origin, without credentials.
+    Any,
+}
+
 /// CORS from the setting `security.cors_origins`, read at request time (from
 /// the settings cache), so a change applies without a restart. A listed
 /// origin is echoed with credentials allowed; `*` answers any origin, without
@@ -113,9 +121,9 @@ pub async fn cors(
             .ok()
             .and_then(|settings| {
                 if settings.cors_origins().any(|o| o == origin) {
-                    HeaderValue::from_str(&origin).ok().map(Some)
+                    HeaderValue::from_str(&origin).ok().map(AllowOrigin::Echo)
                 } else if settings.cors_origins().any(|o| o == "*") {
-                    Some(None)
+                    Some(AllowOrigin::Any)
                 } else {
                     None
                 }
@@ -126,7 +134,7 @@ pub async fn cors(
         && req
             .headers()
             .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
-    let Some(echo) = allowed else {
+    let Some(allowed) = allowed else {
         if preflight {
             let (req, _) = req.into_parts();
             let res = HttpResponse::from_error(ApiError::new(
@@ -155,15 +163,15 @@ pub async fn cors(
             .map_into_right_body()
     };
     let headers = res.headers_mut();
-    match echo {
-        Some(origin) => {
+    match allowed {
+        AllowOrigin::Echo(origin) => {
             headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
             headers.insert(
                 header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
                 HeaderValue::from_static("true"),
             );
         }
-        None => {
+        AllowOrigin::Any => {
             headers.insert(
                 header::ACCESS_CONTROL_ALLOW_ORIGIN,
                 HeaderValue::from_static("*"),
