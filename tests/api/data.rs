@@ -1460,3 +1460,58 @@ async fn rows_naming_no_column_take_the_defaults() {
     assert_eq!(ids(&many), vec![2, 3]);
     assert!(many.data()[0]["at"].is_string());
 }
+
+#[tokio::test]
+async fn a_column_shows_only_on_rows_a_grant_covering_it_reaches() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let resource = notes(&app, &admin).await;
+    expose(&app, &admin, &resource, &["GET", "POST"]).await;
+    let own = create_role(&app, &admin, "Own").await;
+    let titles = create_role(&app, &admin, "Titles").await;
+    // Own rows with every column; everyone's rows with id and title only.
+    grant(
+        &app,
+        &admin,
+        &own,
+        &resource,
+        "read",
+        json!({ "owner_id": { "eq": "$USER.id" } }),
+        Value::Null,
+    )
+    .await;
+    grant(
+        &app,
+        &admin,
+        &titles,
+        &resource,
+        "read",
+        Value::Null,
+        json!(["id", "title"]),
+    )
+    .await;
+    let user = app
+        .create_user(
+            &admin,
+            "cells@example.com",
+            "member-password-1",
+            Some(vec![own, titles]),
+        )
+        .await;
+    let session = app.login("cells@example.com", "member-password-1").await;
+    let someone = uuid::Uuid::now_v7().to_string();
+    let rows = json!({ "data": [
+        { "owner_id": user, "title": "mine", "secret": "my secret" },
+        { "owner_id": someone, "title": "theirs", "secret": "their secret" } ] });
+    assert_eq!(
+        app.post("/api/data/app/notes", &admin, rows).await.status,
+        StatusCode::CREATED
+    );
+    let list = app.get("/api/data/app/notes?sort=id", &session).await;
+    assert_eq!(list.status, StatusCode::OK, "{:?}", list.body);
+    assert_eq!(list.data()[0]["secret"], "my secret");
+    assert_eq!(list.data()[1]["title"], "theirs");
+    assert_eq!(list.data()[1]["secret"], Value::Null);
+    assert_eq!(list.data()[1]["owner_id"], Value::Null);
+    assert!(!list.body.to_string().contains("their secret"));
+}

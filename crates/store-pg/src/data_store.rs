@@ -818,4 +818,27 @@ mod tests {
         assert!(bound.contains("2026-03-11T00:00:00+13:00"), "{bound}");
         assert!(bound.contains("2026-03-12T00:00:00+13:00"), "{bound}");
     }
+
+    #[test]
+    fn day_bounds_fit_the_column_type() {
+        let at = Utc
+            .with_ymd_and_hms(2026, 3, 10, 11, 0, 0)
+            .unwrap()
+            .with_timezone(&chrono_tz::Tz::Pacific__Auckland);
+        assert_eq!(instant(&column("d", "date", Kind::Date), at), "2026-03-11");
+        assert_eq!(
+            instant(
+                &column("t", "timestamp without time zone", Kind::Timestamp),
+                at
+            ),
+            "2026-03-11 00:00:00"
+        );
+        assert_eq!(
+            instant(
+                &column("z", "timestamp with time zone", Kind::TimestampTz),
+                at
+            ),
+            "2026-03-11T00:00:00+13:00"
+        );
+    }
 }
