@@ -1514,4 +1514,16 @@ async fn a_column_shows_only_on_rows_a_grant_covering_it_reaches() {
     assert_eq!(list.data()[1]["secret"], Value::Null);
     assert_eq!(list.data()[1]["owner_id"], Value::Null);
     assert!(!list.body.to_string().contains("their secret"));
+    // Filtering on a hidden value finds nothing: it compares as null there.
+    let probe = encode(&json!({ "secret": { "eq": "their secret" } }).to_string());
+    let probed = app
+        .get(&format!("/api/data/app/notes?filter={probe}"), &session)
+        .await;
+    assert_eq!(probed.data(), &json!([]), "{:?}", probed.body);
+    let hidden = encode(&json!({ "secret": { "isNull": true } }).to_string());
+    let nulls = app
+        .get(&format!("/api/data/app/notes?filter={hidden}"), &session)
+        .await;
+    assert_eq!(nulls.data().as_array().unwrap().len(), 1);
+    assert_eq!(nulls.data()[0]["title"], "theirs");
 }

@@ -32,8 +32,11 @@ pub enum Predicate<'a> {
     All(Vec<Predicate<'a>>),
     /// Some part holds (false when empty).
     Any(Vec<Predicate<'a>>),
-    /// A filter of the language.
+    /// A grant's filter, on the stored values.
     Filter(&'a Filter),
+    /// The caller's own filter: a column masked on a row (see [`Output`])
+    /// compares as null there, so filtering reveals no hidden value.
+    Own(&'a Filter),
     /// The primary key equals these values (text, cast to each column's type).
     Key(Vec<(&'a Column, &'a str)>),
 }
@@ -63,7 +66,11 @@ pub struct ListQuery<'a> {
     /// Rows.
     pub predicate: Predicate<'a>,
     /// Sort keys, descending when true; the key is appended for a stable order.
+    /// Masked columns sort by their masked value.
     pub sort: Vec<(&'a Column, bool)>,
+    /// Every readable column that is hidden on some rows, with its mask; the
+    /// caller's filter and sort read these columns through it.
+    pub masks: Vec<Output<'a>>,
     /// Page size.
     pub limit: u32,
     /// Rows skipped.

@@ -270,8 +270,18 @@ impl DataService {
                     .transpose()?;
                 Read::List(ListQuery {
                     select: select(&table, &access, params.select.as_deref())?,
-                    predicate: scoped(filter.as_ref().map(Predicate::Filter), &access, None),
+                    predicate: scoped(filter.as_ref().map(Predicate::Own), &access, None),
                     sort: sort(&table, &access, params.sort.as_deref())?,
+                    masks: table
+                        .columns
+                        .iter()
+                        .filter_map(|column| {
+                            access.column_filters(&column.name).map(|mask| Output {
+                                column,
+                                mask: Some(mask),
+                            })
+                        })
+                        .collect(),
                     limit: number(
                         params.limit.as_deref(),
                         "limit",

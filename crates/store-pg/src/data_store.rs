@@ -208,6 +208,8 @@ struct Sql<'a> {
     table: &'a Table,
     context: &'a Context,
     rel: Rel<'a>,
+    /// Masked columns, for the caller's own filter and sort.
+    masks: &'a [Output<'a>],
 }
 
 impl Sql<'_> {
@@ -231,7 +233,8 @@ impl Sql<'_> {
         match predicate {
             Predicate::All(parts) => self.join(parts.iter().map(|p| self.predicate(p)), true),
             Predicate::Any(parts) => self.join(parts.iter().map(|p| self.predicate(p)), false),
-            Predicate::Filter(filter) => self.filter(filter),
+            Predicate::Filter(filter) => self.filter(filter, false),
+            Predicate::Own(filter) => self.filter(filter, true),
             Predicate::Key(pairs) => self.join(
                 pairs
                     .iter()
@@ -255,25 +258,34 @@ impl Sql<'_> {
         }
     }
 
-    fn filter(&self, filter: &Filter) -> Expr {
+    /// A filter; `masked` reads columns through their masks (the caller's own filter).
+    fn filter(&self, filter: &Filter, masked: bool) -> Expr {
         match filter {
-            Filter::And(items) => self.join(items.iter().map(|f| self.filter(f)), true),
-            Filter::Or(items) => self.join(items.iter().map(|f| self.filter(f)), false),
-            Filter::Not(inner) => self.filter(inner).not(),
+            Filter::And(items) => self.join(items.iter().map(|f| self.filter(f, masked)), true),
+            Filter::Or(items) => self.join(items.iter().map(|f| self.filter(f, masked)), false),
+            Filter::Not(inner) => self.filter(inner, masked).not(),
             Filter::Condition {
                 column,
                 op,
                 operand,
             } => match self.table.column(column) {
-                Some(column) => self.condition(column, *op, operand),
+                Some(column) if masked => self.condition(self.shown(column), column, *op, operand),
+                Some(column) => self.condition(self.col(column), column, *op, operand),
                 // A grant naming a column dropped since matches nothing.
                 None => Expr::cust("FALSE"),
             },
         }
     }
 
-    fn condition(&self, column: &Column, op: Op, operand: &Operand) -> Expr {
-        let col = self.col(column);
+    /// A column as the caller sees it: masked on rows its grants do not show it.
+    fn shown(&self, column: &Column) -> Expr {
+        match self.masks.iter().find(|m| m.column.name == column.name) {
+            Some(mask) => self.output(mask),
+            None => self.col(column),
+        }
+    }
+
+    fn condition(&self, col: Expr, column: &Column, op: Op, operand: &Operand) -> Expr {
         if let Operand::Period(name) = operand {
             let period = Period::resolve(name, self.context.now, self.context.zone);
             if period.is_span() {
@@ -360,7 +372,7 @@ impl Sql<'_> {
         match &output.mask {
             None => self.col(output.column),
             Some(filters) => Expr::case(
-                self.join(filters.iter().map(|f| self.filter(f)), false),
+                self.join(filters.iter().map(|f| self.filter(f, false)), false),
                 self.col(output.column),
             )
             .into(),
@@ -442,6 +454,7 @@ pub(crate) fn write_sql(
         table,
         context,
         rel: Rel::Table(table),
+        masks: &[],
     };
     let record_type = format!("NULL::{}.{}", quoted(&table.schema), quoted(&table.name));
     let all_columns = || table.columns.iter().map(|c| Alias::new(&c.name));
@@ -511,6 +524,7 @@ pub(crate) fn write_sql(
         table,
         context,
         rel: Rel::Alias("w"),
+        masks: &[],
     };
     let event = &write.audit;
     let keys = table
@@ -561,7 +575,7 @@ pub(crate) fn write_sql(
     if let Some(filters) = &write.check {
         rows.and_where(Expr::cust_with_exprs(
             "svc.permit($1)",
-            [written.join(filters.iter().map(|f| written.filter(f)), false)],
+            [written.join(filters.iter().map(|f| written.filter(f, false)), false)],
         ));
     }
     let with = WithClause::new()
@@ -591,6 +605,7 @@ pub(crate) fn list_sql(
         table,
         context,
         rel: Rel::Alias("r"),
+        masks: &query.masks,
     };
     let condition = sql.predicate(&query.predicate);
     let mut rows = sql.outputs(&query.select);
@@ -600,7 +615,7 @@ pub(crate) fn list_sql(
         .offset(query.offset);
     for (column, descending) in &query.sort {
         rows.order_by_expr(
-            sql.col(column),
+            sql.shown(column),
             if *descending { Order::Desc } else { Order::Asc },
         );
     }
@@ -644,6 +659,7 @@ pub(crate) fn one_sql(
         table,
         context,
         rel: Rel::Alias("r"),
+        masks: &[],
     };
     let mut rows = sql.outputs(select);
     rows.from_as(table_ref(table), Alias::new("r"))
@@ -799,8 +815,9 @@ mod tests {
                 .iter()
                 .map(|column| Output { column, mask: None })
                 .collect(),
-            predicate: Predicate::Filter(&filter),
+            predicate: Predicate::Own(&filter),
             sort: vec![(&table.columns[2], true)],
+            masks: Vec::new(),
             limit: 10,
             offset: 0,
             count: true,
