@@ -2,9 +2,10 @@
 //! action on a resource, and the rows and columns they reach.
 
 use kernel::filter::Filter;
+use serde_json::Value;
 use uuid::Uuid;
 
-use crate::{Action, Denied, Grant, Principal};
+use crate::{Action, Denied, Principal};
 
 /// A resource grant in the shape the Data API evaluates: its filter parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,19 +21,23 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// The evaluable form of a stored grant; `None` for workflow grants or a
-    /// stored filter that no longer parses (it then covers nothing).
-    pub fn from_grant(grant: &Grant) -> Option<Self> {
-        grant.resource_id?;
-        let filter = match &grant.filter {
+    /// The evaluable form of a stored resource grant; `None` when its stored
+    /// filter no longer parses (such a grant covers nothing).
+    pub fn new(
+        role_id: Uuid,
+        action: Action,
+        filter: Option<&Value>,
+        columns: Option<Vec<String>>,
+    ) -> Option<Self> {
+        let filter = match filter {
+            None | Some(Value::Null) => None,
             Some(value) => Some(Filter::parse(value, "filter").ok()?),
-            None => None,
         };
         Some(Self {
-            role_id: grant.role_id,
-            action: grant.action,
+            role_id,
+            action,
             filter,
-            columns: grant.columns.clone(),
+            columns,
         })
     }
 

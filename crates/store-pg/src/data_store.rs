@@ -168,17 +168,13 @@ fn table_of(row: &QueryResult) -> Result<Option<Table>, StoreError> {
     }))
 }
 
-/// A stored grant; one whose filter no longer parses covers nothing.
+/// A stored grant, as the catalog query lists it.
 fn scope_of(grant: &Value) -> Option<Scope> {
-    let filter = match grant.get("filter") {
-        None | Some(Value::Null) => None,
-        Some(f) => Some(Filter::parse(f, "filter").ok()?),
-    };
-    Some(Scope {
-        role_id: grant.get("roleId")?.as_str()?.parse().ok()?,
-        action: Action::parse(grant.get("action")?.as_str()?)?,
-        filter,
-        columns: match grant.get("columns") {
+    Scope::new(
+        grant.get("roleId")?.as_str()?.parse().ok()?,
+        Action::parse(grant.get("action")?.as_str()?)?,
+        grant.get("filter"),
+        match grant.get("columns") {
             Some(Value::Array(list)) => Some(
                 list.iter()
                     .filter_map(|c| c.as_str().map(str::to_owned))
@@ -186,7 +182,7 @@ fn scope_of(grant: &Value) -> Option<Scope> {
             ),
             _ => None,
         },
-    })
+    )
 }
 
 /// `"name"`, for the few places a name is spliced (a record type); names come from the catalog.
