@@ -327,6 +327,7 @@ async fn exposure_grants_and_keys_decide_the_status() {
         (post.status, post.code()),
         (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED")
     );
+    assert_eq!(post.headers["allow"], "GET");
     // Exposure and grants are decided before the body is read.
     let no_body = app
         .call(Method::PATCH, "/api/data/app/notes/1", Some(&reader), None)

@@ -108,7 +108,10 @@ pub enum DataError {
     NotFound,
     /// The table is not exposed for this method.
     #[error("this table is not exposed for this method")]
-    MethodNotAllowed,
+    MethodNotAllowed {
+        /// The methods it is exposed for.
+        allowed: Vec<String>,
+    },
     /// A CHECK constraint failed; the message is the column's check message.
     #[error("{0}")]
     Check(String),
@@ -125,7 +128,7 @@ impl ErrorCode for DataError {
             DataError::Auth(e) => e.code(),
             DataError::Denied(_) => Code::PermissionDenied,
             DataError::NotFound => Code::NotFound,
-            DataError::MethodNotAllowed => Code::MethodNotAllowed,
+            DataError::MethodNotAllowed { .. } => Code::MethodNotAllowed,
             DataError::Check(_) => Code::CheckViolation,
             DataError::Store(e) => e.code(),
         }
@@ -488,7 +491,9 @@ impl DataService {
         if table.exposes(method) {
             Ok(table)
         } else {
-            Err(DataError::MethodNotAllowed)
+            Err(DataError::MethodNotAllowed {
+                allowed: table.exposed_methods.clone(),
+            })
         }
     }
 

@@ -12,6 +12,8 @@ pub struct ApiError {
     code: Code,
     message: String,
     field: Option<String>,
+    /// The `Allow` header of a 405.
+    allow: Option<String>,
 }
 
 impl ApiError {
@@ -21,6 +23,7 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            allow: None,
         }
     }
 
@@ -30,7 +33,14 @@ impl ApiError {
             code,
             message: message.into(),
             field: Some(field.into()),
+            allow: None,
         }
+    }
+
+    /// Names the methods a resource answers (the `Allow` header of a 405).
+    pub fn with_allow(mut self, methods: String) -> Self {
+        self.allow = Some(methods);
+        self
     }
 
     /// 404 for an unknown path or id.
@@ -81,7 +91,11 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status_code()).json(self.envelope())
+        let mut response = HttpResponse::build(self.status_code());
+        if let Some(allow) = &self.allow {
+            response.insert_header((actix_web::http::header::ALLOW, allow.as_str()));
+        }
+        response.json(self.envelope())
     }
 }
 
@@ -97,6 +111,7 @@ impl<E: ErrorCode + std::fmt::Debug> From<E> for ApiError {
             code,
             message: err.message().into_owned(),
             field: err.field().map(str::to_owned),
+            allow: None,
         }
     }
 }

@@ -4,7 +4,7 @@
 use actix_web::http::header::ContentType;
 use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, web};
 use api_types::ErrorEnvelope;
-use data::{Caller as DataCaller, ListParams, ReadRequest};
+use data::{Caller as DataCaller, DataError, ListParams, ReadRequest};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -51,6 +51,19 @@ fn zone_header(req: &HttpRequest) -> Option<&str> {
     req.headers().get(ZONE_HEADER).and_then(|v| v.to_str().ok())
 }
 
+/// A Data API error as an answer; a 405 names the methods the table answers.
+fn data_error(err: DataError) -> ApiError {
+    let allow = match &err {
+        DataError::MethodNotAllowed { allowed } => Some(allowed.join(", ")),
+        _ => None,
+    };
+    let answer = ApiError::from(err);
+    match allow {
+        Some(methods) => answer.with_allow(methods),
+        None => answer,
+    }
+}
+
 fn json(status: actix_web::http::StatusCode, body: String) -> HttpResponse {
     HttpResponse::build(status)
         .insert_header(ContentType::json())
@@ -85,7 +98,8 @@ pub async fn list(
     let body = state
         .data
         .list(read_request(&bearer, &req), &schema, &table, &params)
-        .await?;
+        .await
+        .map_err(data_error)?;
     Ok(json(actix_web::http::StatusCode::OK, body))
 }
 
@@ -104,7 +118,8 @@ pub async fn get(
     let body = state
         .data
         .get(read_request(&bearer, &req), &schema, &table, &key)
-        .await?;
+        .await
+        .map_err(data_error)?;
     Ok(json(actix_web::http::StatusCode::OK, body))
 }
 
@@ -127,12 +142,14 @@ pub async fn create(
     state
         .data
         .check_method(&who.principal, &schema, &table, "POST")
-        .await?;
+        .await
+        .map_err(data_error)?;
     let body = body?;
     let body = state
         .data
         .create(caller(&who, &req), &schema, &table, &body.0)
-        .await?;
+        .await
+        .map_err(data_error)?;
     Ok(json(actix_web::http::StatusCode::CREATED, body))
 }
 
@@ -154,12 +171,14 @@ pub async fn update(
     state
         .data
         .check_method(&who.principal, &schema, &table, "PATCH")
-        .await?;
+        .await
+        .map_err(data_error)?;
     let body = body?;
     let body = state
         .data
         .update(caller(&who, &req), &schema, &table, &key, &body.0)
-        .await?;
+        .await
+        .map_err(data_error)?;
     Ok(json(actix_web::http::StatusCode::OK, body))
 }
 
@@ -178,7 +197,8 @@ pub async fn remove(
     state
         .data
         .delete(caller(&who, &req), &schema, &table, &key)
-        .await?;
+        .await
+        .map_err(data_error)?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -194,7 +214,8 @@ pub async fn other_method(
     state
         .data
         .check_method(&who.principal, schema, table, req.method().as_str())
-        .await?;
+        .await
+        .map_err(data_error)?;
     Err(ApiError::new(
         kernel::Code::MethodNotAllowed,
         "This table is not exposed for this method",
