@@ -268,6 +268,12 @@ async fn user_row_filters_isolate_users_with_sessions_and_tokens() {
     let entries = audit.data().as_array().unwrap();
     assert_eq!(entries.len(), 2, "{entries:?}");
     assert!(entries.iter().any(|e| e["actorType"] == "token"));
+    let bulk_entry = entries.iter().find(|e| e["actorType"] == "token").unwrap();
+    assert_eq!(bulk_entry["target"], format!("resource:{resource}"));
+    assert_eq!(
+        bulk_entry["details"],
+        json!({ "schema": "app", "table": "notes", "count": 2, "keys": [[bob_note], [bob_note + 1]] })
+    );
     assert!(
         entries
             .iter()

@@ -607,8 +607,8 @@ impl AuthService {
         Ok(self.store.settings().await?.public_view())
     }
 
-    /// The settings in force, for other services.
-    pub async fn current_settings(&self) -> Result<Settings, AuthError> {
+    /// The settings in force, for other services (shared, not copied).
+    pub async fn current_settings(&self) -> Result<Arc<Settings>, AuthError> {
         Ok(self.store.settings().await?)
     }
 
@@ -619,7 +619,7 @@ impl AuthService {
         body: &Map<String, Value>,
         ip: Option<String>,
     ) -> Result<Map<String, Value>, AuthError> {
-        let mut settings = self.store.settings().await?;
+        let mut settings = Settings::clone(&*self.store.settings().await?);
         let patch = SettingsPatch::parse(body, &settings)?;
         if patch.needs_session() && !caller.is_session() {
             return Err(AuthError::PermissionDenied(

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use audit::AuditEvent;
 use chrono::{DateTime, Utc};
@@ -11,8 +13,8 @@ use crate::model::*;
 /// something takes its audit event and writes both in one transaction.
 #[async_trait]
 pub trait AuthStore: Send + Sync + 'static {
-    /// The settings in force.
-    async fn settings(&self) -> Result<Settings, StoreError>;
+    /// The settings in force (shared: implementations cache them).
+    async fn settings(&self) -> Result<Arc<Settings>, StoreError>;
     /// Stores validated setting values.
     async fn save_settings(
         &self,

@@ -166,9 +166,9 @@ fn like_pattern(search: &str) -> String {
     format!("%{escaped}%")
 }
 
-impl PgStore {
-    /// The runtime settings, from the cache when it holds them.
-    pub(crate) async fn current_settings(&self) -> Result<Arc<Settings>, StoreError> {
+#[async_trait]
+impl AuthStore for PgStore {
+    async fn settings(&self) -> Result<Arc<Settings>, StoreError> {
         if let Some(cached) = self.settings.get() {
             return Ok(cached);
         }
@@ -182,13 +182,6 @@ impl PgStore {
         let settings = Arc::new(Settings::from_stored(stored));
         self.settings.put(settings.clone(), generation);
         Ok(settings)
-    }
-}
-
-#[async_trait]
-impl AuthStore for PgStore {
-    async fn settings(&self) -> Result<Settings, StoreError> {
-        Ok(self.current_settings().await?.as_ref().clone())
     }
 
     async fn save_settings(

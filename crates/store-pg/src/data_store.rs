@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use auth::{CredentialLookup, CredentialRecord};
+use auth::{AuthStore, CredentialLookup, CredentialRecord};
 use data::{
     Change, Column, Context, DataStore, Kind, ListQuery, Output, Predicate, Read, Table, Write,
     service_columns, user_column,
@@ -693,11 +693,7 @@ impl DataStore for PgStore {
     }
 
     async fn system_timezone(&self) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .current_settings()
-            .await?
-            .system_timezone()
-            .map(str::to_owned))
+        Ok(self.settings().await?.system_timezone().map(str::to_owned))
     }
 
     async fn read(
