@@ -21,6 +21,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0006_service_table_guards",
         include_str!("../sql/0006_service_table_guards.sql"),
     ),
+    (
+        "m0007_rate_limits",
+        include_str!("../sql/0007_rate_limits.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -16,6 +16,7 @@ mod data;
 mod envelope;
 mod grants;
 mod login;
+mod login_limits;
 mod openapi;
 mod schema;
 mod sessions;

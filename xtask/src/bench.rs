@@ -13,6 +13,8 @@ use crate::{Result, cargo, ensure_tool, pg, run};
 const CONNECTIONS: &str = "16";
 const THREADS: &str = "2";
 const DURATION: &str = "10s";
+/// The sign-in storm's length.
+const STORM_DURATION: &str = "20s";
 /// The Data API runs are longer, as the issue asks.
 const DATA_DURATION: &str = "20s";
 /// Rows loaded for the Data API benchmark.
@@ -25,8 +27,11 @@ pub fn suite(name: Option<&str>) -> Result {
     match name {
         Some("auth") => auth(),
         Some("data") => data(),
+        Some("peer") => peer_only(),
         None => auth().and_then(|()| data()),
-        Some(other) => Err(format!("unknown benchmark `{other}` (known: auth, data)")),
+        Some(other) => Err(format!(
+            "unknown benchmark `{other}` (known: auth, data, peer)"
+        )),
     }
 }
 
@@ -105,18 +110,32 @@ fn wrk(
     duration: &str,
     script: Option<&Path>,
 ) -> Result<Measured> {
+    wrk_with(port, path, bearer, duration, script, THREADS, CONNECTIONS)
+}
+
+/// [`wrk`] with `threads` and `connections` of its own; no bearer when empty.
+fn wrk_with(
+    port: u16,
+    path: &str,
+    bearer: &str,
+    duration: &str,
+    script: Option<&Path>,
+    threads: &str,
+    connections: &str,
+) -> Result<Measured> {
     let mut command = Command::new("wrk");
-    command
-        .args([
-            "-t",
-            THREADS,
-            "-c",
-            CONNECTIONS,
-            "-d",
-            duration,
-            "--latency",
-        ])
-        .args(["-H", &format!("Authorization: Bearer {bearer}")]);
+    command.args([
+        "-t",
+        threads,
+        "-c",
+        connections,
+        "-d",
+        duration,
+        "--latency",
+    ]);
+    if !bearer.is_empty() {
+        command.args(["-H", &format!("Authorization: Bearer {bearer}")]);
+    }
     if let Some(script) = script {
         command.arg("-s").arg(script);
     }
@@ -196,7 +215,12 @@ fn print_row(name: &str, (rps, p50, p99, non_2xx): &Measured) {
 
 fn auth() -> Result {
     let server_url = pg::ensure()?;
-    let (_server, port) = start_server(&format!("{server_url}/tessera_bench"))?;
+    let (server, port) = start_server(&format!("{server_url}/tessera_bench"))?;
+    std::thread::sleep(Duration::from_secs(2));
+    println!(
+        "\nRSS MB idle after start: {:.1} (target <= 30)",
+        memory_mb(server.0.id(), "VmRSS:")
+    );
     let session = login(port, ADMIN_EMAIL, ADMIN_PASSWORD)?;
     let api_token = token(port, &session, "API")?;
     let admin_token = token(port, &session, "ADMIN")?;
@@ -222,6 +246,102 @@ fn auth() -> Result {
     for (name, path, bearer) in scenarios {
         print_row(name, &wrk(port, path, bearer, DURATION, None)?);
     }
+    storm(&server, port, &session)
+}
+
+/// `VmRSS` or `VmHWM` (the peak) of process `pid`, in MB.
+fn memory_mb(pid: u32, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// The sign-in storm: 16 connections signing in for 20 s (right and wrong
+/// passwords alternating, the rate limit off), while 4 connections call
+/// `GET /api/auth/me`; the server's resident memory before, at the peak and after.
+fn storm(server: &Server, port: u16, session: &str) -> Result {
+    let (status, body) = request(
+        port,
+        "PATCH",
+        "/admin/api/settings",
+        Some(session),
+        Some(r#"{"data":{"auth.login_rate_limit_per_minute":0,"auth.lockout_threshold":1000}}"#),
+    )?;
+    if status != 200 {
+        return Err(format!("settings: {status} {body}"));
+    }
+    let pid = server.0.id();
+    let dir = std::env::temp_dir().join(format!("tessera-storm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let script = dir.join("login.lua");
+    std::fs::write(
+        &script,
+        format!(
+            "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n\
+             local n = 0\nrequest = function()\n  n = n + 1\n  local pw = (n % 2 == 0) and \"{ADMIN_PASSWORD}\" or \"wrong-password\"\n  \
+             return wrk.format(nil, nil, nil, '{{\"email\":\"{ADMIN_EMAIL}\",\"password\":\"' .. pw .. '\"}}')\nend\n"
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_secs(3));
+    let before = memory_mb(pid, "VmRSS:");
+    let storm = wrk_with(
+        port,
+        "/api/auth/login",
+        "",
+        STORM_DURATION,
+        Some(&script),
+        THREADS,
+        CONNECTIONS,
+    )?;
+    let me_session = session.to_owned();
+    let me = std::thread::spawn(move || {
+        wrk_with(
+            port,
+            "/api/auth/me",
+            &me_session,
+            STORM_DURATION,
+            None,
+            "1",
+            "1",
+        )
+    });
+    let beside = wrk_with(
+        port,
+        "/api/auth/login",
+        "",
+        STORM_DURATION,
+        Some(&script),
+        THREADS,
+        CONNECTIONS,
+    )?;
+    let me = me.join().map_err(|_| "the /me load failed".to_owned())??;
+    let peak = memory_mb(pid, "VmHWM:");
+    std::thread::sleep(Duration::from_secs(5));
+    let after = memory_mb(pid, "VmRSS:");
+    println!(
+        "\nsign-in storm: wrk -t{THREADS} -c{CONNECTIONS} -d{STORM_DURATION} POST /api/auth/login (right and wrong passwords: half answer 401)"
+    );
+    print_row("POST /api/auth/login, storm alone", &storm);
+    print_row(
+        "POST /api/auth/login, storm again, with one client calling /me",
+        &beside,
+    );
+    print_row(
+        "GET /api/auth/me, session, one connection, during the storm",
+        &me,
+    );
+    println!(
+        "RSS MB: before {before:.1}, peak {peak:.1}, 5 s after {after:.1} (targets: idle <= 30, peak <= 100, after < 60)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -276,18 +396,30 @@ fn pgbench(database: &str, script: &Path, seconds: &str) -> Result<f64> {
         ))
 }
 
-/// The Data API under a `$USER` row filter, against pgbench running the same SELECT.
-fn data() -> Result {
+/// A release server on a new database `name`: the server, its port, the
+/// database URL and an administrator's session.
+fn fresh_server(name: &str) -> Result<(Server, u16, String, String)> {
     let server_url = pg::ensure()?;
     ensure_tool("pgbench", &["postgresql-contrib"])?;
-    let maintenance = format!("{server_url}/postgres");
     psql(
-        &maintenance,
-        "DROP DATABASE IF EXISTS tessera_bench_data WITH (FORCE)",
+        &format!("{server_url}/postgres"),
+        &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
     )?;
-    let database = format!("{server_url}/tessera_bench_data");
-    let (_server, port) = start_server(&database)?;
+    let database = format!("{server_url}/{name}");
+    let (server, port) = start_server(&database)?;
     let admin = login(port, ADMIN_EMAIL, ADMIN_PASSWORD)?;
+    Ok((server, port, database, admin))
+}
+
+/// Only the peer workload, on a database of its own.
+fn peer_only() -> Result {
+    let (_server, port, database, admin) = fresh_server("tessera_bench_peer")?;
+    peer(&database, port, &admin)
+}
+
+/// The Data API under a `$USER` row filter, against pgbench running the same SELECT.
+fn data() -> Result {
+    let (_server, port, database, admin) = fresh_server("tessera_bench_data")?;
 
     let table = post(
         port,
@@ -428,6 +560,177 @@ fn data() -> Result {
         "list route / pgbench: {:.0}% (target: 50% or more)",
         rps / tps * 100.0
     );
+    let _ = std::fs::remove_dir_all(&dir);
+    peer(&database, port, &admin)
+}
+
+/// The peer workload's table and rows (`../shared/bench/peer_items.sql`).
+const PEER_ITEMS: &str = include_str!("../bench/peer_items.sql");
+/// The plain SELECT of the same rows, as pgbench runs it.
+const PEER_SELECT: &str = include_str!("../bench/pgbench_items_owner7.sql");
+/// The peer workload's request.
+const PEER_PATH: &str = "/api/data/public/bench_items?filter=%7B%22owner_id%22%3A%7B%22eq%22%3A7%7D%7D&sort=id&limit=100";
+
+/// Builds and starts the floor server of `../shared/bench/floor-server` (or
+/// `TESSERA_FLOOR_DIR`) on `database`, when it is there.
+fn start_floor(database: &str) -> Result<Option<(Server, u16)>> {
+    let dir = std::env::var("TESSERA_FLOOR_DIR").unwrap_or_else(|_| {
+        format!(
+            "{}/../../shared/bench/floor-server",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    });
+    let manifest = Path::new(&dir).join("Cargo.toml");
+    if !manifest.exists() {
+        println!("no floor server at {dir}: the floor is not measured");
+        return Ok(None);
+    }
+    let target = std::env::temp_dir().join("tessera-floor-target");
+    run(cargo()
+        .args(["build", "-q", "--release", "--manifest-path"])
+        .arg(&manifest)
+        .env("CARGO_TARGET_DIR", &target))?;
+    let port = free_port()?;
+    let child = Command::new(target.join("release/floor-server"))
+        .args([database, &format!("127.0.0.1:{port}"), "8"])
+        .spawn()
+        .map_err(|e| format!("starting the floor server: {e}"))?;
+    let floor = Server(child);
+    for _ in 0..50 {
+        if request(port, "GET", "/rust?owner=7", None, None).is_ok_and(|(s, _)| s == 200) {
+            return Ok(Some((floor, port)));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err("the floor server did not answer".into())
+}
+
+/// Requests per second of a measurement.
+fn rps(measured: &Measured) -> f64 {
+    measured.0.parse().unwrap_or(0.0)
+}
+
+/// The peer workload of `../shared/bench/`: 100 rows of owner 7 by a
+/// non-administrator whose read grant filters on that owner, in variants A
+/// (owner index) and B (+ (owner_id, id)), against pgbench's plain SELECT and
+/// the floor server, alternating in one run.
+fn peer(database: &str, port: u16, admin: &str) -> Result {
+    run(Command::new("psql").args([
+        "-X",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        database,
+        "-c",
+        PEER_ITEMS,
+    ]))?;
+    let resource = post(
+        port,
+        "/admin/api/resources",
+        admin,
+        r#"{"schema":"public","table":"bench_items"}"#,
+    )?;
+    let resource = json_string(&resource, "id").ok_or(format!("no resource: {resource}"))?;
+    let (status, body) = request(
+        port,
+        "PATCH",
+        &format!("/admin/api/resources/{resource}"),
+        Some(admin),
+        Some(r#"{"data":{"exposedMethods":["GET"]}}"#),
+    )?;
+    if status != 200 {
+        return Err(format!("expose: {status} {body}"));
+    }
+    let role = post(
+        port,
+        "/admin/api/roles",
+        admin,
+        r#"{"name":"Peer","apiAccess":true}"#,
+    )?;
+    let role = json_string(&role, "id").ok_or("no role id")?;
+    post(
+        port,
+        "/admin/api/grants",
+        admin,
+        &format!(
+            r#"{{"roleId":"{role}","resourceId":"{resource}","action":"read","filter":{{"owner_id":{{"eq":7}}}}}}"#
+        ),
+    )?;
+    post(
+        port,
+        "/admin/api/users",
+        admin,
+        &format!(
+            r#"{{"email":"peer@example.com","password":"{ADMIN_PASSWORD}","roleIds":["{role}"]}}"#
+        ),
+    )?;
+    let session = login(port, "peer@example.com", ADMIN_PASSWORD)?;
+    let token = token(port, &session, "API")?;
+    let (status, body) = request(port, "GET", PEER_PATH, Some(&token), None)?;
+    if status != 200 || body.matches("\"owner_id\":7").count() != 100 {
+        return Err(format!("the peer request: {status} {body}"));
+    }
+    let dir = std::env::temp_dir().join(format!("tessera-peer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let script = dir.join("owner7.sql");
+    std::fs::write(&script, PEER_SELECT).map_err(|e| e.to_string())?;
+    let floor = start_floor(database)?;
+    let seconds = DATA_DURATION.trim_end_matches('s');
+    println!(
+        "\npeer workload (../shared/bench): {PEER_PATH}, API token, read grant filtered on owner_id = 7"
+    );
+    println!(
+        "wrk -t{THREADS} -c{CONNECTIONS} -d{DATA_DURATION}; pgbench -M prepared -c{CONNECTIONS} -j{THREADS}; two alternating rounds each"
+    );
+    for variant in ["A", "B"] {
+        if variant == "B" {
+            psql(
+                database,
+                "CREATE INDEX IF NOT EXISTS bench_items_owner_id_id_idx ON bench_items (owner_id, id); ANALYZE bench_items",
+            )?;
+        }
+        wrk(port, PEER_PATH, &token, "3s", None)?;
+        if let Some((_, floor_port)) = &floor {
+            wrk_with(
+                *floor_port,
+                "/rust?owner=7",
+                "",
+                "3s",
+                None,
+                THREADS,
+                CONNECTIONS,
+            )?;
+        }
+        let (mut tessera, mut plain, mut minimal) = (0.0, 0.0, 0.0);
+        for _ in 0..2 {
+            tessera += rps(&wrk(port, PEER_PATH, &token, DATA_DURATION, None)?);
+            if let Some((_, floor_port)) = &floor {
+                minimal += rps(&wrk_with(
+                    *floor_port,
+                    "/rust?owner=7",
+                    "",
+                    DATA_DURATION,
+                    None,
+                    THREADS,
+                    CONNECTIONS,
+                )?);
+            }
+            plain += pgbench(database, &script, seconds)?;
+        }
+        let (tessera, plain, minimal) = (tessera / 2.0, plain / 2.0, minimal / 2.0);
+        print!(
+            "variant {variant}: Tessera {tessera:.0} req/s, pgbench {plain:.0} tps: {:.0}% of the plain SELECT",
+            tessera / plain * 100.0
+        );
+        if minimal > 0.0 {
+            print!(
+                "; floor (rows to JSON in Rust) {minimal:.0} req/s: Tessera at {:.0}% of the floor",
+                tessera / minimal * 100.0
+            );
+        }
+        println!();
+    }
+    println!("targets: variant A >= 50% of the plain SELECT; variant B >= 90% of the floor");
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

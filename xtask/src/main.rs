@@ -30,7 +30,9 @@ fn main() -> ExitCode {
         Some("lint") => lint(),
         Some("db-up") => pg::ensure().map(|url| println!("PostgreSQL ready at {url}")),
         Some("bench") => bench::suite(args.get(1).map(String::as_str)),
-        _ => Err("usage: cargo xtask <dev | test | lint | db-up | bench [auth | data]>".into()),
+        _ => Err(
+            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | peer]>".into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

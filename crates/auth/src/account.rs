@@ -12,8 +12,8 @@ use uuid::Uuid;
 
 use crate::email::{self, EmailKind};
 use crate::model::{Invitation, NewOneTimeToken, TokenMail, User};
-use crate::secret::{self, verify_password};
-use crate::service::{hash_new_password, optional_name, target};
+use crate::secret;
+use crate::service::{optional_name, target};
 use crate::{AuthError, AuthService, CreateUser};
 
 /// Longest one-time token accepted before lookup.
@@ -183,7 +183,7 @@ impl AuthService {
     ) -> Result<(), AuthError> {
         let hash = token_hash(token)?;
         let settings = self.store.settings().await?;
-        let password_hash = hash_new_password(password, &settings).await?;
+        let password_hash = self.hash_new_password(password, &settings).await?;
         let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.password_reset", None, ip);
         self.store
             .redeem_reset(&hash, password_hash, self.now(), event)
@@ -212,11 +212,11 @@ impl AuthService {
         };
         let settings = self.store.settings().await?;
         let new = NewPassword::parse(new, "newPassword", settings.password_min_length())?;
-        if !verify_password(current.to_owned(), Some(stored)).await {
+        if !self.hasher.verify(current.to_owned(), Some(stored)).await? {
             return Err(AuthError::InvalidCurrentPassword);
         }
         let changes = crate::UserChanges {
-            password_hash: Some(secret::hash_password(new.expose().to_owned()).await?),
+            password_hash: Some(self.hasher.hash(new.expose().to_owned()).await?),
             ..crate::UserChanges::default()
         };
         let event = AuditEvent::new(
@@ -307,7 +307,7 @@ impl AuthService {
     ) -> Result<(), AuthError> {
         let hash = token_hash(token)?;
         let settings = self.store.settings().await?;
-        let password_hash = hash_new_password(password, &settings).await?;
+        let password_hash = self.hash_new_password(password, &settings).await?;
         let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.invitation_accepted", None, ip);
         self.store
             .redeem_invitation(&hash, password_hash, self.now(), event)

@@ -39,6 +39,15 @@ pub enum AuthError {
     /// Password hashing failed.
     #[error("password hashing failed: {0}")]
     Hashing(String),
+    /// Every password hashing slot and queue place is taken; retry shortly.
+    #[error("The service is busy; retry shortly")]
+    Busy,
+    /// Too many sign-in attempts from this source; retry after the seconds given.
+    #[error("Too many sign-in attempts; retry later")]
+    RateLimited {
+        /// Seconds until an attempt would be counted again.
+        retry_after: u64,
+    },
 }
 
 impl ErrorCode for AuthError {
@@ -55,6 +64,8 @@ impl ErrorCode for AuthError {
             AuthError::Invalid(e) => e.code(),
             AuthError::Store(e) => e.code(),
             AuthError::Hashing(_) => Code::Internal,
+            AuthError::Busy => Code::Unavailable,
+            AuthError::RateLimited { .. } => Code::RateLimitExceeded,
         }
     }
 
@@ -71,6 +82,14 @@ impl ErrorCode for AuthError {
         match self {
             AuthError::Invalid(e) => e.field(),
             AuthError::Store(e) => e.field(),
+            _ => None,
+        }
+    }
+
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            AuthError::Busy => Some(1),
+            AuthError::RateLimited { retry_after } => Some(*retry_after),
             _ => None,
         }
     }

@@ -5,6 +5,7 @@
 mod account;
 pub mod email;
 mod error;
+mod hasher;
 mod model;
 pub mod secret;
 mod service;
@@ -12,6 +13,7 @@ mod store;
 
 pub use account::InviteRequest;
 pub use error::AuthError;
+pub use hasher::HashPool;
 pub use model::*;
 pub use service::{AuthService, ChangeUser, CreateUser, MAX_TOKEN_DAYS, TokenRequest};
 pub use store::AuthStore;

@@ -1,15 +1,10 @@
-//! Secrets: random bearer strings stored as SHA-256, and argon2id password
-//! hashes computed on the blocking pool so async workers never stall.
+//! Secrets: random bearer strings stored as SHA-256 (password hashes are
+//! the [`crate::HashPool`]'s).
 
-use std::sync::OnceLock;
-
-use argon2::{Argon2, PasswordHasher, PasswordVerifier};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
-
-use crate::AuthError;
 
 /// Prefix of every personal access token.
 pub const TOKEN_PREFIX: &str = "svc_";
@@ -51,47 +46,6 @@ pub fn hash_secret(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
 
-/// Hashes a password with argon2id on the blocking pool.
-pub async fn hash_password(password: String) -> Result<String, AuthError> {
-    tokio::task::spawn_blocking(move || {
-        Argon2::default()
-            .hash_password(password.as_bytes())
-            .map(|h| h.to_string())
-            .map_err(|e| AuthError::Hashing(e.to_string()))
-    })
-    .await
-    .map_err(|e| AuthError::Hashing(e.to_string()))?
-}
-
-/// A hash of no one's password, verified against when an account has none,
-/// so that every sign-in attempt costs the same.
-fn dummy_hash() -> &'static str {
-    static DUMMY: OnceLock<String> = OnceLock::new();
-    DUMMY.get_or_init(|| {
-        Argon2::default()
-            .hash_password(random_string().as_bytes())
-            .map(|h| h.to_string())
-            .unwrap_or_default()
-    })
-}
-
-/// Verifies a password on the blocking pool. With no stored hash it still
-/// does the same work against a dummy hash, then answers false.
-pub async fn verify_password(password: String, stored: Option<String>) -> bool {
-    tokio::task::spawn_blocking(move || {
-        let (hash, real) = match &stored {
-            Some(h) => (h.as_str(), true),
-            None => (dummy_hash(), false),
-        };
-        let ok = Argon2::default()
-            .verify_password(password.as_bytes(), hash)
-            .is_ok();
-        ok && real
-    })
-    .await
-    .unwrap_or(false)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,14 +60,5 @@ mod tests {
         assert!(a.len() >= 4 + 43);
         assert!(!is_api_token(&new_session_token()));
         assert_ne!(hash_secret(&a), hash_secret(&b));
-    }
-
-    #[tokio::test]
-    async fn passwords() {
-        let hash = hash_password("correct horse".into()).await.unwrap();
-        assert!(hash.starts_with("$argon2id$"));
-        assert!(verify_password("correct horse".into(), Some(hash.clone())).await);
-        assert!(!verify_password("wrong".into(), Some(hash)).await);
-        assert!(!verify_password("anything".into(), None).await);
     }
 }

@@ -10,8 +10,8 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::model::*;
-use crate::secret::{self, hash_password, verify_password};
-use crate::{AuthError, AuthStore};
+use crate::secret;
+use crate::{AuthError, AuthStore, HashPool};
 
 /// Longest token lifetime, in days.
 pub const MAX_TOKEN_DAYS: i64 = 3650;
@@ -25,6 +25,8 @@ pub struct AuthService {
     pub(crate) clock: Arc<dyn Clock>,
     /// Base of links in emails when `auth.email_links_base_url` is not set.
     pub(crate) public_url: String,
+    /// Where passwords are hashed and verified, with bounded memory.
+    pub(crate) hasher: HashPool,
 }
 
 /// Input of a token creation, before validation.
@@ -84,15 +86,6 @@ fn ttl(hours: f64) -> Duration {
     Duration::milliseconds((hours * 3_600_000.0).round() as i64)
 }
 
-/// Checks a new password against the settings and hashes it.
-pub(crate) async fn hash_new_password(
-    password: &str,
-    settings: &Settings,
-) -> Result<String, AuthError> {
-    let password = NewPassword::parse(password, "password", settings.password_min_length())?;
-    hash_password(password.expose().to_owned()).await
-}
-
 pub(crate) fn optional_name(raw: Option<&str>) -> Result<Option<String>, FieldError> {
     match raw.map(str::trim) {
         None | Some("") => Ok(None),
@@ -113,7 +106,23 @@ impl AuthService {
             store,
             clock,
             public_url: public_url.trim_end_matches('/').to_owned(),
+            hasher: HashPool::per_core(),
         }
+    }
+
+    /// The pool that hashes passwords (its peak concurrency is observable).
+    pub fn hash_pool(&self) -> &HashPool {
+        &self.hasher
+    }
+
+    /// Checks a new password against the settings and hashes it.
+    pub(crate) async fn hash_new_password(
+        &self,
+        password: &str,
+        settings: &Settings,
+    ) -> Result<String, AuthError> {
+        let password = NewPassword::parse(password, "password", settings.password_min_length())?;
+        self.hasher.hash(password.expose().to_owned()).await
     }
 
     pub(crate) fn now(&self) -> DateTime<Utc> {
@@ -168,13 +177,20 @@ impl AuthService {
         origin: Origin,
     ) -> Result<(String, User), AuthError> {
         let settings = self.store.settings().await?;
+        let limit = settings.login_rate_limit_per_minute();
+        if limit > 0 {
+            let source = format!("login:{}", origin.ip.as_deref().unwrap_or("unknown"));
+            if let Some(retry_after) = self.store.take_attempt(&source, limit).await? {
+                return Err(AuthError::RateLimited { retry_after });
+            }
+        }
         let candidate = if email.len() <= kernel::validate::EMAIL_MAX {
             self.store.login_candidate(email.trim()).await?
         } else {
             None
         };
         let stored_hash = candidate.as_ref().and_then(|c| c.password_hash.clone());
-        let password_ok = verify_password(password.to_owned(), stored_hash).await;
+        let password_ok = self.hasher.verify(password.to_owned(), stored_hash).await?;
         let now = self.now();
         let failed = |user_id: Option<Uuid>, reason: &'static str| {
             let actor = user_id.map_or(Actor::UNKNOWN_USER, Actor::user);
@@ -469,7 +485,7 @@ impl AuthService {
         let name = optional_name(input.name.as_deref())?;
         let timezone = optional_zone(input.timezone.as_deref())?;
         let password_hash = match input.password {
-            Some(p) => Some(hash_new_password(&p, settings).await?),
+            Some(p) => Some(self.hash_new_password(&p, settings).await?),
             None => None,
         };
         Ok(NewUser {
@@ -510,7 +526,7 @@ impl AuthService {
     ) -> Result<User, AuthError> {
         let settings = self.store.settings().await?;
         let password_hash = match input.password {
-            Some(p) => Some(hash_new_password(&p, &settings).await?),
+            Some(p) => Some(self.hash_new_password(&p, &settings).await?),
             None => None,
         };
         let mut changed: Vec<&str> = Vec::new();

@@ -33,6 +33,10 @@ pub trait AuthStore: Send + Sync + 'static {
     ) -> Result<Option<CredentialRecord>, StoreError>;
     /// The account behind an email, compared case-insensitively.
     async fn login_candidate(&self, email: &str) -> Result<Option<LoginCandidate>, StoreError>;
+    /// Takes one attempt of `key` in a sliding 60 s window holding at most
+    /// `limit` attempts, atomically for every instance. `Some(seconds)` when
+    /// the window is full (the attempt is not counted): when to retry.
+    async fn take_attempt(&self, key: &str, limit: u32) -> Result<Option<u64>, StoreError>;
     /// Counts a failed sign-in (when the account exists) and locks it until
     /// `lock_until` when given, resetting the counter.
     async fn record_login_failure(

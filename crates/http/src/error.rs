@@ -14,6 +14,8 @@ pub struct ApiError {
     field: Option<String>,
     /// The `Allow` header of a 405.
     allow: Option<String>,
+    /// The `Retry-After` header (seconds) of a 429 or 503.
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -24,6 +26,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             allow: None,
+            retry_after: None,
         }
     }
 
@@ -34,6 +37,7 @@ impl ApiError {
             message: message.into(),
             field: Some(field.into()),
             allow: None,
+            retry_after: None,
         }
     }
 
@@ -95,6 +99,9 @@ impl ResponseError for ApiError {
         if let Some(allow) = &self.allow {
             response.insert_header((actix_web::http::header::ALLOW, allow.as_str()));
         }
+        if let Some(seconds) = self.retry_after {
+            response.insert_header((actix_web::http::header::RETRY_AFTER, seconds));
+        }
         response.json(self.envelope())
     }
 }
@@ -112,6 +119,27 @@ impl<E: ErrorCode + std::fmt::Debug> From<E> for ApiError {
             message: err.message().into_owned(),
             field: err.field().map(str::to_owned),
             allow: None,
+            retry_after: err.retry_after(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::http::header::RETRY_AFTER;
+
+    use super::*;
+
+    #[test]
+    fn refusals_to_retry_carry_retry_after() {
+        let busy = ApiError::from(auth::AuthError::Busy).error_response();
+        assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.headers().get(RETRY_AFTER).unwrap(), "1");
+        let limited =
+            ApiError::from(auth::AuthError::RateLimited { retry_after: 42 }).error_response();
+        assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(limited.headers().get(RETRY_AFTER).unwrap(), "42");
+        let denied = ApiError::from(auth::AuthError::InvalidCredentials).error_response();
+        assert!(!denied.headers().contains_key(RETRY_AFTER));
     }
 }

@@ -107,6 +107,11 @@ pub trait ErrorCode {
     fn field(&self) -> Option<&str> {
         None
     }
+
+    /// Seconds after which a retry may succeed (the `Retry-After` header).
+    fn retry_after(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A validation failure of one input field.

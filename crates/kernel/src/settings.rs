@@ -51,6 +51,13 @@ const KEYS: &[Key] = &[
             max: 525_600,
         },
     ),
+    key(
+        "auth.login_rate_limit_per_minute",
+        Rule::Int {
+            min: 0,
+            max: 10_000,
+        },
+    ),
     key("auth.email_links_base_url", Rule::OptionalUrl),
     key("auth.oauth", Rule::OAuth),
     key("auth.redirect_allow_list", Rule::Origins),
@@ -122,6 +129,7 @@ fn default_of(name: &str) -> Value {
         "auth.password_min_length" => json!(8),
         "auth.lockout_threshold" => json!(10),
         "auth.lockout_minutes" => json!(15),
+        "auth.login_rate_limit_per_minute" => json!(60),
         "auth.oauth" => {
             let provider = json!({ "enabled": false, "clientId": null, "clientSecret": null,
                 "issuer": null, "authorizeUrl": null, "tokenUrl": null, "userinfoUrl": null });
@@ -378,6 +386,11 @@ impl Settings {
     /// Failed sign-ins in a row that lock an account.
     pub fn lockout_threshold(&self) -> i32 {
         i32::try_from(self.int("auth.lockout_threshold")).unwrap_or(10)
+    }
+
+    /// Sign-in attempts one source address may make in any 60 s; 0 is no limit.
+    pub fn login_rate_limit_per_minute(&self) -> u32 {
+        u32::try_from(self.int("auth.login_rate_limit_per_minute")).unwrap_or(60)
     }
 
     /// How long a lock lasts, in minutes.

@@ -84,6 +84,10 @@ impl ErrorCode for StoreError {
         }
     }
 
+    fn retry_after(&self) -> Option<u64> {
+        matches!(self, StoreError::Unavailable(_)).then_some(1)
+    }
+
     fn field(&self) -> Option<&str> {
         match self {
             StoreError::Conflict { field, .. } => *field,

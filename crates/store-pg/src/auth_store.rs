@@ -47,6 +47,23 @@ macro_rules! credential_sql {
 const SESSION_CREDENTIAL_SQL: &str = credential_sql!("svc.sessions", "NULL::text");
 const TOKEN_CREDENTIAL_SQL: &str = credential_sql!("svc.api_tokens", "c.plane");
 
+/// Takes an attempt of `$1` when fewer than `$2` were taken in the last 60 s
+/// (the row lock of `ON CONFLICT` makes it atomic), clears up to 100 windows
+/// that ended, and answers whether it was taken and, if not, the seconds until
+/// the oldest attempt leaves the window.
+const TAKE_ATTEMPT_SQL: &str = "WITH taken AS ( \
+        INSERT INTO svc.rate_limits AS l (key, hits, last_at) VALUES ($1, ARRAY[now()], now()) \
+        ON CONFLICT (key) DO UPDATE \
+        SET hits = ARRAY(SELECT h FROM unnest(l.hits) h WHERE h > now() - interval '60 seconds') || now(), last_at = now() \
+        WHERE (SELECT count(*) FROM unnest(l.hits) h WHERE h > now() - interval '60 seconds') < $2 \
+        RETURNING 1), \
+    ended AS ( \
+        DELETE FROM svc.rate_limits WHERE key IN (SELECT key FROM svc.rate_limits \
+            WHERE last_at < now() - interval '60 seconds' AND key <> $1 LIMIT 100 FOR UPDATE SKIP LOCKED)) \
+    SELECT EXISTS (SELECT 1 FROM taken) AS taken, \
+        coalesce((SELECT ceil(extract(epoch FROM min(h) + interval '60 seconds' - now()))::bigint \
+            FROM svc.rate_limits l, unnest(l.hits) h WHERE l.key = $1 AND h > now() - interval '60 seconds'), 1) AS retry_after";
+
 /// The credential resolver's query for `kind`; its one parameter `$1` is the secret's hash.
 pub(crate) fn credential_sql(kind: CredentialKind) -> &'static str {
     match kind {
@@ -238,6 +255,21 @@ impl AuthStore for PgStore {
             .await
             .map_err(map_err)?;
         row.as_ref().map(credential_record).transpose()
+    }
+
+    async fn take_attempt(&self, key: &str, limit: u32) -> Result<Option<u64>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                TAKE_ATTEMPT_SQL,
+                [key.into(), i64::from(limit).into()],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("the attempt statement answered no row".into()))?;
+        let taken: bool = row.try_get("", "taken").map_err(map_err)?;
+        let retry_after: i64 = row.try_get("", "retry_after").map_err(map_err)?;
+        Ok((!taken).then(|| Ord::max(u64::try_from(retry_after).unwrap_or(1), 1)))
     }
 
     async fn login_candidate(&self, email: &str) -> Result<Option<LoginCandidate>, StoreError> {

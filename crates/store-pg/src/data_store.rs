@@ -4,6 +4,7 @@
 //! produced by PostgreSQL.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -18,7 +19,7 @@ use permissions::zone::Period;
 use permissions::{Action, Scope};
 use sea_orm::sea_query::{
     Alias, CommonTableExpression, Cond, Expr, ExprTrait, Func, Order, PostgresQueryBuilder, Query,
-    SelectStatement, WithClause,
+    QueryBuilder, SelectStatement, SqlWriterValues, WithClause,
 };
 use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, TransactionTrait};
 use serde_json::Value;
@@ -592,6 +593,9 @@ pub(crate) fn write_sql(
 }
 
 /// The SQL of a list read: the page and, when asked, the total, in one statement.
+/// `LIMIT` and `OFFSET` are written as numbers (checked integers, not input
+/// text): bound, they keep PostgreSQL from costing a reusable plan, so it
+/// plans the statement afresh on every execution.
 pub(crate) fn list_sql(
     table: &Table,
     query: &ListQuery<'_>,
@@ -606,42 +610,34 @@ pub(crate) fn list_sql(
     let condition = sql.predicate(&query.predicate);
     let mut rows = sql.outputs(&query.select);
     rows.from_as(table_ref(table), Alias::new("r"))
-        .and_where(condition.clone())
-        .limit(u64::from(query.limit))
-        .offset(query.offset);
+        .and_where(condition.clone());
     for (column, descending) in &query.sort {
         rows.order_by_expr(
             sql.shown(column),
             if *descending { Order::Desc } else { Order::Asc },
         );
     }
-    let total = if query.count {
+    let (limit, offset) = (query.limit, query.offset);
+    let mut out = SqlWriterValues::new("$", true);
+    // Writing to a string cannot fail.
+    let _ = write!(
+        out,
+        "SELECT json_build_object('data', coalesce(json_agg(\"x\"), '[]'::json), 'meta', json_build_object('limit', {limit}, 'offset', {offset}"
+    );
+    if query.count {
         let count = Query::select()
             .expr(Expr::cust("count(*)"))
             .from_as(table_ref(table), Alias::new("r"))
             .and_where(condition)
             .to_owned();
-        Expr::cust_with_exprs(
-            ", 'total', $1",
-            [Expr::SubQuery(None, Box::new(count.into()))],
-        )
-    } else {
-        Expr::cust("")
-    };
-    let body = Expr::cust_with_exprs(
-        "json_build_object('data', coalesce(json_agg(\"x\"), '[]'::json), 'meta', json_build_object('limit', $1, 'offset', $2 $3))::text",
-        [
-            Expr::val(i64::from(query.limit)),
-            Expr::val(query.offset as i64),
-            total,
-        ],
-    );
-    build(
-        &Query::select()
-            .expr_as(body, Alias::new("body"))
-            .from_subquery(rows, Alias::new("x"))
-            .to_owned(),
-    )
+        let _ = out.write_str(", 'total', (");
+        PostgresQueryBuilder.prepare_select_statement(&count, &mut out);
+        let _ = out.write_str(")");
+    }
+    let _ = out.write_str("))::text AS \"body\" FROM (");
+    PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
+    let _ = write!(out, " LIMIT {limit} OFFSET {offset}) AS \"x\"");
+    out.into_parts()
 }
 
 /// The SQL of a single-row read.

@@ -56,6 +56,8 @@ pub async fn connect(url: &str, options: PoolOptions) -> Result<DatabaseConnecti
         .min_connections(1)
         .acquire_timeout(options.acquire_timeout)
         .connect_timeout(options.acquire_timeout)
+        // A ping only for connections idle a while, not a round trip per query.
+        .test_before_acquire_if_idle_for(Duration::from_secs(30))
         .sqlx_logging(false);
     Database::connect(connect).await
 }
