@@ -15,17 +15,17 @@ fn binary() -> std::path::PathBuf {
         .join("tessera")
 }
 
-#[tokio::test]
-async fn sigterm_lets_in_flight_requests_finish() {
-    let db = testkit::TestDatabase::create().await;
+/// `tessera serve` on `database_url` and a free port, with the bootstrap
+/// administrator; answers the process and its base address once it is ready.
+async fn serve(database_url: &str) -> (tokio::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let mut child = tokio::process::Command::new(binary())
+    let child = tokio::process::Command::new(binary())
         .arg("serve")
-        .env("TESSERA_DATABASE_URL", &db.url)
+        .env("TESSERA_DATABASE_URL", database_url)
         .env("TESSERA_BIND", format!("127.0.0.1:{port}"))
         .env("TESSERA_BOOTSTRAP_ADMIN_EMAIL", "boot@example.com")
         .env("TESSERA_BOOTSTRAP_ADMIN_PASSWORD", "boot-password-1")
@@ -36,7 +36,6 @@ async fn sigterm_lets_in_flight_requests_finish() {
         .expect("the tessera binary is built (cargo build -p tessera)");
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");
-    let mut up = false;
     for _ in 0..100 {
         if client
             .get(format!("{base}/readyz"))
@@ -44,12 +43,18 @@ async fn sigterm_lets_in_flight_requests_finish() {
             .await
             .is_ok_and(|r| r.status() == StatusCode::OK)
         {
-            up = true;
-            break;
+            return (child, base);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(up, "server did not come up");
+    panic!("server did not come up");
+}
+
+#[tokio::test]
+async fn sigterm_lets_in_flight_requests_finish() {
+    let db = testkit::TestDatabase::create().await;
+    let (mut child, base) = serve(&db.url).await;
+    let client = reqwest::Client::new();
 
     // Sign-ins cost an argon2 verification each: start several, then SIGTERM.
     let requests: Vec<_> = (0..6)
@@ -204,4 +209,33 @@ async fn admin_create_makes_or_resets_an_administrator() {
         Some(StatusCode::OK),
         "served from tessera.toml and signed in with the reset password"
     );
+}
+
+#[tokio::test]
+async fn two_processes_share_one_sign_in_window() {
+    let db = testkit::TestDatabase::create().await;
+    db.sql(
+        "INSERT INTO svc.settings (key, value) VALUES ('auth.login_rate_limit_per_minute', '3') \
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value RETURNING key",
+    )
+    .await;
+    let (_first, a) = serve(&db.url).await;
+    let (_second, b) = serve(&db.url).await;
+    let client = reqwest::Client::new();
+    let sign_in = |base: &str| {
+        client
+            .post(format!("{base}/api/auth/login"))
+            .json(&json!({ "email": "boot@example.com", "password": "boot-password-1" }))
+            .send()
+    };
+    // Three attempts, spread over both processes, fill the window.
+    for base in [&a, &b, &a] {
+        assert_eq!(sign_in(base).await.unwrap().status(), StatusCode::OK);
+    }
+    for base in [&b, &a] {
+        let refused = sign_in(base).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(refused.headers().contains_key("retry-after"));
+    }
+    db.destroy().await;
 }

@@ -292,15 +292,18 @@ fn storm(server: &Server, port: u16, session: &str) -> Result {
     .map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_secs(3));
     let before = memory_mb(pid, "VmRSS:");
-    let storm = wrk_with(
-        port,
-        "/api/auth/login",
-        "",
-        STORM_DURATION,
-        Some(&script),
-        THREADS,
-        CONNECTIONS,
-    )?;
+    let login_storm = || {
+        wrk_with(
+            port,
+            "/api/auth/login",
+            "",
+            STORM_DURATION,
+            Some(&script),
+            THREADS,
+            CONNECTIONS,
+        )
+    };
+    let storm = login_storm()?;
     let me_session = session.to_owned();
     let me = std::thread::spawn(move || {
         wrk_with(
@@ -313,15 +316,7 @@ fn storm(server: &Server, port: u16, session: &str) -> Result {
             "1",
         )
     });
-    let beside = wrk_with(
-        port,
-        "/api/auth/login",
-        "",
-        STORM_DURATION,
-        Some(&script),
-        THREADS,
-        CONNECTIONS,
-    )?;
+    let beside = login_storm()?;
     let me = me.join().map_err(|_| "the /me load failed".to_owned())??;
     let peak = memory_mb(pid, "VmHWM:");
     std::thread::sleep(Duration::from_secs(5));
@@ -363,6 +358,22 @@ fn post(port: u16, path: &str, bearer: &str, data: &str) -> Result<String> {
         Ok(body)
     } else {
         Err(format!("POST {path}: {status} {body}"))
+    }
+}
+
+/// Exposes resource `id` for `methods` (a JSON array).
+fn expose(port: u16, admin: &str, id: &str, methods: &str) -> Result {
+    let (status, body) = request(
+        port,
+        "PATCH",
+        &format!("/admin/api/resources/{id}"),
+        Some(admin),
+        Some(&format!(r#"{{"data":{{"exposedMethods":{methods}}}}}"#)),
+    )?;
+    if status == 200 {
+        Ok(())
+    } else {
+        Err(format!("expose: {status} {body}"))
     }
 }
 
@@ -432,16 +443,7 @@ fn data() -> Result {
         {"name":"created_at","dataType":"timestamptz","nullable":false,"default":"now()"}]}"#,
     )?;
     let resource = json_string(&table, "resourceId").ok_or(format!("no resource: {table}"))?;
-    let (status, body) = request(
-        port,
-        "PATCH",
-        &format!("/admin/api/resources/{resource}"),
-        Some(&admin),
-        Some(r#"{"data":{"exposedMethods":["GET","POST"]}}"#),
-    )?;
-    if status != 200 {
-        return Err(format!("expose: {status} {body}"));
-    }
+    expose(port, &admin, &resource, r#"["GET","POST"]"#)?;
     let role = post(
         port,
         "/admin/api/roles",
@@ -631,16 +633,7 @@ fn peer(database: &str, port: u16, admin: &str) -> Result {
         r#"{"schema":"public","table":"bench_items"}"#,
     )?;
     let resource = json_string(&resource, "id").ok_or(format!("no resource: {resource}"))?;
-    let (status, body) = request(
-        port,
-        "PATCH",
-        &format!("/admin/api/resources/{resource}"),
-        Some(admin),
-        Some(r#"{"data":{"exposedMethods":["GET"]}}"#),
-    )?;
-    if status != 200 {
-        return Err(format!("expose: {status} {body}"));
-    }
+    expose(port, admin, &resource, r#"["GET"]"#)?;
     let role = post(
         port,
         "/admin/api/roles",
