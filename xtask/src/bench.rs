@@ -576,12 +576,12 @@ const PEER_PATH: &str = "/api/data/public/bench_items?filter=%7B%22owner_id%22%3
 /// Builds and starts the floor server of `../shared/bench/floor-server` (or
 /// `TESSERA_FLOOR_DIR`) on `database`, when it is there.
 fn start_floor(database: &str) -> Result<Option<(Server, u16)>> {
-    let dir = std::env::var("TESSERA_FLOOR_DIR").unwrap_or_else(|_| {
-        format!(
-            "{}/../../shared/bench/floor-server",
-            env!("CARGO_MANIFEST_DIR")
-        )
-    });
+    // `cargo run` sets the manifest directory at run time; the compiled-in one
+    // may be another checkout sharing the build cache.
+    let xtask_dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    let dir = std::env::var("TESSERA_FLOOR_DIR")
+        .unwrap_or_else(|_| format!("{xtask_dir}/../../shared/bench/floor-server"));
     let manifest = Path::new(&dir).join("Cargo.toml");
     if !manifest.exists() {
         println!("no floor server at {dir}: the floor is not measured");
