@@ -189,3 +189,26 @@ async fn unknown_and_known_emails_take_the_same_time() {
         gap * 100.0
     );
 }
+
+#[tokio::test]
+async fn the_rate_limit_setting_defaults_to_60_and_takes_integers_from_0() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let settings = app.get("/admin/api/settings", &admin).await;
+    assert_eq!(settings.data()["auth.login_rate_limit_per_minute"], 60);
+    for wrong in [json!(-1), json!(1.5), json!("60"), json!(10_001)] {
+        let refused = app
+            .patch(
+                "/admin/api/settings",
+                &admin,
+                json!({ "data": { "auth.login_rate_limit_per_minute": wrong } }),
+            )
+            .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{wrong}");
+        assert_eq!(refused.code(), "INVALID_PAYLOAD");
+        assert_eq!(
+            refused.body["errors"][0]["field"],
+            "auth.login_rate_limit_per_minute"
+        );
+    }
+}

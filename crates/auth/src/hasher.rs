@@ -159,7 +159,10 @@ fn work(shared: &Shared) {
             }
             Job::Verify(password, stored, reply) => {
                 let real = stored.is_some();
-                let hash = stored.as_deref().unwrap_or_else(|| dummy_hash());
+                let hash = match stored.as_deref() {
+                    Some(hash) => hash,
+                    None => dummy_hash(&mut memory),
+                };
                 let ok = verify(&password, hash, &mut memory);
                 let _ = reply.send(ok && real);
             }
@@ -237,13 +240,14 @@ fn verify(password: &str, stored: &str, memory: &mut Vec<Block>) -> bool {
         && bool::from(out.ct_eq(expected.as_bytes()))
 }
 
-/// A hash of no one's password, verified against when an account has none.
-fn dummy_hash() -> &'static str {
+/// A hash of no one's password, verified against when an account has none;
+/// made once, in the calling thread's own block.
+fn dummy_hash(memory: &mut Vec<Block>) -> &'static str {
     static DUMMY: OnceLock<String> = OnceLock::new();
     DUMMY.get_or_init(|| {
         let mut password = [0u8; 32];
         rand::rng().fill_bytes(&mut password);
-        hash(&String::from_utf8_lossy(&password), &mut Vec::new()).unwrap_or_default()
+        hash(&String::from_utf8_lossy(&password), memory).unwrap_or_default()
     })
 }
 
