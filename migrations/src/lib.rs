@@ -25,6 +25,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0007_rate_limits",
         include_str!("../sql/0007_rate_limits.sql"),
     ),
+    (
+        "m0008_shared_state_versions",
+        include_str!("../sql/0008_shared_state_versions.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

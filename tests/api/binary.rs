@@ -18,6 +18,14 @@ fn binary() -> std::path::PathBuf {
 /// `tessera serve` on `database_url` and a free port, with the bootstrap
 /// administrator; answers the process and its base address once it is ready.
 async fn serve(database_url: &str) -> (tokio::process::Child, String) {
+    serve_with(database_url, &[]).await
+}
+
+/// [`serve`] with more environment variables.
+pub(crate) async fn serve_with(
+    database_url: &str,
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -29,6 +37,7 @@ async fn serve(database_url: &str) -> (tokio::process::Child, String) {
         .env("TESSERA_BIND", format!("127.0.0.1:{port}"))
         .env("TESSERA_BOOTSTRAP_ADMIN_EMAIL", "boot@example.com")
         .env("TESSERA_BOOTSTRAP_ADMIN_PASSWORD", "boot-password-1")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use testkit::{TestApp, spawn_app, spawn_app_with_clock};
 
 /// Creates `schema.name` with `columns` and answers its resource id.
-async fn create_table(
+pub(crate) async fn create_table(
     app: &TestApp,
     admin: &str,
     schema: &str,
@@ -25,7 +25,7 @@ async fn create_table(
     answer.data()["resourceId"].as_str().unwrap().to_owned()
 }
 
-async fn expose(app: &TestApp, admin: &str, resource: &str, methods: &[&str]) {
+pub(crate) async fn expose(app: &TestApp, admin: &str, resource: &str, methods: &[&str]) {
     let answer = app
         .patch(
             &format!("/admin/api/resources/{resource}"),
@@ -36,7 +36,7 @@ async fn expose(app: &TestApp, admin: &str, resource: &str, methods: &[&str]) {
     assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
 }
 
-async fn create_role(app: &TestApp, admin: &str, name: &str) -> String {
+pub(crate) async fn create_role(app: &TestApp, admin: &str, name: &str) -> String {
     let answer = app
         .post(
             "/admin/api/roles",
@@ -48,7 +48,8 @@ async fn create_role(app: &TestApp, admin: &str, name: &str) -> String {
     answer.data()["id"].as_str().unwrap().to_owned()
 }
 
-async fn grant(
+/// Grants `action` on `resource` to `role`; answers the grant's id.
+pub(crate) async fn grant(
     app: &TestApp,
     admin: &str,
     role: &str,
@@ -56,7 +57,7 @@ async fn grant(
     action: &str,
     filter: Value,
     columns: Value,
-) {
+) -> String {
     let mut data = json!({ "roleId": role, "resourceId": resource, "action": action });
     if !filter.is_null() {
         data["filter"] = filter;
@@ -68,10 +69,16 @@ async fn grant(
         .post("/admin/api/grants", admin, json!({ "data": data }))
         .await;
     assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
+    answer.data()["id"].as_str().unwrap().to_owned()
 }
 
 /// A user in `role`, signed in; answers (id, session).
-async fn member(app: &TestApp, admin: &str, email: &str, role: &str) -> (String, String) {
+pub(crate) async fn member(
+    app: &TestApp,
+    admin: &str,
+    email: &str,
+    role: &str,
+) -> (String, String) {
     let id = app
         .create_user(
             admin,
@@ -93,7 +100,7 @@ fn ids(answer: &testkit::Answer) -> Vec<i64> {
         .collect()
 }
 
-fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 

@@ -15,6 +15,7 @@ mod browser;
 mod data;
 mod envelope;
 mod grants;
+mod instances;
 mod login;
 mod login_limits;
 mod openapi;

@@ -55,6 +55,11 @@ pub struct Overrides {
     /// Tracing filter, such as `info` or `tessera=debug`.
     #[arg(long, env = "TESSERA_LOG")]
     pub log: Option<String>,
+    /// Drop cached state as soon as another instance announces a change
+    /// (LISTEN/NOTIFY; default true). Off, behind a pooler that cannot
+    /// LISTEN: cached state is still checked on every request.
+    #[arg(long, env = "TESSERA_LISTEN_FOR_CHANGES")]
+    pub listen_for_changes: Option<bool>,
 }
 
 impl Overrides {
@@ -72,6 +77,7 @@ impl Overrides {
             smtp_url: self.smtp_url.or(other.smtp_url),
             smtp_from: self.smtp_from.or(other.smtp_from),
             log: self.log.or(other.log),
+            listen_for_changes: self.listen_for_changes.or(other.listen_for_changes),
         }
     }
 }
@@ -99,6 +105,8 @@ pub struct Config {
     pub mail_poll: std::time::Duration,
     /// Tracing filter.
     pub log: String,
+    /// Whether caches are dropped on change notifications (they are checked by version regardless).
+    pub listen_for_changes: bool,
 }
 
 impl Config {
@@ -154,6 +162,7 @@ impl Config {
             smtp_from: o.smtp_from.unwrap_or_else(|| DEFAULT_SMTP_FROM.to_owned()),
             mail_poll: DEFAULT_MAIL_POLL,
             log: o.log.unwrap_or_else(|| DEFAULT_LOG.to_owned()),
+            listen_for_changes: o.listen_for_changes.unwrap_or(true),
         })
     }
 
@@ -170,6 +179,7 @@ impl Config {
             smtp_from: DEFAULT_SMTP_FROM.to_owned(),
             mail_poll: DEFAULT_MAIL_POLL,
             log: DEFAULT_LOG.to_owned(),
+            listen_for_changes: true,
         }
     }
 }

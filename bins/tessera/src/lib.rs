@@ -45,7 +45,9 @@ impl Services {
             .context("cannot connect to the database")?;
         database::migrate(&db).await?;
         let store = PgStore::new(db);
-        store.watch_caches();
+        if config.listen_for_changes {
+            store.watch_caches();
+        }
         let auth = AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url);
         Ok(Self {
             data: data::DataService::new(Arc::new(store.clone()), clock.clone(), auth.clone()),

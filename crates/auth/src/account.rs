@@ -83,7 +83,7 @@ impl AuthService {
         name: Option<String>,
         ip: Option<String>,
     ) -> Result<User, AuthError> {
-        let settings = self.store.settings().await?;
+        let settings = self.heeded_settings().await?;
         if !settings.registration_enabled() {
             return Err(AuthError::PermissionDenied("Registration is closed"));
         }
@@ -161,7 +161,7 @@ impl AuthService {
         action: &'static str,
         ip: Option<String>,
     ) -> Result<(), AuthError> {
-        let settings = self.store.settings().await?;
+        let settings = self.heeded_settings().await?;
         let mail = self.token_mail(
             &settings,
             kind,
@@ -182,7 +182,7 @@ impl AuthService {
         ip: Option<String>,
     ) -> Result<(), AuthError> {
         let hash = token_hash(token)?;
-        let settings = self.store.settings().await?;
+        let settings = self.heeded_settings().await?;
         let password_hash = self.hash_new_password(password, &settings).await?;
         let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.password_reset", None, ip);
         self.store
@@ -306,7 +306,7 @@ impl AuthService {
         ip: Option<String>,
     ) -> Result<(), AuthError> {
         let hash = token_hash(token)?;
-        let settings = self.store.settings().await?;
+        let settings = self.heeded_settings().await?;
         let password_hash = self.hash_new_password(password, &settings).await?;
         let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.invitation_accepted", None, ip);
         self.store

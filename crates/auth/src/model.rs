@@ -1,8 +1,9 @@
 //! Records of the auth domain, independent of storage and wire formats.
 
 use chrono::{DateTime, Utc};
+use kernel::Versions;
 use kernel::validate::Email;
-use permissions::Plane;
+use permissions::{Plane, Principal};
 use uuid::Uuid;
 
 /// A role as seen from a user record.
@@ -113,6 +114,18 @@ pub struct CredentialRecord {
     pub admin: bool,
     /// The user's time zone preference.
     pub timezone: Option<String>,
+}
+
+/// A bearer credential resolved: who it stands for, as of which versions of
+/// the shared state, and until when.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The caller.
+    pub principal: Principal,
+    /// The shared state's versions read in the same round trip.
+    pub versions: Versions,
+    /// When the credential stops being valid.
+    pub expires_at: DateTime<Utc>,
 }
 
 /// A session to store.

@@ -132,14 +132,40 @@ impl AuthService {
     /// Resolves a bearer secret to the caller, reading the user's state and
     /// roles afresh (one database round trip).
     pub async fn authenticate(&self, bearer: &str) -> Result<Principal, AuthError> {
-        let lookup = CredentialLookup::of(bearer);
-        let record = self.store.credential(lookup.kind, &lookup.hash).await?;
-        self.principal(lookup.kind, record)
+        Ok(self.resolve(bearer).await?.principal)
     }
 
-    /// The caller a credential record (read by [`AuthStore::credential`] or in
-    /// the same statement as other work) stands for, or why it is refused.
-    pub fn principal(
+    /// [`AuthService::authenticate`], also answering the shared state's
+    /// versions read in the same round trip and the credential's end.
+    pub async fn resolve(&self, bearer: &str) -> Result<Resolved, AuthError> {
+        let lookup = CredentialLookup::of(bearer);
+        let (versions, record) = self.store.credential(lookup.kind, &lookup.hash).await?;
+        let expires_at = record.as_ref().map(|r| r.expires_at);
+        let principal = self.principal(lookup.kind, record)?;
+        Ok(Resolved {
+            principal,
+            versions,
+            expires_at: expires_at.unwrap_or_else(|| self.now()),
+        })
+    }
+
+    /// Lets the caches heed every change answered before this call, for a
+    /// request without a credential (whose resolution would do it): one small
+    /// round trip.
+    pub async fn heed_changes(&self) -> Result<(), AuthError> {
+        self.store.versions().await?;
+        Ok(())
+    }
+
+    /// The settings for a flow that resolves no credential (sign-in,
+    /// registration, reset, invitation), after heeding every change.
+    pub(crate) async fn heeded_settings(&self) -> Result<Arc<Settings>, AuthError> {
+        self.heed_changes().await?;
+        Ok(self.store.settings().await?)
+    }
+
+    /// The caller a credential record stands for, or why it is refused.
+    fn principal(
         &self,
         kind: CredentialKind,
         record: Option<CredentialRecord>,
@@ -176,7 +202,7 @@ impl AuthService {
         password: &str,
         origin: Origin,
     ) -> Result<(String, User), AuthError> {
-        let settings = self.store.settings().await?;
+        let settings = self.heeded_settings().await?;
         let limit = settings.login_rate_limit_per_minute();
         if limit > 0 {
             let source = format!("login:{}", origin.ip.as_deref().unwrap_or("unknown"));

@@ -3,8 +3,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use audit::AuditEvent;
 use chrono::{DateTime, Utc};
-use kernel::StoreError;
 use kernel::settings::{Settings, SettingsPatch};
+use kernel::{StoreError, Versions};
 use uuid::Uuid;
 
 use crate::model::*;
@@ -25,12 +25,18 @@ pub trait AuthStore: Send + Sync + 'static {
     /// Whether a role exists.
     async fn role_exists(&self, id: Uuid) -> Result<bool, StoreError>;
 
-    /// Looks a bearer secret's hash up, with its user's state and roles, in one round trip.
+    /// Looks a bearer secret's hash up, with its user's state and roles, in
+    /// one round trip that also reads (and lets the store's caches heed) the
+    /// shared state's current versions.
     async fn credential(
         &self,
         kind: CredentialKind,
         hash: &[u8; 32],
-    ) -> Result<Option<CredentialRecord>, StoreError>;
+    ) -> Result<(Versions, Option<CredentialRecord>), StoreError>;
+    /// Reads the shared state's current versions, so the store's caches heed
+    /// every change answered before: for a request that has no credential to
+    /// resolve.
+    async fn versions(&self) -> Result<Versions, StoreError>;
     /// The account behind an email, compared case-insensitively.
     async fn login_candidate(&self, email: &str) -> Result<Option<LoginCandidate>, StoreError>;
     /// Takes one attempt of `key` in a sliding 60 s window holding at most

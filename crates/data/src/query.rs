@@ -3,11 +3,10 @@
 
 use async_trait::async_trait;
 use audit::AuditEvent;
-use auth::{CredentialLookup, CredentialRecord};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use kernel::StoreError;
 use kernel::filter::Filter;
+use kernel::{StoreError, Versions};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -23,6 +22,10 @@ pub struct Context {
     pub now: DateTime<Utc>,
     /// The caller's zone, where days are cut.
     pub zone: Tz,
+    /// The shared state the request was planned on: the caller's
+    /// credential, the table and the settings. A read answers only while
+    /// they are current, else fails with [`StoreError::Stale`].
+    pub versions: Versions,
 }
 
 /// A row condition.
@@ -140,19 +143,17 @@ pub trait DataStore: Send + Sync + 'static {
     async fn table(&self, schema: &str, name: &str) -> Result<Option<Arc<Table>>, StoreError>;
     /// Every registered table (for the per-role OpenAPI document).
     async fn tables(&self) -> Result<Vec<Arc<Table>>, StoreError>;
-    /// The `system.timezone` setting.
-    async fn system_timezone(&self) -> Result<Option<String>, StoreError>;
-    /// Runs a read: the list answer (`{ data, meta }`) or one row, as JSON
-    /// text (`None`: no row). With `credential`, the credential is resolved
-    /// in the same statement and its record answered too, so identity and
-    /// data cost one round trip.
+    /// The `system.timezone` setting, with the settings version it was read at.
+    async fn system_timezone(&self) -> Result<(Option<String>, i64), StoreError>;
+    /// Runs a read in one statement: the list answer (`{ data, meta }`) or
+    /// one row, as JSON text (`None`: no row). The statement first checks
+    /// that `context.versions` are current ([`StoreError::Stale`] if not).
     async fn read(
         &self,
         table: &Table,
         read: &Read<'_>,
         context: &Context,
-        credential: Option<&CredentialLookup>,
-    ) -> Result<(Option<CredentialRecord>, Option<String>), StoreError>;
+    ) -> Result<Option<String>, StoreError>;
     /// Runs the writes in one transaction; answers, per write, the JSON array
     /// of the rows written (`None` when it matched no row).
     async fn write(

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use audit::AuditEvent;
-use auth::{AuthError, AuthService, CredentialLookup, CredentialRecord};
+use auth::{AuthError, AuthService, CredentialLookup, Resolved};
+use chrono::{DateTime, Utc};
 use kernel::filter::{Filter, Op, Operand};
-use kernel::{Clock, Code, ErrorCode, FieldError, StoreError};
+use kernel::{Clock, Code, ErrorCode, FieldError, StoreError, Versions};
 use permissions::{Access, Action, Denied, Plane, Principal, zone};
 use serde_json::{Map, Value, json};
 
@@ -39,23 +40,49 @@ enum Shape<'a> {
 /// Most credentials remembered; past it the memory starts afresh.
 const KNOWN_CALLERS_MAX: usize = 10_000;
 
-/// The caller each credential stood for at its last read, so the next read can
-/// be planned before the credential is resolved. Only a plan: every read still
-/// resolves the credential and compares.
+/// Reads planned again when the shared state changes under them, before
+/// answering 503.
+const STALE_RETRIES: usize = 3;
+
+/// A caller as its credential was last resolved.
+#[derive(Debug, Clone)]
+struct KnownCaller {
+    principal: Principal,
+    /// The auth version it was resolved at.
+    version: i64,
+    expires_at: DateTime<Utc>,
+}
+
+/// The caller each credential stood for when last resolved, so a read can be
+/// answered without resolving it again while its auth version is current
+/// (the read's own statement checks that).
 #[derive(Debug, Default)]
-struct KnownCallers(RwLock<HashMap<CredentialLookup, Principal>>);
+struct KnownCallers(RwLock<HashMap<CredentialLookup, KnownCaller>>);
 
 impl KnownCallers {
-    fn get(&self, lookup: &CredentialLookup) -> Option<Principal> {
-        self.0.read().ok()?.get(lookup).cloned()
+    /// The caller `lookup` stood for, unless its credential has expired since.
+    fn get(&self, lookup: &CredentialLookup, now: DateTime<Utc>) -> Option<KnownCaller> {
+        self.0
+            .read()
+            .ok()?
+            .get(lookup)
+            .filter(|known| known.expires_at > now)
+            .cloned()
     }
 
-    fn put(&self, lookup: CredentialLookup, caller: &Principal) {
+    fn put(&self, lookup: CredentialLookup, resolved: &Resolved) {
         if let Ok(mut known) = self.0.write() {
             if known.len() >= KNOWN_CALLERS_MAX {
                 known.clear();
             }
-            known.insert(lookup, caller.clone());
+            known.insert(
+                lookup,
+                KnownCaller {
+                    principal: resolved.principal.clone(),
+                    version: resolved.versions.auth,
+                    expires_at: resolved.expires_at,
+                },
+            );
         }
     }
 }
@@ -204,12 +231,12 @@ impl DataService {
         Ok(format!("{{\"data\":{row}}}"))
     }
 
-    /// Authenticates and reads. A credential seen before is resolved in the
-    /// same statement as the read, planned for the caller it stood for last
-    /// time: one round trip. The rows are answered only when the caller read
-    /// afresh is that same caller; otherwise (roles changed, credential
-    /// revoked, a refusal to explain) the read is decided anew from the
-    /// fresh identity, so nothing is ever answered on stale permissions.
+    /// Authenticates and reads. A credential resolved before is answered in
+    /// one round trip: the read's statement checks that the caller, the
+    /// table and the settings it was planned on are still current. When they
+    /// are not, or the cached plan refuses, the credential is resolved afresh
+    /// (which brings every cache up to date) and the read planned again, so
+    /// nothing is ever answered or refused on stale state.
     async fn read(
         &self,
         request: ReadRequest<'_>,
@@ -218,11 +245,11 @@ impl DataService {
         shape: Shape<'_>,
     ) -> Result<Option<String>, DataError> {
         let lookup = CredentialLookup::of(request.bearer);
-        if let Some(expected) = self.callers.get(&lookup)
-            && let Ok((record, body)) = self
+        if let Some(known) = self.callers.get(&lookup, self.clock.now())
+            && let Ok(body) = self
                 .read_as(
-                    &expected,
-                    Some(&lookup),
+                    &known.principal,
+                    known.version,
                     request.zone_header,
                     schema,
                     name,
@@ -230,37 +257,40 @@ impl DataService {
                 )
                 .await
         {
-            let caller = self.auth.principal(lookup.kind, record)?;
-            caller.authorize(Plane::Api, false)?;
-            if caller == expected {
-                return Ok(body);
-            }
-            self.callers.put(lookup, &caller);
-            return Ok(self
-                .read_as(&caller, None, request.zone_header, schema, name, &shape)
-                .await?
-                .1);
+            return Ok(body);
         }
-        let caller = self.auth.authenticate(request.bearer).await?;
-        caller.authorize(Plane::Api, false)?;
-        self.callers.put(lookup, &caller);
-        Ok(self
-            .read_as(&caller, None, request.zone_header, schema, name, &shape)
-            .await?
-            .1)
+        for _ in 0..STALE_RETRIES {
+            let resolved = self.auth.resolve(request.bearer).await?;
+            resolved.principal.authorize(Plane::Api, false)?;
+            self.callers.put(lookup, &resolved);
+            match self
+                .read_as(
+                    &resolved.principal,
+                    resolved.versions.auth,
+                    request.zone_header,
+                    schema,
+                    name,
+                    &shape,
+                )
+                .await
+            {
+                Err(DataError::Store(StoreError::Stale)) => continue,
+                answer => return answer,
+            }
+        }
+        Err(DataError::Store(StoreError::Stale))
     }
 
-    /// Plans and runs a read as `caller`; with `credential`, the credential's
-    /// record comes back from the same statement.
+    /// Plans and runs a read as `caller`, resolved at auth version `auth_version`.
     async fn read_as(
         &self,
         caller: &Principal,
-        credential: Option<&CredentialLookup>,
+        auth_version: i64,
         zone_header: Option<&str>,
         schema: &str,
         name: &str,
         shape: &Shape<'_>,
-    ) -> Result<(Option<CredentialRecord>, Option<String>), DataError> {
+    ) -> Result<Option<String>, DataError> {
         let table = self.open(schema, name, "GET").await?;
         let access = Access::evaluate(caller, &table.scopes, Action::Read)?;
         let filter;
@@ -305,9 +335,11 @@ impl DataService {
                 select: select(&table, &access, None)?,
             },
         };
-        let context = self.context(caller, zone_header).await?;
+        let mut context = self.context(caller, zone_header).await?;
+        context.versions.auth = auth_version;
+        context.versions.catalog = table.version;
         self.store
-            .read(&table, &read, &context, credential)
+            .read(&table, &read, &context)
             .await
             .map_err(read_error)
     }
@@ -502,18 +534,19 @@ impl DataService {
         caller: &Principal,
         zone_header: Option<&str>,
     ) -> Result<Context, DataError> {
-        let system = match caller.timezone {
-            Some(_) => None,
-            None => self
-                .store
-                .system_timezone()
-                .await
-                .map_err(DataError::Store)?,
-        };
+        let (system, settings_version) = self
+            .store
+            .system_timezone()
+            .await
+            .map_err(DataError::Store)?;
         Ok(Context {
             user_id: caller.user_id,
             now: self.clock.now(),
             zone: zone::caller_zone(caller.timezone.as_deref(), system.as_deref(), zone_header),
+            versions: Versions {
+                settings: settings_version,
+                ..Versions::default()
+            },
         })
     }
 

@@ -188,6 +188,8 @@ pub struct Table {
     pub check_messages: BTreeMap<String, String>,
     /// The grants on the resource.
     pub scopes: Vec<Scope>,
+    /// The catalog version (`kernel::Versions::catalog`) it was read at.
+    pub version: i64,
 }
 
 impl Table {

@@ -259,7 +259,7 @@ fn credential_required() -> ApiError {
 }
 
 /// The bearer secret of the Authorization header.
-fn bearer(req: &HttpRequest) -> Option<String> {
+pub(crate) fn bearer(req: &HttpRequest) -> Option<String> {
     let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, secret) = value.trim().split_once(' ')?;
     let secret = secret.trim();

@@ -97,6 +97,9 @@ enum AllowOrigin {
 /// origin is echoed with credentials allowed; `*` answers any origin, without
 /// credentials, only when literally listed. Preflights from other origins get
 /// 403; their other requests get no CORS headers, so browsers refuse them.
+/// The origins are read after the request's credential was resolved (which
+/// heeds every change answered by any instance), or, for a request without
+/// one and for a preflight, after heeding changes first.
 pub async fn cors(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -113,54 +116,58 @@ pub async fn cors(
             .map_into_boxed_body()
             .map_into_right_body());
     };
-    let allowed = match req.app_data::<actix_web::web::Data<crate::AppState>>() {
-        Some(state) => state
-            .auth
-            .current_settings()
-            .await
-            .ok()
-            .and_then(|settings| {
-                if settings.cors_origins().any(|o| o == origin) {
-                    HeaderValue::from_str(&origin).ok().map(AllowOrigin::Echo)
-                } else if settings.cors_origins().any(|o| o == "*") {
-                    Some(AllowOrigin::Any)
-                } else {
-                    None
-                }
-            }),
-        None => None,
-    };
+    let state = req
+        .app_data::<actix_web::web::Data<crate::AppState>>()
+        .cloned();
     let preflight = req.method() == actix_web::http::Method::OPTIONS
         && req
             .headers()
             .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
-    let Some(allowed) = allowed else {
-        if preflight {
+    if let Some(state) = &state
+        && (preflight || crate::extract::bearer(req.request()).is_none())
+    {
+        // Without a credential to resolve, nothing else would heed them; a
+        // failure leaves the handler to answer the database's state.
+        let _ = state.auth.heed_changes().await;
+    }
+    let allowed_for = |state: Option<actix_web::web::Data<crate::AppState>>| async move {
+        let settings = state?.auth.current_settings().await.ok()?;
+        if settings.cors_origins().any(|o| o == origin) {
+            HeaderValue::from_str(&origin).ok().map(AllowOrigin::Echo)
+        } else if settings.cors_origins().any(|o| o == "*") {
+            Some(AllowOrigin::Any)
+        } else {
+            None
+        }
+    };
+    let (mut res, allowed) = if preflight {
+        let Some(allowed) = allowed_for(state).await else {
             let (req, _) = req.into_parts();
             let res = HttpResponse::from_error(ApiError::new(
                 Code::PermissionDenied,
                 "This origin may not call the API",
             ));
             return Ok(ServiceResponse::new(req, res).map_into_left_body());
-        }
-        return Ok(next
-            .call(req)
-            .await?
-            .map_into_boxed_body()
-            .map_into_right_body());
-    };
-    let mut res = if preflight {
+        };
         let (req, _) = req.into_parts();
         let mut res = HttpResponse::NoContent();
         res.insert_header((header::ACCESS_CONTROL_ALLOW_METHODS, CORS_METHODS))
             .insert_header((header::ACCESS_CONTROL_ALLOW_HEADERS, CORS_HEADERS))
             .insert_header((header::ACCESS_CONTROL_MAX_AGE, "600"));
-        ServiceResponse::new(req, res.finish()).map_into_left_body()
+        (
+            ServiceResponse::new(req, res.finish()).map_into_left_body(),
+            allowed,
+        )
     } else {
-        next.call(req)
+        let res = next
+            .call(req)
             .await?
             .map_into_boxed_body()
-            .map_into_right_body()
+            .map_into_right_body();
+        match allowed_for(state).await {
+            Some(allowed) => (res, allowed),
+            None => return Ok(res),
+        }
     };
     let headers = res.headers_mut();
     match allowed {

@@ -8,8 +8,10 @@ pub mod id;
 pub mod settings;
 pub mod store;
 pub mod validate;
+pub mod versions;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Code, ErrorCode, ErrorKind, FieldError};
 pub use id::{ADMINISTRATORS_ROLE_ID, USERS_ROLE_ID, new_id};
 pub use store::StoreError;
+pub use versions::Versions;

@@ -39,6 +39,10 @@ pub enum StoreError {
     /// An input referenced something that does not exist (such as an unknown role id).
     #[error(transparent)]
     Invalid(#[from] FieldError),
+    /// State cached by this instance changed in the database while the
+    /// request was answered; the caller reloads and asks again.
+    #[error("the cached shared state is stale")]
+    Stale,
     /// The database cannot be reached.
     #[error("database unavailable: {0}")]
     Unavailable(String),
@@ -66,7 +70,7 @@ impl ErrorCode for StoreError {
             StoreError::NotNullViolation { .. } => Code::NotNullViolation,
             StoreError::Invalid(_) | StoreError::BadValue => Code::InvalidPayload,
             StoreError::RowDenied => Code::PermissionDenied,
-            StoreError::Unavailable(_) => Code::Unavailable,
+            StoreError::Unavailable(_) | StoreError::Stale => Code::Unavailable,
             StoreError::Internal(_) => Code::Internal,
         }
     }
@@ -80,12 +84,13 @@ impl ErrorCode for StoreError {
             StoreError::BadValue | StoreError::RowDenied => self.to_string().into(),
             StoreError::NotNullViolation { column } => format!("{column} is required").into(),
             StoreError::Unavailable(_) => "The database is unavailable; retry later".into(),
+            StoreError::Stale => "The service is busy with changes; retry later".into(),
             StoreError::Internal(_) => "Internal error".into(),
         }
     }
 
     fn retry_after(&self) -> Option<u64> {
-        matches!(self, StoreError::Unavailable(_)).then_some(1)
+        matches!(self, StoreError::Unavailable(_) | StoreError::Stale).then_some(1)
     }
 
     fn field(&self) -> Option<&str> {

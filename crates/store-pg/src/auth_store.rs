@@ -8,7 +8,7 @@ use auth::{
 };
 use chrono::{DateTime, Utc};
 use kernel::settings::{Settings, SettingsPatch};
-use kernel::{FieldError, StoreError};
+use kernel::{FieldError, StoreError, Versions};
 use permissions::Plane;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
@@ -21,7 +21,7 @@ use uuid::Uuid;
 use crate::entity::{api_token, role_member, session, setting, user};
 use crate::{
     PgStore, add_memberships, commit_with_audit, ensure_admin_remains, is_active_admin, map_err,
-    stmt, write_audit,
+    stmt, versions_of, write_audit,
 };
 
 /// Columns of a user with its roles and access flags; `{where}` and `{tail}` are filled per query.
@@ -31,16 +31,20 @@ const USER_SELECT: &str = "SELECT u.id, u.email, u.name, u.email_verified, u.act
      FROM svc.users u LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id";
 
 /// The credential resolver's query: credential, user state and roles in one round trip.
+/// The credential behind `$1` (a hash), beside the shared state's versions:
+/// always one row, whose credential columns are NULL when there is none.
 macro_rules! credential_sql {
     ($table:literal, $plane:literal) => {
         concat!(
+            "SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, k.* ",
+            "FROM svc.cache_version v LEFT JOIN LATERAL (",
             "SELECT c.id, c.user_id, c.expires_at, c.revoked_at IS NOT NULL AS revoked, ", $plane, " AS plane, ",
             "u.active, u.timezone, ",
             "coalesce(array_agg(r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS role_ids, ",
             "coalesce(bool_or(r.api_access), false) AS api_access, coalesce(bool_or(r.admin_access), false) AS admin ",
             "FROM ", $table, " c JOIN svc.users u ON u.id = c.user_id ",
             "LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id ",
-            "WHERE c.token_hash = $1 GROUP BY c.id, u.id"
+            "WHERE c.token_hash = $1 GROUP BY c.id, u.id) k ON true"
         )
     };
 }
@@ -65,18 +69,21 @@ const TAKE_ATTEMPT_SQL: &str = "WITH taken AS ( \
             FROM svc.rate_limits l, unnest(l.hits) h WHERE l.key = $1 AND h > now() - interval '60 seconds'), 1) AS retry_after";
 
 /// The credential resolver's query for `kind`; its one parameter `$1` is the secret's hash.
-pub(crate) fn credential_sql(kind: CredentialKind) -> &'static str {
+fn credential_sql(kind: CredentialKind) -> &'static str {
     match kind {
         CredentialKind::Session => SESSION_CREDENTIAL_SQL,
         CredentialKind::Token => TOKEN_CREDENTIAL_SQL,
     }
 }
 
-/// A row of the credential resolver's query.
-pub(crate) fn credential_record(row: &QueryResult) -> Result<CredentialRecord, StoreError> {
+/// The credential of a row of the credential resolver's query, if any.
+fn credential_record(row: &QueryResult) -> Result<Option<CredentialRecord>, StoreError> {
+    let Some(id) = row.try_get("", "id").map_err(map_err)? else {
+        return Ok(None);
+    };
     let plane: Option<String> = row.try_get("", "plane").map_err(map_err)?;
-    Ok(CredentialRecord {
-        id: row.try_get("", "id").map_err(map_err)?,
+    Ok(Some(CredentialRecord {
+        id,
         user_id: row.try_get("", "user_id").map_err(map_err)?,
         expires_at: row.try_get("", "expires_at").map_err(map_err)?,
         revoked: row.try_get("", "revoked").map_err(map_err)?,
@@ -86,7 +93,7 @@ pub(crate) fn credential_record(row: &QueryResult) -> Result<CredentialRecord, S
         api_access: row.try_get("", "api_access").map_err(map_err)?,
         admin: row.try_get("", "admin").map_err(map_err)?,
         timezone: row.try_get("", "timezone").map_err(map_err)?,
-    })
+    }))
 }
 
 fn user_from_row(row: &QueryResult) -> Result<User, StoreError> {
@@ -183,13 +190,14 @@ fn like_pattern(search: &str) -> String {
     format!("%{escaped}%")
 }
 
-#[async_trait]
-impl AuthStore for PgStore {
-    async fn settings(&self) -> Result<Arc<Settings>, StoreError> {
-        if let Some(cached) = self.settings.get() {
+impl PgStore {
+    /// The settings and the version they were read at, loaded again when a
+    /// round trip has seen a newer one.
+    pub(crate) async fn versioned_settings(&self) -> Result<(Arc<Settings>, i64), StoreError> {
+        if let Some(cached) = self.settings.get(self.seen.settings()) {
             return Ok(cached);
         }
-        let generation = self.settings.generation();
+        let version = self.read_versions().await?.settings;
         let rows = setting::Entity::find()
             .all(&self.db)
             .await
@@ -197,8 +205,15 @@ impl AuthStore for PgStore {
         let stored: Map<String, serde_json::Value> =
             rows.into_iter().map(|r| (r.key, r.value)).collect();
         let settings = Arc::new(Settings::from_stored(stored));
-        self.settings.put(settings.clone(), generation);
-        Ok(settings)
+        self.settings.put(settings.clone(), version);
+        Ok((settings, version))
+    }
+}
+
+#[async_trait]
+impl AuthStore for PgStore {
+    async fn settings(&self) -> Result<Arc<Settings>, StoreError> {
+        Ok(self.versioned_settings().await?.0)
     }
 
     async fn save_settings(
@@ -248,13 +263,20 @@ impl AuthStore for PgStore {
         &self,
         kind: CredentialKind,
         hash: &[u8; 32],
-    ) -> Result<Option<CredentialRecord>, StoreError> {
+    ) -> Result<(Versions, Option<CredentialRecord>), StoreError> {
         let row = self
             .db
             .query_one_raw(stmt(credential_sql(kind), [hash.to_vec().into()]))
             .await
-            .map_err(map_err)?;
-        row.as_ref().map(credential_record).transpose()
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
+        let versions = versions_of(&row, "v_")?;
+        self.seen.observe(versions);
+        Ok((versions, credential_record(&row)?))
+    }
+
+    async fn versions(&self) -> Result<Versions, StoreError> {
+        self.read_versions().await
     }
 
     async fn take_attempt(&self, key: &str, limit: u32) -> Result<Option<u64>, StoreError> {

@@ -1,12 +1,16 @@
-//! Values cached per instance and invalidated through LISTEN/NOTIFY, so a
-//! change made on any instance applies on the next request of every instance:
-//! the runtime settings, and the catalog of resources with their grants.
-//! While the listener is not connected, nothing is cached.
+//! State cached per instance and checked against the database: the runtime
+//! settings, and the catalog of resources with their grants. Each value keeps
+//! the version (`svc.cache_version`) it was read at; every request reads the
+//! current versions in a round trip it already makes (the credential's, or a
+//! probe when it has none), and a value older than what was read is loaded
+//! again before use, so a change answered by any instance governs the next
+//! request of every instance. NOTIFY only drops values early.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use kernel::Versions;
 use sea_orm::DatabaseConnection;
 use sea_orm::sqlx::postgres::PgListener;
 
@@ -15,61 +19,78 @@ pub(crate) const SETTINGS_CHANNEL: &str = "tessera_settings";
 /// The channel resource and grant changes are announced on (by triggers).
 pub(crate) const CATALOG_CHANNEL: &str = "tessera_catalog";
 
-/// One cached value and whether it may be trusted.
-#[derive(Debug)]
-pub(crate) struct NotifiedCache<T> {
-    value: RwLock<Option<Arc<T>>>,
-    listening: AtomicBool,
-    /// Bumped by every invalidation, so a read that raced with one is not kept.
-    generation: AtomicU64,
+/// The versions of `svc.cache_version`, read in one statement.
+pub(crate) const VERSIONS_SQL: &str =
+    "SELECT auth, catalog, settings FROM svc.cache_version LIMIT 1";
+
+/// The highest versions any round trip of this instance has read: a cached
+/// value older than these is not used.
+#[derive(Debug, Default)]
+pub(crate) struct SeenVersions {
+    auth: AtomicI64,
+    catalog: AtomicI64,
+    settings: AtomicI64,
 }
 
-impl<T> Default for NotifiedCache<T> {
+impl SeenVersions {
+    /// Records versions a round trip read.
+    pub(crate) fn observe(&self, seen: Versions) {
+        self.auth.fetch_max(seen.auth, Ordering::AcqRel);
+        self.catalog.fetch_max(seen.catalog, Ordering::AcqRel);
+        self.settings.fetch_max(seen.settings, Ordering::AcqRel);
+    }
+
+    /// The newest catalog version seen.
+    pub(crate) fn catalog(&self) -> i64 {
+        self.catalog.load(Ordering::Acquire)
+    }
+
+    /// The newest settings version seen.
+    pub(crate) fn settings(&self) -> i64 {
+        self.settings.load(Ordering::Acquire)
+    }
+}
+
+/// One cached value and the version it was read at.
+#[derive(Debug)]
+pub(crate) struct VersionedCache<T> {
+    value: RwLock<Option<(Arc<T>, i64)>>,
+}
+
+impl<T> Default for VersionedCache<T> {
     fn default() -> Self {
         Self {
             value: RwLock::new(None),
-            listening: AtomicBool::new(false),
-            generation: AtomicU64::new(0),
         }
     }
 }
 
-impl<T> NotifiedCache<T> {
-    /// The cached value, when the listener vouches for it.
-    pub(crate) fn get(&self) -> Option<Arc<T>> {
-        if !self.listening.load(Ordering::Acquire) {
-            return None;
-        }
-        self.value.read().ok()?.clone()
+impl<T> VersionedCache<T> {
+    /// The cached value and its version, when it is at least `seen`.
+    pub(crate) fn get(&self, seen: i64) -> Option<(Arc<T>, i64)> {
+        self.value
+            .read()
+            .ok()?
+            .as_ref()
+            .filter(|(_, version)| *version >= seen)
+            .cloned()
     }
 
-    /// The invalidation count to pass to [`NotifiedCache::put`] after reading.
-    pub(crate) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    /// Keeps a value read when the cache was at `generation`, unless an
-    /// invalidation came since or the listener is not connected.
-    pub(crate) fn put(&self, value: Arc<T>, generation: u64) {
+    /// Keeps a value read at `version` (the version was read before the
+    /// value, so the value is at least that new), unless a newer one is held.
+    pub(crate) fn put(&self, value: Arc<T>, version: i64) {
         if let Ok(mut slot) = self.value.write()
-            && self.listening.load(Ordering::Acquire)
-            && self.generation.load(Ordering::Acquire) == generation
+            && slot.as_ref().is_none_or(|(_, held)| *held < version)
         {
-            *slot = Some(value);
+            *slot = Some((value, version));
         }
     }
 
     /// Forgets the cached value.
     pub(crate) fn clear(&self) {
         if let Ok(mut slot) = self.value.write() {
-            self.generation.fetch_add(1, Ordering::AcqRel);
             *slot = None;
         }
-    }
-
-    fn set_listening(&self, on: bool) {
-        self.clear();
-        self.listening.store(on, Ordering::Release);
     }
 }
 
@@ -77,34 +98,26 @@ impl<T> NotifiedCache<T> {
 pub(crate) trait Invalidate: Send + Sync {
     /// Drops the cached value.
     fn clear(&self);
-    /// Marks whether notifications are being received.
-    fn set_listening(&self, on: bool);
 }
 
-impl<T: Send + Sync> Invalidate for NotifiedCache<T> {
+impl<T: Send + Sync> Invalidate for VersionedCache<T> {
     fn clear(&self) {
-        NotifiedCache::clear(self);
-    }
-
-    fn set_listening(&self, on: bool) {
-        NotifiedCache::set_listening(self, on);
+        VersionedCache::clear(self);
     }
 }
 
 /// Listens on every channel until the process ends, reconnecting as needed;
-/// a notification clears the caches of its channel.
+/// a notification clears the caches of its channel. Only a fast path: the
+/// versions keep the caches correct without it.
 pub(crate) async fn watch(
     db: DatabaseConnection,
     caches: Vec<(&'static str, Arc<dyn Invalidate>)>,
 ) {
     let channels: Vec<&str> = caches.iter().map(|(channel, _)| *channel).collect();
-    let set_all = |on: bool| caches.iter().for_each(|(_, c)| c.set_listening(on));
     loop {
         if let Ok(mut listener) = PgListener::connect_with(db.get_postgres_connection_pool()).await
             && listener.listen_all(channels.iter().copied()).await.is_ok()
         {
-            set_all(true);
-            // `None` means the connection dropped: notifications may be lost.
             while let Ok(Some(note)) = listener.try_recv().await {
                 caches
                     .iter()
@@ -112,7 +125,6 @@ pub(crate) async fn watch(
                     .for_each(|(_, cache)| cache.clear());
             }
         }
-        set_all(false);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

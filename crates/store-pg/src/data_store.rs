@@ -1,20 +1,20 @@
 //! The Data API's store: the catalog of resources (columns, key, grants),
-//! cached per instance, and one SQL statement per request, built with
-//! sea-query from checked column names and bound values, its JSON answer
-//! produced by PostgreSQL.
+//! cached per instance and checked by version, and one SQL statement per
+//! request, built with sea-query from checked column names and bound values.
+//! Reads select rows in binary and write the JSON in Rust (`json_rows`);
+//! writes and counted lists have their JSON built by PostgreSQL.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use auth::{AuthStore, CredentialLookup, CredentialRecord};
 use data::{
-    Change, Column, Context, DataStore, Kind, ListQuery, Output, Predicate, Read, Table, Write,
+    Change, Column, Context, DataStore, Kind, Output, Predicate, Read, Table, Write,
     service_columns, user_column,
 };
-use kernel::StoreError;
 use kernel::filter::{Filter, Op, Operand};
+use kernel::{StoreError, Versions};
 use permissions::zone::Period;
 use permissions::{Action, Scope};
 use sea_orm::sea_query::{
@@ -24,7 +24,7 @@ use sea_orm::sea_query::{
 use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, TransactionTrait};
 use serde_json::Value;
 
-use crate::auth_store::{credential_record, credential_sql};
+use crate::json_rows::{Cell, write_object, write_string};
 use crate::{PgStore, map_err};
 
 /// Every registered table that exists, by schema and name.
@@ -51,11 +51,12 @@ const CATALOG_SQL: &str = "SELECT r.id, r.schema_name, r.table_name, r.exposed_m
     JOIN pg_class c ON c.oid = to_regclass(quote_ident(r.schema_name) || '.' || quote_ident(r.table_name))";
 
 impl PgStore {
+    /// The catalog, loaded again when a round trip has seen a newer version.
     async fn catalog(&self) -> Result<Arc<Catalog>, StoreError> {
-        if let Some(cached) = self.catalog.get() {
+        if let Some((cached, _)) = self.catalog.get(self.seen.catalog()) {
             return Ok(cached);
         }
-        let generation = self.catalog.generation();
+        let version = self.read_versions().await?.catalog;
         let rows = self
             .db
             .query_all_raw(Statement::from_string(DbBackend::Postgres, CATALOG_SQL))
@@ -63,7 +64,7 @@ impl PgStore {
             .map_err(map_err)?;
         let mut catalog = Catalog::default();
         for row in rows {
-            if let Some(table) = table_of(&row)? {
+            if let Some(table) = table_of(&row, version)? {
                 catalog
                     .schemas
                     .entry(table.schema.clone())
@@ -72,7 +73,7 @@ impl PgStore {
             }
         }
         let catalog = Arc::new(catalog);
-        self.catalog.put(catalog.clone(), generation);
+        self.catalog.put(catalog.clone(), version);
         Ok(catalog)
     }
 
@@ -104,7 +105,7 @@ impl PgStore {
     }
 }
 
-fn table_of(row: &QueryResult) -> Result<Option<Table>, StoreError> {
+fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError> {
     let schema: String = row.try_get("", "schema_name").map_err(map_err)?;
     let name: String = row.try_get("", "table_name").map_err(map_err)?;
     let Some(shown) = service_columns(&schema, &name) else {
@@ -166,6 +167,7 @@ fn table_of(row: &QueryResult) -> Result<Option<Table>, StoreError> {
         key,
         check_messages,
         scopes,
+        version,
     }))
 }
 
@@ -374,6 +376,23 @@ impl Sql<'_> {
             )
             .into(),
         }
+    }
+
+    /// `SELECT <outputs>` as [`Cell`]s read them: common types as they are,
+    /// others as `to_json(<value>)::text`.
+    fn cells(&self, outputs: &[Output<'_>]) -> SelectStatement {
+        let mut select = Query::select();
+        for output in outputs {
+            let value = self.output(output);
+            select.expr(match Cell::of(output.column) {
+                Cell::Json => Expr::cust_with_exprs("to_json($1)::text", [value]),
+                _ => value,
+            });
+        }
+        if outputs.is_empty() {
+            select.expr(Expr::cust("1"));
+        }
+        select
     }
 
     /// `SELECT <outputs> FROM <rel>`, aliased `x` by the caller.
@@ -592,77 +611,119 @@ pub(crate) fn write_sql(
     Ok(build(&aggregate(rows).with(with)))
 }
 
-/// The SQL of a list read: the page and, when asked, the total, in one statement.
+/// True while the shared state is at `versions`; otherwise the statement
+/// fails with `TS412` ([`StoreError::Stale`]) before reading a row.
+fn current(versions: Versions) -> Expr {
+    Expr::cust_with_exprs(
+        "(SELECT svc.cache_current(auth = $1 AND catalog = $2 AND settings = $3) FROM svc.cache_version)",
+        [
+            Expr::val(versions.auth),
+            Expr::val(versions.catalog),
+            Expr::val(versions.settings),
+        ],
+    )
+}
+
+/// A read's rows: `select` of the rows matching `predicate` (checked against
+/// the context's versions), in `sort` order, at most `limit` from `offset`.
 /// `LIMIT` and `OFFSET` are written as numbers (checked integers, not input
 /// text): bound, they keep PostgreSQL from costing a reusable plan, so it
 /// plans the statement afresh on every execution.
-pub(crate) fn list_sql(
-    table: &Table,
-    query: &ListQuery<'_>,
-    context: &Context,
-) -> (String, sea_orm::sea_query::Values) {
-    let sql = Sql {
-        table,
-        context,
-        rel: Rel::Alias("r"),
-        masks: &query.masks,
-    };
-    let condition = sql.predicate(&query.predicate);
-    let mut rows = sql.outputs(&query.select);
-    rows.from_as(table_ref(table), Alias::new("r"))
-        .and_where(condition.clone());
-    for (column, descending) in &query.sort {
-        rows.order_by_expr(
-            sql.shown(column),
-            if *descending { Order::Desc } else { Order::Asc },
-        );
+struct Rows<'q, 'a> {
+    select: &'q [Output<'a>],
+    predicate: &'q Predicate<'a>,
+    sort: &'q [(&'a Column, bool)],
+    masks: &'q [Output<'a>],
+    limit: u64,
+    offset: u64,
+}
+
+impl Rows<'_, '_> {
+    fn of<'q, 'a>(read: &'q Read<'a>) -> Rows<'q, 'a> {
+        match read {
+            Read::List(query) => Rows {
+                select: &query.select,
+                predicate: &query.predicate,
+                sort: &query.sort,
+                masks: &query.masks,
+                limit: u64::from(query.limit),
+                offset: query.offset,
+            },
+            Read::One { select, predicate } => Rows {
+                select,
+                predicate,
+                sort: &[],
+                masks: &[],
+                limit: 1,
+                offset: 0,
+            },
+        }
     }
-    let (limit, offset) = (query.limit, query.offset);
-    let mut out = SqlWriterValues::new("$", true);
-    // Writing to a string cannot fail.
-    let _ = write!(
-        out,
-        "SELECT json_build_object('data', coalesce(json_agg(\"x\"), '[]'::json), 'meta', json_build_object('limit', {limit}, 'offset', {offset}"
-    );
-    if query.count {
+
+    /// The statement, its columns read as [`Cell`]s, or, with `json`, as
+    /// the text of `{ data, meta }` built by PostgreSQL, with the total.
+    fn sql(
+        &self,
+        table: &Table,
+        context: &Context,
+        json: bool,
+    ) -> (String, sea_orm::sea_query::Values) {
+        let sql = Sql {
+            table,
+            context,
+            rel: Rel::Alias("r"),
+            masks: self.masks,
+        };
+        let condition = sql.predicate(self.predicate).and(current(context.versions));
+        let mut rows = if json {
+            sql.outputs(self.select)
+        } else {
+            sql.cells(self.select)
+        };
+        rows.from_as(table_ref(table), Alias::new("r"))
+            .and_where(condition.clone());
+        for (column, descending) in self.sort {
+            rows.order_by_expr(
+                sql.shown(column),
+                if *descending { Order::Desc } else { Order::Asc },
+            );
+        }
+        let (limit, offset) = (self.limit, self.offset);
+        let mut out = SqlWriterValues::new("$", true);
+        // Writing to a string cannot fail.
+        if !json {
+            PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
+            let _ = write!(out, " LIMIT {limit} OFFSET {offset}");
+            return out.into_parts();
+        }
         let count = Query::select()
             .expr(Expr::cust("count(*)"))
             .from_as(table_ref(table), Alias::new("r"))
             .and_where(condition)
             .to_owned();
-        let _ = out.write_str(", 'total', (");
+        let _ = write!(
+            out,
+            "SELECT json_build_object('data', coalesce(json_agg(\"x\"), '[]'::json), 'meta', json_build_object('limit', {limit}, 'offset', {offset}, 'total', ("
+        );
         PostgresQueryBuilder.prepare_select_statement(&count, &mut out);
-        let _ = out.write_str(")");
+        let _ = out.write_str(")))::text AS \"body\" FROM (");
+        PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
+        let _ = write!(out, " LIMIT {limit} OFFSET {offset}) AS \"x\"");
+        out.into_parts()
     }
-    let _ = out.write_str("))::text AS \"body\" FROM (");
-    PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
-    let _ = write!(out, " LIMIT {limit} OFFSET {offset}) AS \"x\"");
-    out.into_parts()
-}
 
-/// The SQL of a single-row read.
-pub(crate) fn one_sql(
-    table: &Table,
-    select: &[Output<'_>],
-    predicate: &Predicate<'_>,
-    context: &Context,
-) -> (String, sea_orm::sea_query::Values) {
-    let sql = Sql {
-        table,
-        context,
-        rel: Rel::Alias("r"),
-        masks: &[],
-    };
-    let mut rows = sql.outputs(select);
-    rows.from_as(table_ref(table), Alias::new("r"))
-        .and_where(sql.predicate(predicate))
-        .limit(1);
-    build(
-        &Query::select()
-            .expr_as(Expr::cust("row_to_json(\"x\")::text"), Alias::new("body"))
-            .from_subquery(rows, Alias::new("x"))
-            .to_owned(),
-    )
+    /// `"name":` of each answer column, and how each is read.
+    fn layout(&self) -> (Vec<String>, Vec<Cell>) {
+        self.select
+            .iter()
+            .map(|output| {
+                let mut key = String::with_capacity(output.column.name.len() + 3);
+                write_string(&mut key, &output.column.name);
+                key.push(':');
+                (key, Cell::of(output.column))
+            })
+            .unzip()
+    }
 }
 
 #[async_trait]
@@ -688,8 +749,9 @@ impl DataStore for PgStore {
         Ok(tables)
     }
 
-    async fn system_timezone(&self) -> Result<Option<String>, StoreError> {
-        Ok(self.settings().await?.system_timezone().map(str::to_owned))
+    async fn system_timezone(&self) -> Result<(Option<String>, i64), StoreError> {
+        let (settings, version) = self.versioned_settings().await?;
+        Ok((settings.system_timezone().map(str::to_owned), version))
     }
 
     async fn read(
@@ -697,28 +759,49 @@ impl DataStore for PgStore {
         table: &Table,
         read: &Read<'_>,
         context: &Context,
-        credential: Option<&CredentialLookup>,
-    ) -> Result<(Option<CredentialRecord>, Option<String>), StoreError> {
-        let (sql, mut values) = match read {
-            Read::List(query) => list_sql(table, query, context),
-            Read::One { select, predicate } => one_sql(table, select, predicate, context),
-        };
-        let Some(lookup) = credential else {
-            return Ok((None, self.body(&self.db, (sql, values)).await?));
-        };
-        // The resolver's one parameter goes after the read's.
-        let resolver =
-            credential_sql(lookup.kind).replace("$1", &format!("${}", values.0.len() + 1));
-        values.0.push(lookup.hash.to_vec().into());
-        let sql =
-            format!("WITH caller AS ({resolver}) SELECT caller.*, ({sql}) AS body FROM caller");
-        match self.row(&self.db, (sql, values)).await? {
-            None => Ok((None, None)),
-            Some(row) => Ok((
-                Some(credential_record(&row)?),
-                row.try_get("", "body").map_err(map_err)?,
-            )),
+    ) -> Result<Option<String>, StoreError> {
+        let rows = Rows::of(read);
+        if let Read::List(query) = read
+            && query.count
+        {
+            return self.body(&self.db, rows.sql(table, context, true)).await;
         }
+        let (sql, values) = rows.sql(table, context, false);
+        let found = self
+            .db
+            .query_all_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                sql,
+                values,
+            ))
+            .await
+            .map_err(map_err)?;
+        let (keys, cells) = rows.layout();
+        let mut out = String::with_capacity(64 + found.len() * 32 * keys.len().max(1));
+        let list = matches!(read, Read::List(_));
+        if list {
+            out.push_str("{\"data\":[");
+        } else if found.is_empty() {
+            return Ok(None);
+        }
+        for (i, row) in found.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let row = row
+                .try_as_pg_row()
+                .ok_or_else(|| StoreError::Internal("not a PostgreSQL row".into()))?;
+            write_object(&mut out, row, &keys, &cells)?;
+        }
+        if list {
+            // Writing to a string cannot fail.
+            let _ = write!(
+                out,
+                "],\"meta\":{{\"limit\":{},\"offset\":{}}}}}",
+                rows.limit, rows.offset
+            );
+        }
+        Ok(Some(out))
     }
 
     async fn write(
@@ -749,6 +832,7 @@ impl DataStore for PgStore {
 #[cfg(test)]
 mod tests {
     use chrono::{TimeZone, Utc};
+    use data::ListQuery;
     use serde_json::json;
 
     use super::*;
@@ -779,6 +863,7 @@ mod tests {
             key: vec![0],
             check_messages: BTreeMap::new(),
             scopes: Vec::new(),
+            version: 1,
         }
     }
 
@@ -796,6 +881,7 @@ mod tests {
             user_id: kernel::new_id(),
             now: Utc.with_ymd_and_hms(2026, 3, 10, 20, 0, 0).unwrap(),
             zone: chrono_tz::Tz::Pacific__Auckland,
+            versions: Versions::default(),
         };
         let query = ListQuery {
             select: table
@@ -810,7 +896,7 @@ mod tests {
             offset: 0,
             count: true,
         };
-        let (sql, values) = list_sql(&table, &query, &context);
+        let (sql, values) = Rows::of(&Read::List(query)).sql(&table, &context, true);
         assert!(!sql.contains("DROP"), "{sql}");
         assert!(sql.contains(r#"FROM "app"."notes" AS "r""#), "{sql}");
         assert!(sql.contains(r#"CAST($"#), "{sql}");

@@ -7,6 +7,7 @@ mod cache;
 mod data_store;
 mod entity;
 mod grant_store;
+mod json_rows;
 mod role_store;
 mod schema_store;
 
@@ -26,8 +27,9 @@ use uuid::Uuid;
 #[derive(Clone, Debug)]
 pub struct PgStore {
     db: DatabaseConnection,
-    settings: Arc<cache::NotifiedCache<kernel::settings::Settings>>,
-    catalog: Arc<cache::NotifiedCache<data_store::Catalog>>,
+    settings: Arc<cache::VersionedCache<kernel::settings::Settings>>,
+    catalog: Arc<cache::VersionedCache<data_store::Catalog>>,
+    seen: Arc<cache::SeenVersions>,
 }
 
 /// Pool size and timeouts.
@@ -69,12 +71,14 @@ impl PgStore {
             db,
             settings: Arc::default(),
             catalog: Arc::default(),
+            seen: Arc::default(),
         }
     }
 
-    /// Starts the task that keeps the caches (settings, resources and
-    /// grants) in step with every instance's changes. Without it, they are
-    /// read on every use.
+    /// Starts the task that drops the caches (settings, resources and
+    /// grants) as soon as any instance announces a change. Without it they
+    /// stay correct (checked against `svc.cache_version`), reloaded a little
+    /// later.
     pub fn watch_caches(&self) {
         tokio::spawn(cache::watch(
             self.db.clone(),
@@ -91,6 +95,22 @@ impl PgStore {
         ));
     }
 
+    /// Reads the shared state's current versions and heeds them.
+    pub(crate) async fn read_versions(&self) -> Result<kernel::Versions, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(Statement::from_string(
+                DbBackend::Postgres,
+                cache::VERSIONS_SQL,
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
+        let versions = versions_of(&row, "")?;
+        self.seen.observe(versions);
+        Ok(versions)
+    }
+
     /// The pool, for migrations and readiness checks.
     pub fn connection(&self) -> &DatabaseConnection {
         &self.db
@@ -100,6 +120,19 @@ impl PgStore {
     pub async fn ping(&self) -> bool {
         self.db.ping().await.is_ok()
     }
+}
+
+/// The versions in columns `{prefix}auth`, `{prefix}catalog`, `{prefix}settings`.
+pub(crate) fn versions_of(
+    row: &sea_orm::QueryResult,
+    prefix: &str,
+) -> Result<kernel::Versions, StoreError> {
+    let get = |name: &str| row.try_get::<i64>("", &format!("{prefix}{name}"));
+    Ok(kernel::Versions {
+        auth: get("auth").map_err(map_err)?,
+        catalog: get("catalog").map_err(map_err)?,
+        settings: get("settings").map_err(map_err)?,
+    })
 }
 
 /// Maps a database error to the store's error; constraint names choose the field.
@@ -147,6 +180,8 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
                     message: pg.message().to_owned().into(),
                 };
             }
+            // Raised by svc.cache_current: a read was planned on stale cached state.
+            "TS412" => return StoreError::Stale,
             // Raised by svc.permit: a written row is outside the grants.
             "TS403" => return StoreError::RowDenied,
             // Data exceptions, a value the type's operators do not take, a generated column.
