@@ -1541,3 +1541,60 @@ async fn a_column_shows_only_on_rows_a_grant_covering_it_reaches() {
     assert_eq!(nulls.data().as_array().unwrap().len(), 1);
     assert_eq!(nulls.data()[0]["title"], "theirs");
 }
+
+/// Rows are read in binary and written as JSON by the server: every type
+/// answers the JSON PostgreSQL's own `to_json` gives for the same rows.
+#[tokio::test]
+async fn rows_answer_the_json_postgres_writes_for_every_type() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    app.db.sql("CREATE SCHEMA kinds").await;
+    app.db
+        .sql(
+            "CREATE TABLE kinds.every (id integer PRIMARY KEY, s smallint, b bigint, \
+             flag boolean, t text, v varchar(10), c char(3), u uuid, d date, ts timestamp, tz timestamptz, \
+             n numeric, r real, f double precision, j json, jb jsonb, a integer[], iv interval)",
+        )
+        .await;
+    app.db
+        .sql(
+            "INSERT INTO kinds.every VALUES \
+             (1, -32768, 9223372036854775807, true, E'quote \" back \\\\ nl \\n tab \\t bell \\u0007 é ✓', 'ten chars!', 'ab', \
+              'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '2024-02-29', '2024-01-01 00:06:00.5', '1999-12-31 23:59:59.999999+00', \
+              12.50, 1.5, 1e20, '{\"k\": [1, null]}', '{\"k\": [1, null]}', '{1,NULL,3}', '1 day 02:00'), \
+             (2, NULL, NULL, false, '', NULL, NULL, NULL, 'infinity', '-infinity', 'infinity', 'NaN', 'Infinity', -0.25, 'null', '\"s\"', '{}', NULL), \
+             (3, 0, 0, NULL, NULL, NULL, NULL, NULL, '0045-03-15', '2000-01-01', '1970-01-01 00:00:00.000001+00', -7, NULL, NULL, NULL, NULL, NULL, NULL) \
+             RETURNING 'ok'",
+        )
+        .await;
+    let registered = app
+        .post(
+            "/admin/api/resources",
+            &admin,
+            json!({ "data": { "schema": "kinds", "table": "every" } }),
+        )
+        .await;
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{:?}",
+        registered.body
+    );
+    let resource = registered.data()["id"].as_str().unwrap().to_owned();
+    expose(&app, &admin, &resource, &["GET"]).await;
+    let expected: Value = serde_json::from_str(
+        &app.db
+            .sql(
+                "SELECT (SELECT json_agg(e ORDER BY id) FROM kinds.every e)::text \
+                 FROM (SELECT set_config('TimeZone', 'UTC', false)) AS utc",
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let listed = app.get("/api/data/kinds/every?sort=id", &admin).await;
+    assert_eq!(listed.status, StatusCode::OK, "{:?}", listed.body);
+    assert_eq!(listed.data(), &expected);
+    let one = app.get("/api/data/kinds/every/1", &admin).await;
+    assert_eq!(one.data(), &expected[0]);
+}

@@ -385,7 +385,11 @@ impl Sql<'_> {
         for output in outputs {
             let value = self.output(output);
             select.expr(match Cell::of(output.column) {
-                Cell::Json => Expr::cust_with_exprs("to_json($1)::text", [value]),
+                Cell::Json => Func::cast_as(
+                    Func::cust(Alias::new("to_json")).arg(value),
+                    Alias::new("text"),
+                )
+                .into(),
                 _ => value,
             });
         }
@@ -614,14 +618,19 @@ pub(crate) fn write_sql(
 /// True while the shared state is at `versions`; otherwise the statement
 /// fails with `TS412` ([`StoreError::Stale`]) before reading a row.
 fn current(versions: Versions) -> Expr {
-    Expr::cust_with_exprs(
-        "(SELECT svc.cache_current(auth = $1 AND catalog = $2 AND settings = $3) FROM svc.cache_version)",
-        [
-            Expr::val(versions.auth),
-            Expr::val(versions.catalog),
-            Expr::val(versions.settings),
-        ],
-    )
+    let version = |name: &str| Expr::col(Alias::new(name));
+    let check = Query::select()
+        .expr(
+            Func::cust(Alias::new("svc.cache_current")).arg(
+                version("auth")
+                    .eq(versions.auth)
+                    .and(version("catalog").eq(versions.catalog))
+                    .and(version("settings").eq(versions.settings)),
+            ),
+        )
+        .from((Alias::new("svc"), Alias::new("cache_version")))
+        .to_owned();
+    Expr::SubQuery(None, Box::new(check.into()))
 }
 
 /// A read's rows: `select` of the rows matching `predicate` (checked against

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use chrono::{Duration, NaiveDate, NaiveDateTime};
+use chrono::{Datelike, Duration, NaiveDate};
 use data::{Column, Kind};
 use kernel::StoreError;
 use sea_orm::sqlx::Row as _;
@@ -43,13 +43,6 @@ impl Cell {
             _ => Cell::Json,
         }
     }
-}
-
-/// The start of PostgreSQL's epoch, 2000-01-01.
-fn pg_epoch() -> NaiveDateTime {
-    NaiveDate::from_ymd_opt(2000, 1, 1)
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .unwrap_or_default()
 }
 
 fn bad(what: &str) -> StoreError {
@@ -90,17 +83,11 @@ pub(crate) fn write_object(
 }
 
 fn write_value(out: &mut String, cell: Cell, bytes: &[u8]) -> Result<(), StoreError> {
-    // Writing to a string cannot fail.
+    let mut digits = itoa::Buffer::new();
     match cell {
-        Cell::Int2 => {
-            let _ = write!(out, "{}", i16::from_be_bytes(fixed(bytes, "smallint")?));
-        }
-        Cell::Int4 => {
-            let _ = write!(out, "{}", i32::from_be_bytes(fixed(bytes, "integer")?));
-        }
-        Cell::Int8 => {
-            let _ = write!(out, "{}", i64::from_be_bytes(fixed(bytes, "bigint")?));
-        }
+        Cell::Int2 => out.push_str(digits.format(i16::from_be_bytes(fixed(bytes, "smallint")?))),
+        Cell::Int4 => out.push_str(digits.format(i32::from_be_bytes(fixed(bytes, "integer")?))),
+        Cell::Int8 => out.push_str(digits.format(i64::from_be_bytes(fixed(bytes, "bigint")?))),
         Cell::Bool => out.push_str(if bytes.first() == Some(&1) {
             "true"
         } else {
@@ -112,7 +99,12 @@ fn write_value(out: &mut String, cell: Cell, bytes: &[u8]) -> Result<(), StoreEr
         }
         Cell::Uuid => {
             let id = uuid::Uuid::from_bytes(fixed(bytes, "uuid")?);
-            let _ = write!(out, "\"{id}\"");
+            out.push('"');
+            out.push_str(
+                id.hyphenated()
+                    .encode_lower(&mut uuid::Uuid::encode_buffer()),
+            );
+            out.push('"');
         }
         Cell::Date => write_date(out, i32::from_be_bytes(fixed(bytes, "date")?)),
         Cell::Timestamp => {
@@ -156,46 +148,88 @@ pub(crate) fn write_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
+/// The date `days` after 2000-01-01, if chrono can hold it.
+fn date_of(days: i64) -> Option<NaiveDate> {
+    NaiveDate::from_ymd_opt(2000, 1, 1)?.checked_add_signed(Duration::try_days(days)?)
+}
+
+/// `n` as at least two digits.
+fn push_two(out: &mut String, n: u32) {
+    if n < 10 {
+        out.push('0');
+    }
+    out.push_str(itoa::Buffer::new().format(n));
+}
+
+/// `YYYY-MM-DD` (years outside 1 to 9999 as chrono writes them).
+fn push_date(out: &mut String, date: NaiveDate) {
+    let year = date.year();
+    if (1..=9999).contains(&year) {
+        let mut digits = itoa::Buffer::new();
+        let text = digits.format(year);
+        out.push_str(&"000"[..4 - text.len()]);
+        out.push_str(text);
+        out.push('-');
+        push_two(out, date.month());
+        out.push('-');
+        push_two(out, date.day());
+    } else {
+        // Writing to a string cannot fail.
+        let _ = write!(out, "{}", date.format("%Y-%m-%d"));
+    }
+}
+
 /// A date as `"YYYY-MM-DD"`; PostgreSQL's infinities as words.
 fn write_date(out: &mut String, days: i32) {
     let date = (days != i32::MAX && days != i32::MIN)
-        .then(|| {
-            pg_epoch()
-                .date()
-                .checked_add_signed(Duration::days(i64::from(days)))
-        })
+        .then(|| date_of(i64::from(days)))
         .flatten();
     match date {
         Some(date) => {
-            let _ = write!(out, "\"{}\"", date.format("%Y-%m-%d"));
+            out.push('"');
+            push_date(out, date);
+            out.push('"');
         }
         None if days < 0 => out.push_str("\"-infinity\""),
         None => out.push_str("\"infinity\""),
     }
 }
 
-/// A timestamp as `"YYYY-MM-DDTHH:MM:SS[.ffffff]"` plus `zone` (seconds'
-/// fraction without trailing zeros, as PostgreSQL writes it).
+/// A timestamp as `"YYYY-MM-DDTHH:MM:SS[.ffffff]"` plus `zone` (the
+/// fraction without trailing zeros, as PostgreSQL writes it); PostgreSQL's
+/// infinities as words.
 fn write_timestamp(out: &mut String, micros: i64, zone: &str) {
-    if micros == i64::MAX {
-        out.push_str("\"infinity\"");
-        return;
-    }
-    if micros == i64::MIN {
-        out.push_str("\"-infinity\"");
-        return;
-    }
-    let Some(at) = pg_epoch().checked_add_signed(Duration::microseconds(micros)) else {
-        out.push_str("\"infinity\"");
+    let seconds = micros.div_euclid(1_000_000);
+    let date = (micros != i64::MAX && micros != i64::MIN)
+        .then(|| date_of(seconds.div_euclid(86_400)))
+        .flatten();
+    let Some(date) = date else {
+        out.push_str(if micros < 0 {
+            "\"-infinity\""
+        } else {
+            "\"infinity\""
+        });
         return;
     };
-    let _ = write!(out, "\"{}", at.format("%Y-%m-%dT%H:%M:%S"));
+    // In 0..86_400: fits.
+    let of_day = u32::try_from(seconds.rem_euclid(86_400)).unwrap_or_default();
+    out.push('"');
+    push_date(out, date);
+    out.push('T');
+    push_two(out, of_day / 3600);
+    out.push(':');
+    push_two(out, of_day / 60 % 60);
+    out.push(':');
+    push_two(out, of_day % 60);
     let fraction = micros.rem_euclid(1_000_000);
     if fraction != 0 {
-        let digits = format!("{fraction:06}");
-        let _ = write!(out, ".{}", digits.trim_end_matches('0'));
+        let mut digits = itoa::Buffer::new();
+        let text = digits.format(fraction + 1_000_000);
+        out.push('.');
+        out.push_str(text[1..].trim_end_matches('0'));
     }
-    let _ = write!(out, "{zone}\"");
+    out.push_str(zone);
+    out.push('"');
 }
 
 #[cfg(test)]
@@ -248,5 +282,11 @@ mod tests {
             "\"-infinity\""
         );
         assert_eq!(written(Cell::Json, b"[1,{\"a\":2}]"), "[1,{\"a\":2}]");
+        // 0045-03-15 and a year past 9999: four digits, then chrono's own form.
+        assert_eq!(
+            written(Cell::Date, &(-713_975i32).to_be_bytes()),
+            "\"0045-03-15\""
+        );
+        assert!(written(Cell::Date, &3_789_000i32.to_be_bytes()).starts_with("\"+"));
     }
 }
