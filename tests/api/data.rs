@@ -1553,7 +1553,7 @@ async fn rows_answer_the_json_postgres_writes_for_every_type() {
         .sql(
             "CREATE TABLE kinds.every (id integer PRIMARY KEY, s smallint, b bigint, \
              flag boolean, t text, v varchar(10), c char(3), u uuid, d date, ts timestamp, tz timestamptz, \
-             n numeric, r real, f double precision, j json, jb jsonb, a integer[], iv interval)",
+             n numeric, r real, f double precision, j json, jb jsonb, a integer[], iv interval, m numeric(12, 4))",
         )
         .await;
     app.db
@@ -1561,9 +1561,12 @@ async fn rows_answer_the_json_postgres_writes_for_every_type() {
             "INSERT INTO kinds.every VALUES \
              (1, -32768, 9223372036854775807, true, E'quote \" back \\\\ nl \\n tab \\t bell \\u0007 é ✓', 'ten chars!', 'ab', \
               'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '2024-02-29', '2024-01-01 00:06:00.5', '1999-12-31 23:59:59.999999+00', \
-              12.50, 1.5, 1e20, '{\"k\": [1, null]}', '{\"k\": [1, null]}', '{1,NULL,3}', '1 day 02:00'), \
-             (2, NULL, NULL, false, '', NULL, NULL, NULL, 'infinity', '-infinity', 'infinity', 'NaN', 'Infinity', -0.25, 'null', '\"s\"', '{}', NULL), \
-             (3, 0, 0, NULL, NULL, NULL, NULL, NULL, '0045-03-15', '2000-01-01', '1970-01-01 00:00:00.000001+00', -7, NULL, NULL, NULL, NULL, NULL, NULL) \
+              12.50, 1.5, 1e20, '{\"k\": [1, null]}', '{\"k\": [1, null]}', '{1,NULL,3}', '1 day 02:00', 0.0001), \
+             (2, NULL, NULL, false, '', NULL, NULL, NULL, 'infinity', '-infinity', 'infinity', 'NaN', 'Infinity', -0.25, 'null', '\"s\"', '{}', NULL, -12345678.5), \
+             (3, 0, 0, NULL, NULL, NULL, NULL, NULL, '0045-03-15', '2000-01-01', '1970-01-01 00:00:00.000001+00', -7, NULL, NULL, NULL, NULL, NULL, NULL, 0), \
+             (4, 1, 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 100000000000000000000.000000000000000000001, NULL, NULL, NULL, NULL, NULL, NULL, 10000), \
+             (5, 1, 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '-Infinity', NULL, NULL, NULL, NULL, NULL, NULL, -0.5), \
+             (6, 1, 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0.000012300, NULL, NULL, NULL, NULL, NULL, NULL, 99999999.9999) \
              RETURNING 'ok'",
         )
         .await;

@@ -115,8 +115,7 @@ async fn every_change_on_one_instance_holds_on_the_next_request_of_another() {
         assert_eq!(body["data"][0][&name], json!(round), "round {round}");
     }
 
-    // Settings: the origins of a CORS preflight on the other instance, and
-    // the system time zone a period filter is cut in.
+    // Settings: the origins a CORS preflight on the other instance allows.
     for round in 0..ROUNDS {
         let origin = format!("https://app{round}.example");
         let changed = app

@@ -23,6 +23,7 @@ pub(crate) enum Cell {
     Date,
     Timestamp,
     TimestampTz,
+    Numeric,
     /// JSON text built by PostgreSQL (`to_json(value)::text`).
     Json,
 }
@@ -40,6 +41,7 @@ impl Cell {
             (Kind::Date, _) => Cell::Date,
             (Kind::Timestamp, _) => Cell::Timestamp,
             (Kind::TimestampTz, _) => Cell::TimestampTz,
+            (Kind::Number, t) if t == "numeric" || t.starts_with("numeric(") => Cell::Numeric,
             _ => Cell::Json,
         }
     }
@@ -115,7 +117,69 @@ fn write_value(out: &mut String, cell: Cell, bytes: &[u8]) -> Result<(), StoreEr
             i64::from_be_bytes(fixed(bytes, "timestamptz")?),
             "+00:00",
         ),
+        Cell::Numeric => write_numeric(out, bytes)?,
         Cell::Json => out.push_str(std::str::from_utf8(bytes).map_err(|_| bad("json"))?),
+    }
+    Ok(())
+}
+
+/// A numeric from its binary form (digit count, weight, sign, display scale,
+/// then base-10000 digits), written as PostgreSQL's `numeric_out` writes it:
+/// a bare JSON number, or `"NaN"`, `"Infinity"`, `"-Infinity"` quoted.
+fn write_numeric(out: &mut String, bytes: &[u8]) -> Result<(), StoreError> {
+    let word = |at: usize| -> Result<u16, StoreError> {
+        bytes
+            .get(at..at + 2)
+            .and_then(|b| b.try_into().ok())
+            .map(u16::from_be_bytes)
+            .ok_or_else(|| bad("numeric"))
+    };
+    let count = usize::from(word(0)?);
+    let weight = i32::from(word(2)? as i16);
+    let scale = i32::from(word(6)?);
+    let special = match word(4)? {
+        0xC000 => "\"NaN\"",
+        0xD000 => "\"Infinity\"",
+        0xF000 => "\"-Infinity\"",
+        0x4000 => "-",
+        _ => "",
+    };
+    out.push_str(special);
+    if special.len() > 1 {
+        return Ok(());
+    }
+    let digits = (0..count)
+        .map(|i| word(8 + 2 * i))
+        .collect::<Result<Vec<u16>, _>>()?;
+    // The base-10000 digit at `index` (0 is the one of weight `weight`).
+    let digit = |index: i32| {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| digits.get(i))
+            .copied()
+            .unwrap_or(0)
+    };
+    let mut text = itoa::Buffer::new();
+    if weight < 0 {
+        out.push('0');
+    } else {
+        out.push_str(text.format(digit(0)));
+        for index in 1..=weight {
+            let four = text.format(digit(index) + 10_000);
+            out.push_str(&four[1..]);
+        }
+    }
+    if scale > 0 {
+        out.push('.');
+        let mut written = 0;
+        let mut index = weight + 1;
+        while written < scale {
+            let four = text.format(digit(index) + 10_000);
+            let take = usize::try_from((scale - written).min(4)).unwrap_or(4);
+            out.push_str(&four[1..=take]);
+            written += 4;
+            index += 1;
+        }
     }
     Ok(())
 }
@@ -240,6 +304,39 @@ mod tests {
         let mut out = String::new();
         write_value(&mut out, cell, bytes).unwrap();
         out
+    }
+
+    /// A numeric's binary form: digit count, weight, sign, scale, digits.
+    fn numeric(weight: i16, sign: u16, scale: u16, digits: &[u16]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for word in [digits.len() as u16, weight as u16, sign, scale]
+            .into_iter()
+            .chain(digits.iter().copied())
+        {
+            bytes.extend_from_slice(&word.to_be_bytes());
+        }
+        bytes
+    }
+
+    #[test]
+    fn numerics_keep_their_digits_and_scale() {
+        let cases: [(Vec<u8>, &str); 9] = [
+            (numeric(0, 0, 2, &[12, 5000]), "12.50"),
+            (numeric(0, 0x4000, 0, &[7]), "-7"),
+            (numeric(0, 0, 0, &[]), "0"),
+            (numeric(-1, 0, 4, &[1]), "0.0001"),
+            (numeric(1, 0, 4, &[1]), "10000.0000"),
+            (numeric(-2, 0, 9, &[1230]), "0.000012300"),
+            (
+                numeric(5, 0, 21, &[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1000]),
+                "100000000000000000000.000000000000000000001",
+            ),
+            (numeric(0, 0xC000, 0, &[]), "\"NaN\""),
+            (numeric(0, 0xF000, 0, &[]), "\"-Infinity\""),
+        ];
+        for (bytes, text) in cases {
+            assert_eq!(written(Cell::Numeric, &bytes), text);
+        }
     }
 
     #[test]
