@@ -140,12 +140,11 @@ impl AuthService {
     pub async fn resolve(&self, bearer: &str) -> Result<Resolved, AuthError> {
         let lookup = CredentialLookup::of(bearer);
         let (versions, record) = self.store.credential(lookup.kind, &lookup.hash).await?;
-        let expires_at = record.as_ref().map(|r| r.expires_at);
-        let principal = self.principal(lookup.kind, record)?;
+        let record = record.ok_or(AuthError::AuthenticationRequired)?;
         Ok(Resolved {
-            principal,
+            expires_at: record.expires_at,
+            principal: self.principal(lookup.kind, record)?,
             versions,
-            expires_at: expires_at.unwrap_or_else(|| self.now()),
         })
     }
 
@@ -168,9 +167,8 @@ impl AuthService {
     fn principal(
         &self,
         kind: CredentialKind,
-        record: Option<CredentialRecord>,
+        record: CredentialRecord,
     ) -> Result<Principal, AuthError> {
-        let record = record.ok_or(AuthError::AuthenticationRequired)?;
         let expired = record.revoked || record.expires_at <= self.now();
         let credential = match (kind, record.plane) {
             (CredentialKind::Session, _) if expired => return Err(AuthError::SessionExpired),

@@ -60,7 +60,8 @@ pub enum Credential {
     },
 }
 
-/// An authenticated caller, read afresh from the database on every request.
+/// An authenticated caller, as the database holds it when the request is answered
+/// (read afresh, or remembered and checked against the auth version).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     /// The user the credential acts as.
