@@ -29,6 +29,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0008_shared_state_versions",
         include_str!("../sql/0008_shared_state_versions.sql"),
     ),
+    ("m0009_workflows", include_str!("../sql/0009_workflows.sql")),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -23,6 +23,7 @@ mod schema;
 mod sessions;
 mod settings;
 mod tokens;
+mod workflows;
 
 /// Id of the built-in `Users` role.
 pub const USERS_ROLE: &str = "00000000-0000-7000-8000-000000000002";

@@ -16,6 +16,8 @@ const DOMAIN_CRATES: &[&str] = &[
     "auth",
     "schema",
     "data",
+    "workflows",
+    "outbound",
     "permissions",
     "audit",
     "api-types",

@@ -60,6 +60,10 @@ pub struct Overrides {
     /// LISTEN: cached state is still checked on every request.
     #[arg(long, env = "TESSERA_LISTEN_FOR_CHANGES")]
     pub listen_for_changes: Option<bool>,
+    /// Seconds a workflow run stays leased to its instance without renewal;
+    /// a run of a dead instance is resumed by another after it (default 30).
+    #[arg(long, env = "TESSERA_WORKFLOW_LEASE_SECONDS")]
+    pub workflow_lease_seconds: Option<u64>,
 }
 
 impl Overrides {
@@ -78,9 +82,13 @@ impl Overrides {
             smtp_from: self.smtp_from.or(other.smtp_from),
             log: self.log.or(other.log),
             listen_for_changes: self.listen_for_changes.or(other.listen_for_changes),
+            workflow_lease_seconds: self.workflow_lease_seconds.or(other.workflow_lease_seconds),
         }
     }
 }
+
+/// Default lease of a workflow run, in seconds.
+const DEFAULT_WORKFLOW_LEASE_SECONDS: u64 = 30;
 
 /// The configuration in force.
 #[derive(Debug, Clone)]
@@ -107,6 +115,8 @@ pub struct Config {
     pub log: String,
     /// Whether caches are dropped on change notifications (they are checked by version regardless).
     pub listen_for_changes: bool,
+    /// How long a workflow run's lease lasts without renewal.
+    pub workflow_lease: std::time::Duration,
 }
 
 impl Config {
@@ -163,6 +173,11 @@ impl Config {
             mail_poll: DEFAULT_MAIL_POLL,
             log: o.log.unwrap_or_else(|| DEFAULT_LOG.to_owned()),
             listen_for_changes: o.listen_for_changes.unwrap_or(true),
+            workflow_lease: std::time::Duration::from_secs(
+                o.workflow_lease_seconds
+                    .unwrap_or(DEFAULT_WORKFLOW_LEASE_SECONDS)
+                    .max(1),
+            ),
         })
     }
 
@@ -180,6 +195,7 @@ impl Config {
             mail_poll: DEFAULT_MAIL_POLL,
             log: DEFAULT_LOG.to_owned(),
             listen_for_changes: true,
+            workflow_lease: std::time::Duration::from_secs(DEFAULT_WORKFLOW_LEASE_SECONDS),
         }
     }
 }

@@ -34,6 +34,8 @@ pub struct Services {
     pub grants: permissions::GrantService,
     /// The Data API.
     pub data: data::DataService,
+    /// Workflows.
+    pub workflows: workflows::WorkflowService,
 }
 
 impl Services {
@@ -49,8 +51,32 @@ impl Services {
             store.watch_caches();
         }
         let auth = AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url);
+        let data = data::DataService::new(Arc::new(store.clone()), clock.clone(), auth.clone());
+        let workflow_store: Arc<dyn workflows::WorkflowStore> = Arc::new(store.clone());
+        let ports = workflows::Ports {
+            data: Arc::new(workflows::DataSteps::new(
+                data.clone(),
+                workflow_store.clone(),
+            )),
+            outbound: Arc::new(
+                outbound::HttpClient::new().context("cannot build the HTTP client")?,
+            ),
+            journal: Arc::new(store.clone()),
+            clock: clock.clone(),
+            renew_every: config.workflow_lease / 3,
+        };
+        let options = workflows::RunnerOptions {
+            lease: config.workflow_lease,
+            ..workflows::RunnerOptions::default()
+        };
         Ok(Self {
-            data: data::DataService::new(Arc::new(store.clone()), clock.clone(), auth.clone()),
+            workflows: workflows::WorkflowService::new(
+                workflow_store,
+                auth.clone(),
+                ports,
+                options,
+            ),
+            data,
             auth,
             roles: RoleService::new(Arc::new(store.clone()), clock.clone()),
             schema: schema::SchemaService::new(Arc::new(store.clone()), clock.clone()),
@@ -108,6 +134,7 @@ impl Application {
             schema: services.schema.clone(),
             grants: services.grants.clone(),
             data: services.data.clone(),
+            workflows: services.workflows.clone(),
             audit: Arc::new(services.store.clone()),
             ready,
             trusted_proxies: config.trusted_proxies.clone(),
@@ -117,6 +144,7 @@ impl Application {
             tracing::warn!("TESSERA_SMTP_URL is not set: emails stay in the outbox and are logged");
         }
         tokio::spawn(mailer.run());
+        tokio::spawn(services.workflows.clone().work());
         let openapi = http::openapi_document();
         let server = HttpServer::new(move || http::app(state.clone(), openapi.clone()))
             .listen(listener)?

@@ -231,6 +231,32 @@ impl DataService {
         Ok(format!("{{\"data\":{row}}}"))
     }
 
+    /// Lists rows as a caller resolved at auth version `auth_version` (a
+    /// workflow's data step); [`StoreError::Stale`] when that is no longer current.
+    pub async fn list_as(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        schema: &str,
+        name: &str,
+        params: &ListParams,
+    ) -> Result<String, DataError> {
+        self.read_as(
+            caller.principal,
+            auth_version,
+            caller.zone_header,
+            schema,
+            name,
+            &Shape::List(params),
+        )
+        .await?
+        .ok_or_else(|| {
+            DataError::Store(StoreError::Internal(
+                "the list read answered nothing".into(),
+            ))
+        })
+    }
+
     /// Authenticates and reads. A credential resolved before is answered in
     /// one round trip: the read's statement checks that the caller, the
     /// table and the settings it was planned on are still current. When they

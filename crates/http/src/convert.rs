@@ -80,3 +80,21 @@ pub fn invitation(i: auth::Invitation) -> wire::Invitation {
         expires_at: i.expires_at,
     }
 }
+
+/// A run's error as sent to clients.
+pub fn run_error(e: workflows::RunError) -> wire::RunError {
+    wire::RunError {
+        code: e.code,
+        message: e.message,
+    }
+}
+
+/// A run's outcome as sent to clients.
+pub fn outcome(o: workflows::Outcome) -> wire::RunOutcome {
+    wire::RunOutcome {
+        id: o.id,
+        status: o.status.as_str().to_owned(),
+        result: o.result,
+        error: o.error.map(run_error),
+    }
+}

@@ -16,6 +16,8 @@ pub struct ApiError {
     allow: Option<String>,
     /// The `Retry-After` header (seconds) of a 429 or 503.
     retry_after: Option<u64>,
+    /// The envelope's `meta`.
+    meta: Option<Box<serde_json::Value>>,
 }
 
 impl ApiError {
@@ -27,6 +29,7 @@ impl ApiError {
             field: None,
             allow: None,
             retry_after: None,
+            meta: None,
         }
     }
 
@@ -38,6 +41,7 @@ impl ApiError {
             field: Some(field.into()),
             allow: None,
             retry_after: None,
+            meta: None,
         }
     }
 
@@ -60,7 +64,7 @@ impl ApiError {
                 message: self.message.clone(),
                 field: self.field.clone(),
             }],
-            meta: None,
+            meta: self.meta.as_deref().cloned(),
         }
     }
 }
@@ -120,6 +124,7 @@ impl<E: ErrorCode + std::fmt::Debug> From<E> for ApiError {
             field: err.field().map(str::to_owned),
             allow: None,
             retry_after: err.retry_after(),
+            meta: err.meta().map(Box::new),
         }
     }
 }

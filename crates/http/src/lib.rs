@@ -26,7 +26,10 @@ use utoipa_actix_web::{AppExt, UtoipaApp};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::error::ApiError;
-use crate::routes::{account, admin, auth as auth_routes, data as data_routes, health, pages};
+use crate::routes::{
+    account, admin, auth as auth_routes, data as data_routes, health, pages,
+    workflows as workflow_routes,
+};
 
 /// Answers whether the database is reachable.
 pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
@@ -43,6 +46,8 @@ pub struct AppState {
     pub grants: permissions::GrantService,
     /// The Data API.
     pub data: data::DataService,
+    /// Workflows.
+    pub workflows: workflows::WorkflowService,
     /// The audit log.
     pub audit: Arc<dyn AuditStore>,
     /// The readiness probe.
@@ -163,7 +168,21 @@ fn routes(
                 .service(admin::grants::list)
                 .service(admin::grants::create)
                 .service(admin::grants::remove)
+                .service(admin::workflows::list)
+                .service(admin::workflows::create)
+                .service(admin::workflows::get)
+                .service(admin::workflows::update)
+                .service(admin::workflows::remove)
+                .service(admin::workflows::publish)
+                .service(admin::workflows::test)
+                .service(admin::workflows::runs)
                 .service(admin::openapi_data::document),
+        )
+        .service(
+            scope("/api/workflows")
+                .service(workflow_routes::result)
+                .service(workflow_routes::webhook_post)
+                .service(workflow_routes::webhook_get),
         )
         .service(
             scope("/api/data")

@@ -89,6 +89,14 @@ codes! {
     UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE", UnsupportedMediaType;
     /// Too many calls.
     RateLimitExceeded = "RATE_LIMIT_EXCEEDED", RateLimited;
+    /// No such workflow, or not published, enabled, a webhook or of this method.
+    WorkflowNotFound = "WORKFLOW_NOT_FOUND", NotFound;
+    /// A webhook POST body that is not a JSON object or array.
+    WorkflowWebhookInvalidPayload = "WORKFLOW_WEBHOOK_INVALID_PAYLOAD", InvalidRequest;
+    /// A synchronous run did not finish within its wait.
+    WorkflowSyncTimeout = "WORKFLOW_SYNC_TIMEOUT", Timeout;
+    /// The result route knows no such run for this caller.
+    WorkflowRunNotFound = "WORKFLOW_RUN_NOT_FOUND", NotFound;
     /// A bug; details are only in the logs.
     Internal = "INTERNAL", Internal;
     /// The database cannot be reached.
@@ -110,6 +118,11 @@ pub trait ErrorCode {
 
     /// Seconds after which a retry may succeed (the `Retry-After` header).
     fn retry_after(&self) -> Option<u64> {
+        None
+    }
+
+    /// The envelope's `meta`, such as `{ run }` of a webhook's 504.
+    fn meta(&self) -> Option<serde_json::Value> {
         None
     }
 }

@@ -403,6 +403,26 @@ impl Settings {
         self.value("system.timezone").as_str()
     }
 
+    /// Longest a synchronous webhook waits for its run, in milliseconds.
+    pub fn max_sync_wait_ms(&self) -> u64 {
+        u64::try_from(self.int("workflows.max_sync_wait_ms")).unwrap_or(30_000)
+    }
+
+    /// Public webhook calls one source address may make in any 60 s.
+    pub fn public_rate_limit_per_minute(&self) -> u32 {
+        u32::try_from(self.int("workflows.public_rate_limit_per_minute")).unwrap_or(60)
+    }
+
+    /// Whether the http step may reach loopback, private and link-local addresses.
+    pub fn http_allow_private(&self) -> bool {
+        self.bool("workflows.http_allow_private")
+    }
+
+    /// Days finished runs are kept.
+    pub fn run_retention_days(&self) -> i64 {
+        self.int("workflows.run_retention_days")
+    }
+
     /// Origins allowed to call the API from a browser.
     pub fn cors_origins(&self) -> impl Iterator<Item = &str> {
         self.value("security.cors_origins")

@@ -58,6 +58,11 @@ pub enum Credential {
         /// The plane it works on.
         plane: Plane,
     },
+    /// A workflow run acting as its user (Execute as, or the webhook's caller).
+    Run {
+        /// The run id.
+        id: Uuid,
+    },
 }
 
 /// An authenticated caller, as the database holds it when the request is answered
@@ -118,7 +123,7 @@ impl Principal {
     pub fn session_id(&self) -> Option<Uuid> {
         match self.credential {
             Credential::Session { id } => Some(id),
-            Credential::Token { .. } => None,
+            Credential::Token { .. } | Credential::Run { .. } => None,
         }
     }
 
@@ -144,7 +149,7 @@ impl Principal {
     /// The actor recorded in the audit log: the user for a session, the token for a token.
     pub fn actor(&self) -> audit::Actor {
         match self.credential {
-            Credential::Session { .. } => audit::Actor::user(self.user_id),
+            Credential::Session { .. } | Credential::Run { .. } => audit::Actor::user(self.user_id),
             Credential::Token { id, .. } => audit::Actor::token(id),
         }
     }

@@ -68,6 +68,29 @@ const TAKE_ATTEMPT_SQL: &str = "WITH taken AS ( \
         coalesce((SELECT ceil(extract(epoch FROM min(h) + interval '60 seconds' - now()))::bigint \
             FROM svc.rate_limits l, unnest(l.hits) h WHERE l.key = $1 AND h > now() - interval '60 seconds'), 1) AS retry_after";
 
+impl PgStore {
+    /// Takes an attempt of `key` under `limit` per 60 s for every instance;
+    /// answers the seconds to wait when refused.
+    pub(crate) async fn take_rate_attempt(
+        &self,
+        key: &str,
+        limit: u32,
+    ) -> Result<Option<u64>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                TAKE_ATTEMPT_SQL,
+                [key.into(), i64::from(limit).into()],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("the attempt statement answered no row".into()))?;
+        let taken: bool = row.try_get("", "taken").map_err(map_err)?;
+        let retry_after: i64 = row.try_get("", "retry_after").map_err(map_err)?;
+        Ok((!taken).then(|| Ord::max(u64::try_from(retry_after).unwrap_or(1), 1)))
+    }
+}
+
 /// The credential resolver's query for `kind`; its one parameter `$1` is the secret's hash.
 fn credential_sql(kind: CredentialKind) -> &'static str {
     match kind {
@@ -280,18 +303,7 @@ impl AuthStore for PgStore {
     }
 
     async fn take_attempt(&self, key: &str, limit: u32) -> Result<Option<u64>, StoreError> {
-        let row = self
-            .db
-            .query_one_raw(stmt(
-                TAKE_ATTEMPT_SQL,
-                [key.into(), i64::from(limit).into()],
-            ))
-            .await
-            .map_err(map_err)?
-            .ok_or_else(|| StoreError::Internal("the attempt statement answered no row".into()))?;
-        let taken: bool = row.try_get("", "taken").map_err(map_err)?;
-        let retry_after: i64 = row.try_get("", "retry_after").map_err(map_err)?;
-        Ok((!taken).then(|| Ord::max(u64::try_from(retry_after).unwrap_or(1), 1)))
+        self.take_rate_attempt(key, limit).await
     }
 
     async fn login_candidate(&self, email: &str) -> Result<Option<LoginCandidate>, StoreError> {

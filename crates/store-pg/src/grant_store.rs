@@ -66,6 +66,18 @@ impl GrantStore for PgStore {
         if role.is_none() {
             return Err(FieldError::new("roleId", "no such role").into());
         }
+        if let Some(workflow) = new.workflow_id {
+            let known = txn
+                .query_one_raw(stmt(
+                    "SELECT 1 AS one FROM svc.workflows WHERE id = $1",
+                    [workflow.into()],
+                ))
+                .await
+                .map_err(map_err)?;
+            if known.is_none() {
+                return Err(StoreError::NotFound);
+            }
+        }
         let sql = format!(
             "INSERT INTO svc.grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {GRANT_COLUMNS}"
         );

@@ -10,6 +10,7 @@ mod grant_store;
 mod json_rows;
 mod role_store;
 mod schema_store;
+mod workflow_store;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,6 +146,8 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
                 Some("name")
             } else if detail.contains("resources_table_key") {
                 Some("table")
+            } else if detail.contains("workflows_slug_key") {
+                Some("slug")
             } else {
                 None
             };

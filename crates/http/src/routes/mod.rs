@@ -6,3 +6,4 @@ pub mod auth;
 pub mod data;
 pub mod health;
 pub mod pages;
+pub mod workflows;

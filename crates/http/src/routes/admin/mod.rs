@@ -9,6 +9,7 @@ pub mod schema;
 pub mod settings;
 pub mod tokens;
 pub mod users;
+pub mod workflows;
 
 use kernel::Code;
 

@@ -1,0 +1,218 @@
+//! Workflows: definitions, publishing, test runs and run history.
+
+use actix_web::{HttpResponse, delete, get, patch, post, web};
+use api_types::{
+    DataEnvelope, ErrorEnvelope, RunListQuery, RunOutcome, TestRunRequest, Workflow,
+    WorkflowRequest, WorkflowRun,
+};
+use uuid::Uuid;
+use workflows::WorkflowInput;
+use workflows::store::WorkflowRecord;
+
+use crate::AppState;
+use crate::convert::{outcome, run_error};
+use crate::error::ApiError;
+use crate::extract::{AdminPlane, Caller, Data};
+use crate::respond::{created, no_content, ok};
+
+fn workflow(record: WorkflowRecord) -> Workflow {
+    Workflow {
+        id: record.id,
+        slug: record.slug,
+        name: record.name,
+        enabled: record.enabled,
+        published: record.published.is_some(),
+        published_at: record.published_at,
+        trigger: record.draft["trigger"].clone(),
+        steps: record.draft["steps"].clone(),
+        created_at: record.created_at,
+        updated_at: record.updated_at,
+    }
+}
+
+fn input(body: WorkflowRequest) -> WorkflowInput {
+    WorkflowInput {
+        slug: body.slug,
+        name: body.name,
+        enabled: body.enabled,
+        trigger: body.trigger,
+        steps: body.steps,
+    }
+}
+
+/// Every workflow, by name.
+#[utoipa::path(tag = "workflows", security(("bearer" = [])),
+    responses((status = 200, description = "The workflows", body = inline(DataEnvelope<Vec<Workflow>>))))]
+#[get("/workflows")]
+pub async fn list(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+) -> Result<HttpResponse, ApiError> {
+    let all = state.workflows.list().await?;
+    Ok(ok(all.into_iter().map(workflow).collect::<Vec<_>>()))
+}
+
+/// Creates a workflow's draft (publish it to run it).
+#[utoipa::path(tag = "workflows", security(("bearer" = [])), request_body = inline(DataEnvelope<WorkflowRequest>),
+    responses((status = 201, description = "The workflow", body = inline(DataEnvelope<Workflow>)),
+        (status = 400, description = "Invalid definition", body = ErrorEnvelope),
+        (status = 409, description = "Slug taken", body = ErrorEnvelope)))]
+#[post("/workflows")]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    body: Data<WorkflowRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let record = state
+        .workflows
+        .create(&caller.principal, input(body.0), caller.ip())
+        .await?;
+    Ok(created(workflow(record)))
+}
+
+/// One workflow (its draft, and whether it is published).
+#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 200, description = "The workflow", body = inline(DataEnvelope<Workflow>)),
+        (status = 404, description = "No such workflow", body = ErrorEnvelope)))]
+#[get("/workflows/{id}")]
+pub async fn get(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(ok(workflow(state.workflows.get(id.into_inner()).await?)))
+}
+
+/// Changes the draft, name, slug or enabled flag; the published version
+/// changes only on publish.
+#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    request_body = inline(DataEnvelope<WorkflowRequest>),
+    responses((status = 200, description = "The workflow", body = inline(DataEnvelope<Workflow>)),
+        (status = 400, description = "Invalid definition", body = ErrorEnvelope),
+        (status = 404, description = "No such workflow", body = ErrorEnvelope)))]
+#[patch("/workflows/{id}")]
+pub async fn update(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+    body: Data<WorkflowRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let record = state
+        .workflows
+        .update(
+            &caller.principal,
+            id.into_inner(),
+            input(body.0),
+            caller.ip(),
+        )
+        .await?;
+    Ok(ok(workflow(record)))
+}
+
+/// Deletes a workflow with its grants and runs.
+#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "No such workflow", body = ErrorEnvelope)))]
+#[delete("/workflows/{id}")]
+pub async fn remove(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    state
+        .workflows
+        .delete(&caller.principal, id.into_inner(), caller.ip())
+        .await?;
+    Ok(no_content())
+}
+
+/// Copies the draft to the published version, which webhooks and events run.
+#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 200, description = "The workflow", body = inline(DataEnvelope<Workflow>)),
+        (status = 400, description = "The draft is no longer valid", body = ErrorEnvelope),
+        (status = 404, description = "No such workflow", body = ErrorEnvelope)))]
+#[post("/workflows/{id}/publish")]
+pub async fn publish(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let record = state
+        .workflows
+        .publish(&caller.principal, id.into_inner(), caller.ip())
+        .await?;
+    Ok(ok(workflow(record)))
+}
+
+/// Runs the draft synchronously in test mode with the trigger input `{ query, body, meta }`.
+#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    request_body = inline(DataEnvelope<TestRunRequest>),
+    responses((status = 200, description = "The run outcome", body = inline(DataEnvelope<RunOutcome>)),
+        (status = 404, description = "No such workflow", body = ErrorEnvelope),
+        (status = 504, description = "The run did not finish within workflows.max_sync_wait_ms", body = ErrorEnvelope)))]
+#[post("/workflows/{id}/test")]
+pub async fn test(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+    body: Data<TestRunRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let b = body.0;
+    let mut input = serde_json::Map::new();
+    for (key, value) in [("query", b.query), ("body", b.body), ("meta", b.meta)] {
+        if let Some(value) = value {
+            input.insert(key.into(), value);
+        }
+    }
+    let run = state
+        .workflows
+        .test(&caller.principal, id.into_inner(), input.into())
+        .await?;
+    Ok(ok(outcome(run)))
+}
+
+/// The workflow's runs, newest first, with their stored (redacted) input and each step.
+#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path), RunListQuery),
+    responses((status = 200, description = "The runs", body = inline(DataEnvelope<Vec<WorkflowRun>>)),
+        (status = 400, description = "Bad limit", body = ErrorEnvelope),
+        (status = 404, description = "No such workflow", body = ErrorEnvelope)))]
+#[get("/workflows/{id}/runs")]
+pub async fn runs(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+    query: web::Query<RunListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let limit = super::page_limit(Some(query.limit.unwrap_or(50)))?;
+    let runs = state
+        .workflows
+        .runs(id.into_inner(), limit, query.offset.unwrap_or(0))
+        .await?;
+    let runs: Vec<WorkflowRun> = runs
+        .into_iter()
+        .map(|r| WorkflowRun {
+            id: r.id,
+            workflow_id: r.workflow_id,
+            status: r.status.as_str().to_owned(),
+            test: r.test,
+            input: r.input,
+            result: r.result,
+            error: r.error.map(run_error),
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            steps: r
+                .steps
+                .into_iter()
+                .map(|s| api_types::RunStep {
+                    id: s.id,
+                    kind: s.kind,
+                    status: s.status.as_str().to_owned(),
+                    result: s.result,
+                    error: s.error.map(run_error),
+                    started_at: s.started_at,
+                    finished_at: s.finished_at,
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(ok(runs))
+}

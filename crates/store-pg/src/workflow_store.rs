@@ -1,0 +1,577 @@
+//! Workflows and their runs in PostgreSQL: definitions, leased runs claimed
+//! with `FOR UPDATE SKIP LOCKED`, row events consumed exactly once.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use audit::AuditEvent;
+use kernel::StoreError;
+use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait, Value};
+use serde_json::Value as Json;
+use uuid::Uuid;
+use workflows::run::{Outcome, RunError, RunRecord, RunStatus, StepRecord};
+use workflows::store::{
+    ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, RunUserRecord, WebhookTarget,
+    WorkflowChanges, WorkflowRecord,
+};
+use workflows::{RunJournal, WorkflowStore};
+
+use crate::{PgStore, commit_with_audit, map_err, stmt, versions_of};
+
+const WORKFLOW_COLUMNS: &str =
+    "id, slug, name, enabled, draft, published, published_at, created_at, updated_at";
+
+/// Columns a claimed run is resumed from.
+const CLAIMED_COLUMNS: &str = "id, definition, input, run_as, steps, attempts";
+
+fn workflow(row: &QueryResult) -> Result<WorkflowRecord, StoreError> {
+    Ok(WorkflowRecord {
+        id: row.try_get("", "id").map_err(map_err)?,
+        slug: row.try_get("", "slug").map_err(map_err)?,
+        name: row.try_get("", "name").map_err(map_err)?,
+        enabled: row.try_get("", "enabled").map_err(map_err)?,
+        draft: row.try_get("", "draft").map_err(map_err)?,
+        published: row.try_get("", "published").map_err(map_err)?,
+        published_at: row.try_get("", "published_at").map_err(map_err)?,
+        created_at: row.try_get("", "created_at").map_err(map_err)?,
+        updated_at: row.try_get("", "updated_at").map_err(map_err)?,
+    })
+}
+
+fn status(row: &QueryResult) -> Result<RunStatus, StoreError> {
+    let text: String = row.try_get("", "status").map_err(map_err)?;
+    RunStatus::parse(&text).ok_or_else(|| StoreError::Internal(format!("stored run status {text}")))
+}
+
+fn error_of(row: &QueryResult) -> Result<Option<RunError>, StoreError> {
+    let error: Option<Json> = row.try_get("", "error").map_err(map_err)?;
+    Ok(error.and_then(|e| serde_json::from_value(e).ok()))
+}
+
+fn steps_of(row: &QueryResult) -> Result<Vec<StepRecord>, StoreError> {
+    let steps: Json = row.try_get("", "steps").map_err(map_err)?;
+    serde_json::from_value(steps).map_err(|e| StoreError::Internal(e.to_string()))
+}
+
+fn claimed(row: &QueryResult) -> Result<ClaimedRun, StoreError> {
+    Ok(ClaimedRun {
+        id: row.try_get("", "id").map_err(map_err)?,
+        definition: row.try_get("", "definition").map_err(map_err)?,
+        input: row.try_get("", "input").map_err(map_err)?,
+        run_as: row.try_get("", "run_as").map_err(map_err)?,
+        steps: steps_of(row)?,
+        attempts: row.try_get("", "attempts").map_err(map_err)?,
+    })
+}
+
+fn json_of<T: serde::Serialize>(value: &T) -> Result<Json, StoreError> {
+    serde_json::to_value(value).map_err(|e| StoreError::Internal(e.to_string()))
+}
+
+fn seconds(lease: Duration) -> Value {
+    lease.as_secs_f64().into()
+}
+
+fn uuids(ids: &[Uuid]) -> Value {
+    ids.to_vec().into()
+}
+
+impl PgStore {
+    /// Captures row changes of a resource's table (idempotent; plain SQL
+    /// writes are captured too).
+    async fn capture_events(conn: &impl ConnectionTrait, resource: Uuid) -> Result<(), StoreError> {
+        let row = conn
+            .query_one_raw(stmt(
+                "SELECT format('CREATE OR REPLACE TRIGGER tessera_row_events AFTER INSERT OR UPDATE OR DELETE ON %I.%I \
+                 FOR EACH ROW EXECUTE FUNCTION svc.capture_row_event()', schema_name, table_name) AS ddl \
+                 FROM svc.resources WHERE id = $1",
+                [resource.into()],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| kernel::FieldError::new("trigger.resourceId", "no such resource"))?;
+        let ddl: String = row.try_get("", "ddl").map_err(map_err)?;
+        conn.execute_unprepared(&ddl).await.map_err(map_err)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RunJournal for PgStore {
+    async fn checkpoint(
+        &self,
+        run: Uuid,
+        owner: Uuid,
+        steps: &[StepRecord],
+    ) -> Result<Option<bool>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "UPDATE svc.workflow_runs SET steps = $3, lease_until = now() + (lease_until - lease_start), \
+                 lease_start = now() WHERE id = $1 AND lease_owner = $2 AND status = 'RUNNING' RETURNING cancel_requested",
+                [run.into(), owner.into(), json_of(&steps)?.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|r| r.try_get::<bool>("", "cancel_requested"))
+            .transpose()
+            .map_err(map_err)
+    }
+
+    async fn renew(&self, run: Uuid, owner: Uuid) -> Result<Option<bool>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "UPDATE svc.workflow_runs SET lease_until = now() + (lease_until - lease_start), lease_start = now() \
+                 WHERE id = $1 AND lease_owner = $2 AND status = 'RUNNING' RETURNING cancel_requested",
+                [run.into(), owner.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|r| r.try_get::<bool>("", "cancel_requested"))
+            .transpose()
+            .map_err(map_err)
+    }
+
+    async fn finish(
+        &self,
+        owner: Uuid,
+        outcome: &Outcome,
+        steps: &[StepRecord],
+    ) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "UPDATE svc.workflow_runs SET status = $3, result = $4, error = $5, steps = $6, \
+                 finished_at = now(), lease_owner = NULL, lease_until = NULL \
+                 WHERE id = $1 AND lease_owner = $2 AND status = 'RUNNING'",
+                [
+                    outcome.id.into(),
+                    owner.into(),
+                    outcome.status.as_str().into(),
+                    outcome.result.clone().into(),
+                    outcome.error.as_ref().map(json_of).transpose()?.into(),
+                    json_of(&steps)?.into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl WorkflowStore for PgStore {
+    async fn workflows(&self) -> Result<Vec<WorkflowRecord>, StoreError> {
+        let sql = format!("SELECT {WORKFLOW_COLUMNS} FROM svc.workflows ORDER BY name, id");
+        let rows = self
+            .db
+            .query_all_raw(stmt(&sql, []))
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(workflow).collect()
+    }
+
+    async fn workflow(&self, id: Uuid) -> Result<Option<WorkflowRecord>, StoreError> {
+        let sql = format!("SELECT {WORKFLOW_COLUMNS} FROM svc.workflows WHERE id = $1");
+        let row = self
+            .db
+            .query_one_raw(stmt(&sql, [id.into()]))
+            .await
+            .map_err(map_err)?;
+        row.as_ref().map(workflow).transpose()
+    }
+
+    async fn create_workflow(
+        &self,
+        new: NewWorkflow,
+        event: AuditEvent,
+    ) -> Result<WorkflowRecord, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let sql = format!(
+            "INSERT INTO svc.workflows (id, slug, name, enabled, draft) VALUES ($1, $2, $3, $4, $5) RETURNING {WORKFLOW_COLUMNS}"
+        );
+        let row = txn
+            .query_one_raw(stmt(
+                &sql,
+                [
+                    new.id.into(),
+                    new.slug.into(),
+                    new.name.into(),
+                    new.enabled.into(),
+                    new.draft.into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or(StoreError::NotFound)?;
+        let created = workflow(&row)?;
+        commit_with_audit(txn, event).await?;
+        Ok(created)
+    }
+
+    async fn update_workflow(
+        &self,
+        id: Uuid,
+        changes: WorkflowChanges,
+        event: AuditEvent,
+    ) -> Result<Option<WorkflowRecord>, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let sql = format!(
+            "UPDATE svc.workflows SET slug = coalesce($2, slug), name = coalesce($3, name), \
+             enabled = coalesce($4, enabled), draft = coalesce($5, draft), updated_at = now() \
+             WHERE id = $1 RETURNING {WORKFLOW_COLUMNS}"
+        );
+        let row = txn
+            .query_one_raw(stmt(
+                &sql,
+                [
+                    id.into(),
+                    changes.slug.into(),
+                    changes.name.into(),
+                    changes.enabled.into(),
+                    changes.draft.into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let updated = workflow(&row)?;
+        commit_with_audit(txn, event).await?;
+        Ok(Some(updated))
+    }
+
+    async fn delete_workflow(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let deleted = txn
+            .execute_raw(stmt("DELETE FROM svc.workflows WHERE id = $1", [id.into()]))
+            .await
+            .map_err(map_err)?
+            .rows_affected();
+        if deleted == 0 {
+            return Ok(false);
+        }
+        self.commit_catalog_change(txn, event).await?;
+        Ok(true)
+    }
+
+    async fn publish(
+        &self,
+        id: Uuid,
+        snapshot: Json,
+        target: Option<EventTarget>,
+        event: AuditEvent,
+    ) -> Result<Option<WorkflowRecord>, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        if let Some(target) = &target {
+            Self::capture_events(&txn, target.resource_id).await?;
+        }
+        let (resource, events) = match target {
+            Some(t) => (Some(t.resource_id), t.events),
+            None => (None, Vec::new()),
+        };
+        let sql = format!(
+            "UPDATE svc.workflows SET published = $2, published_at = now(), event_resource_id = $3, \
+             event_kinds = $4, updated_at = now() WHERE id = $1 RETURNING {WORKFLOW_COLUMNS}"
+        );
+        let row = txn
+            .query_one_raw(stmt(
+                &sql,
+                [id.into(), snapshot.into(), resource.into(), events.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let published = workflow(&row)?;
+        commit_with_audit(txn, event).await?;
+        Ok(Some(published))
+    }
+
+    async fn user_exists(&self, id: Uuid) -> Result<bool, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT 1 AS one FROM svc.users WHERE id = $1 AND active",
+                [id.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(row.is_some())
+    }
+
+    async fn resource_exists(&self, id: Uuid) -> Result<bool, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT 1 AS one FROM svc.resources WHERE id = $1",
+                [id.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(row.is_some())
+    }
+
+    async fn webhook(&self, slug: &str) -> Result<Option<WebhookTarget>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, w.* \
+                 FROM svc.cache_version v LEFT JOIN LATERAL ( \
+                   SELECT w.id, w.published, w.published_at, \
+                   ARRAY(SELECT g.role_id FROM svc.grants g WHERE g.workflow_id = w.id AND g.action = 'invoke') AS roles \
+                   FROM svc.workflows w WHERE w.slug = $1 AND w.enabled AND w.published IS NOT NULL) w ON true",
+                [slug.into()],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
+        self.seen.observe(versions_of(&row, "v_")?);
+        let Some(workflow_id) = row.try_get::<Option<Uuid>>("", "id").map_err(map_err)? else {
+            return Ok(None);
+        };
+        Ok(Some(WebhookTarget {
+            workflow_id,
+            definition: row.try_get("", "published").map_err(map_err)?,
+            published_at: row.try_get("", "published_at").map_err(map_err)?,
+            invoke_roles: row.try_get("", "roles").map_err(map_err)?,
+        }))
+    }
+
+    async fn take_attempt(&self, key: &str, limit: u32) -> Result<Option<u64>, StoreError> {
+        self.take_rate_attempt(key, limit).await
+    }
+
+    async fn run_user(&self, id: Uuid) -> Result<Option<RunUserRecord>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, k.* \
+                 FROM svc.cache_version v LEFT JOIN LATERAL ( \
+                   SELECT u.id, u.active, u.email, u.name, u.timezone, \
+                   coalesce(array_agg(r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS role_ids, \
+                   coalesce(bool_or(r.api_access), false) AS api_access, \
+                   coalesce(bool_or(r.admin_access), false) AS admin \
+                   FROM svc.users u LEFT JOIN svc.role_members m ON m.user_id = u.id \
+                   LEFT JOIN svc.roles r ON r.id = m.role_id WHERE u.id = $1 GROUP BY u.id) k ON true",
+                [id.into()],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
+        let versions = versions_of(&row, "v_")?;
+        self.seen.observe(versions);
+        let Some(user_id) = row.try_get::<Option<Uuid>>("", "id").map_err(map_err)? else {
+            return Ok(None);
+        };
+        let email: String = row.try_get("", "email").map_err(map_err)?;
+        let name: Option<String> = row.try_get("", "name").map_err(map_err)?;
+        let timezone: Option<String> = row.try_get("", "timezone").map_err(map_err)?;
+        Ok(Some(RunUserRecord {
+            auth_version: versions.auth,
+            active: row.try_get("", "active").map_err(map_err)?,
+            role_ids: row.try_get("", "role_ids").map_err(map_err)?,
+            api_access: row.try_get("", "api_access").map_err(map_err)?,
+            admin: row.try_get("", "admin").map_err(map_err)?,
+            profile: serde_json::json!({ "id": user_id, "email": email, "name": name, "timezone": timezone }),
+            timezone,
+        }))
+    }
+
+    async fn start_run(&self, run: NewRun) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "INSERT INTO svc.workflow_runs (id, workflow_id, status, test, definition, input, run_as, caller_id, \
+                 lease_owner, lease_start, lease_until) \
+                 VALUES ($1, $2, 'RUNNING', $3, $4, $5, $6, $7, $8, now(), now() + make_interval(secs => $9))",
+                [
+                    run.id.into(),
+                    run.workflow_id.into(),
+                    run.test.into(),
+                    run.definition.into(),
+                    run.input.into(),
+                    run.run_as.into(),
+                    run.caller_id.into(),
+                    run.owner.into(),
+                    seconds(run.lease),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn request_cancel(&self, run: Uuid) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "UPDATE svc.workflow_runs SET cancel_requested = true WHERE id = $1 AND status = 'RUNNING'",
+                [run.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn run_result(
+        &self,
+        run: Uuid,
+        asker: ResultAsker<'_>,
+    ) -> Result<Option<Outcome>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT r.id, r.status, r.result, r.error FROM svc.workflow_runs r \
+                 WHERE r.id = $1 AND r.caller_id = $2 \
+                 AND (r.finished_at IS NULL OR r.finished_at > now() - interval '24 hours') \
+                 AND ($4 OR EXISTS (SELECT 1 FROM svc.grants g WHERE g.workflow_id = r.workflow_id \
+                      AND g.action = 'invoke' AND g.role_id = ANY ($3)))",
+                [
+                    run.into(),
+                    asker.user_id.into(),
+                    uuids(asker.role_ids),
+                    asker.admin.into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        Ok(Some(Outcome {
+            id: row.try_get("", "id").map_err(map_err)?,
+            status: status(&row)?,
+            result: row
+                .try_get::<Option<Json>>("", "result")
+                .map_err(map_err)?
+                .unwrap_or(Json::Null),
+            error: error_of(&row)?,
+        }))
+    }
+
+    async fn runs(
+        &self,
+        workflow_id: Uuid,
+        limit: u64,
+        offset: u64,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                "SELECT id, workflow_id, status, test, input, result, error, steps, started_at, finished_at \
+                 FROM svc.workflow_runs WHERE workflow_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2 OFFSET $3",
+                [
+                    workflow_id.into(),
+                    i64::try_from(limit).unwrap_or(i64::MAX).into(),
+                    i64::try_from(offset).unwrap_or(i64::MAX).into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|row| {
+                Ok(RunRecord {
+                    id: row.try_get("", "id").map_err(map_err)?,
+                    workflow_id: row.try_get("", "workflow_id").map_err(map_err)?,
+                    status: status(row)?,
+                    test: row.try_get("", "test").map_err(map_err)?,
+                    input: row.try_get("", "input").map_err(map_err)?,
+                    result: row
+                        .try_get::<Option<Json>>("", "result")
+                        .map_err(map_err)?
+                        .unwrap_or(Json::Null),
+                    error: error_of(row)?,
+                    steps: steps_of(row)?,
+                    started_at: row.try_get("", "started_at").map_err(map_err)?,
+                    finished_at: row.try_get("", "finished_at").map_err(map_err)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_orphans(
+        &self,
+        owner: Uuid,
+        lease: Duration,
+        limit: u64,
+    ) -> Result<Vec<ClaimedRun>, StoreError> {
+        let sql = format!(
+            "UPDATE svc.workflow_runs SET lease_owner = $1, lease_start = now(), \
+             lease_until = now() + make_interval(secs => $2), attempts = attempts + 1 \
+             WHERE id IN (SELECT id FROM svc.workflow_runs WHERE status = 'RUNNING' AND lease_until < now() \
+                          ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED) \
+             RETURNING {CLAIMED_COLUMNS}"
+        );
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                &sql,
+                [
+                    owner.into(),
+                    seconds(lease),
+                    i64::try_from(limit).unwrap_or(1).into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(claimed).collect()
+    }
+
+    async fn claim_events(
+        &self,
+        owner: Uuid,
+        lease: Duration,
+        limit: u64,
+    ) -> Result<Vec<ClaimedRun>, StoreError> {
+        let sql = format!(
+            "WITH events AS ( \
+               DELETE FROM svc.row_events WHERE id IN ( \
+                 SELECT id FROM svc.row_events ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED) \
+               RETURNING id, resource_id, event, old, new), \
+             started AS ( \
+               INSERT INTO svc.workflow_runs (id, workflow_id, status, definition, input, run_as, \
+                 lease_owner, lease_start, lease_until) \
+               SELECT svc.uuid_v7(), w.id, 'RUNNING', w.published, \
+                 jsonb_build_object('event', e.event, 'resource', r.schema_name || '.' || r.table_name, \
+                                    'old', e.old, 'new', e.new), \
+                 who.id, $1, now(), now() + make_interval(secs => $2) \
+               FROM events e JOIN svc.workflows w ON w.event_resource_id = e.resource_id \
+                 AND w.enabled AND w.published IS NOT NULL AND e.event = ANY (w.event_kinds) \
+               JOIN svc.resources r ON r.id = e.resource_id \
+               LEFT JOIN svc.users u ON u.id = (w.published -> 'trigger' ->> 'executeAs')::uuid AND u.active \
+               CROSS JOIN LATERAL (SELECT coalesce(u.id, (SELECT m.user_id FROM svc.role_members m \
+                   JOIN svc.users a ON a.id = m.user_id WHERE m.role_id = '{admins}' AND a.active \
+                   ORDER BY a.created_at LIMIT 1)) AS id) who \
+               WHERE who.id IS NOT NULL ORDER BY e.id \
+               RETURNING {CLAIMED_COLUMNS}) \
+             SELECT {CLAIMED_COLUMNS} FROM started",
+            admins = kernel::ADMINISTRATORS_ROLE_ID
+        );
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                &sql,
+                [
+                    owner.into(),
+                    seconds(lease),
+                    i64::try_from(limit).unwrap_or(1).into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(claimed).collect()
+    }
+
+    async fn purge_runs(&self, days: i64) -> Result<u64, StoreError> {
+        let done = self
+            .db
+            .execute_raw(stmt(
+                "DELETE FROM svc.workflow_runs WHERE finished_at < now() - make_interval(days => $1::int)",
+                [days.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected())
+    }
+}

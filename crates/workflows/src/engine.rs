@@ -1,0 +1,459 @@
+//! The step executor: walks a definition's steps in order against the run's
+//! context, records each step, checkpoints after every step with an effect
+//! outside the run (data, http, delay), renews the run's lease while a step
+//! takes long, and stops at the next step boundary once cancelled.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use kernel::{Clock, StoreError};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::condition;
+use crate::model::{Action, DELAY_MAX_MS, Definition, HTTP_TIMEOUT_DEFAULT_MS, Step};
+use crate::run::{Outcome, RunError, RunStatus, STEP_INVALID, StepRecord};
+use crate::template::render;
+
+/// Who a run's data steps act as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunUser {
+    /// The run.
+    pub run_id: Uuid,
+    /// The user whose grants apply.
+    pub user_id: Uuid,
+}
+
+/// Data steps, under the run user's permissions (the Data API's rules).
+#[async_trait]
+pub trait StepData: Send + Sync + 'static {
+    /// `query`: the rows, as the list route's `data`.
+    async fn query(
+        &self,
+        user: RunUser,
+        resource: &str,
+        filter: Option<&Value>,
+        sort: Option<String>,
+        limit: Option<String>,
+    ) -> Result<Value, RunError>;
+    /// `insert`: the row or rows written.
+    async fn insert(&self, user: RunUser, resource: &str, data: &Value) -> Result<Value, RunError>;
+    /// `update`: the row written.
+    async fn update(
+        &self,
+        user: RunUser,
+        resource: &str,
+        key: &str,
+        data: &Value,
+    ) -> Result<Value, RunError>;
+    /// `delete`: `{ deleted: true }`.
+    async fn delete(&self, user: RunUser, resource: &str, key: &str) -> Result<Value, RunError>;
+}
+
+/// An outgoing request of the http step, rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutgoingRequest {
+    /// The method.
+    pub method: String,
+    /// The URL.
+    pub url: String,
+    /// Header names and values.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body, if any.
+    pub body: Option<Value>,
+    /// When to give up.
+    pub timeout: Duration,
+    /// Signs the body when set.
+    pub signing_secret: Option<String>,
+    /// Whether loopback, private and link-local targets are allowed.
+    pub allow_private: bool,
+}
+
+/// Outgoing HTTP for the http step.
+#[async_trait]
+pub trait Outbound: Send + Sync + 'static {
+    /// Sends `request`; answers `{ status, headers, body }`.
+    async fn send(&self, request: OutgoingRequest) -> Result<Value, RunError>;
+}
+
+/// What the executor writes as a run progresses.
+#[async_trait]
+pub trait RunJournal: Send + Sync + 'static {
+    /// Stores `steps` and renews the lease while `owner` holds it; answers
+    /// `Some(cancel requested)`, or `None` when the run is no longer this
+    /// owner's (taken over, or ended).
+    async fn checkpoint(
+        &self,
+        run: Uuid,
+        owner: Uuid,
+        steps: &[StepRecord],
+    ) -> Result<Option<bool>, StoreError>;
+    /// Renews the lease while `owner` holds it; answers as [`RunJournal::checkpoint`].
+    async fn renew(&self, run: Uuid, owner: Uuid) -> Result<Option<bool>, StoreError>;
+    /// Ends the run with `outcome` and `steps` while `owner` holds it.
+    async fn finish(
+        &self,
+        owner: Uuid,
+        outcome: &Outcome,
+        steps: &[StepRecord],
+    ) -> Result<(), StoreError>;
+}
+
+/// The executor's collaborators.
+#[derive(Clone)]
+pub struct Ports {
+    /// Data steps.
+    pub data: Arc<dyn StepData>,
+    /// The http step.
+    pub outbound: Arc<dyn Outbound>,
+    /// Where progress is written.
+    pub journal: Arc<dyn RunJournal>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// How often a long step renews the lease.
+    pub renew_every: Duration,
+}
+
+/// One run to execute (or resume).
+pub struct Execution {
+    /// The run id.
+    pub run_id: Uuid,
+    /// This instance, holding the lease.
+    pub owner: Uuid,
+    /// The steps to run.
+    pub definition: Arc<Definition>,
+    /// `{ start: { data }, steps: {}, user }`.
+    pub context: Value,
+    /// Who data steps act as.
+    pub user: RunUser,
+    /// Whether http steps may reach private addresses.
+    pub allow_private: bool,
+    /// Steps recorded by an earlier attempt (resumption).
+    pub recorded: Vec<StepRecord>,
+    /// Set to true when the run is to stop at the next boundary.
+    pub cancel: Arc<watch::Sender<bool>>,
+}
+
+/// How a step ended.
+enum Flow {
+    Next(Value),
+    Finish(Value),
+    Fail(RunError),
+    Cancelled,
+}
+
+/// The context of a run: `start.data`, `steps` (empty) and `user`.
+pub fn context(start_data: Value, user: Value) -> Value {
+    json!({ "start": { "data": start_data }, "steps": {}, "user": user })
+}
+
+/// Runs `execution` to its end (or until its lease is lost: then `None`).
+pub async fn execute(
+    ports: &Ports,
+    mut execution: Execution,
+) -> Result<Option<Outcome>, StoreError> {
+    let definition = execution.definition.clone();
+    let earlier: HashMap<String, StepRecord> = execution
+        .recorded
+        .drain(..)
+        .map(|record| (record.id.clone(), record))
+        .collect();
+    let mut records: Vec<StepRecord> = Vec::new();
+    let mut frames: Vec<(&[Step], usize)> = vec![(&definition.steps, 0)];
+    let mut ended: Option<(RunStatus, Value, Option<RunError>)> = None;
+    while let Some((list, index)) = frames.last_mut() {
+        let Some(step) = list.get(*index) else {
+            frames.pop();
+            continue;
+        };
+        *index += 1;
+        if *execution.cancel.borrow() {
+            ended = Some((RunStatus::Cancelled, Value::Null, None));
+            break;
+        }
+        let started_at = ports.clock.now();
+        let reused = earlier
+            .get(&step.id)
+            .filter(|r| r.status == RunStatus::Succeeded && !step.action.is_pure())
+            .map(|r| r.result.clone());
+        let flow = match reused {
+            Some(result) => Some(Flow::Next(result)),
+            None => {
+                let delay_started = earlier
+                    .get(&step.id)
+                    .filter(|r| r.status == RunStatus::Running)
+                    .map(|r| r.started_at);
+                run_step(
+                    ports,
+                    &mut execution,
+                    &mut records,
+                    step,
+                    started_at,
+                    delay_started,
+                )
+                .await?
+            }
+        };
+        let Some(flow) = flow else {
+            return Ok(None);
+        };
+        let finished_at = ports.clock.now();
+        let (status, result, error) = match &flow {
+            Flow::Next(v) | Flow::Finish(v) => (RunStatus::Succeeded, v.clone(), None),
+            Flow::Fail(e) => (RunStatus::Failed, Value::Null, Some(e.clone())),
+            Flow::Cancelled => {
+                ended = Some((RunStatus::Cancelled, Value::Null, None));
+                break;
+            }
+        };
+        records.retain(|r| r.id != step.id);
+        records.push(StepRecord {
+            id: step.id.clone(),
+            kind: step.action.type_name().to_owned(),
+            status,
+            result: result.clone(),
+            error: error.clone(),
+            started_at,
+            finished_at: Some(finished_at),
+        });
+        if let Some(steps) = execution
+            .context
+            .get_mut("steps")
+            .and_then(Value::as_object_mut)
+        {
+            steps.insert(step.id.clone(), json!({ "result": result }));
+        }
+        match flow {
+            Flow::Finish(v) => {
+                ended = Some((RunStatus::Succeeded, v, None));
+                break;
+            }
+            Flow::Fail(e) => {
+                ended = Some((RunStatus::Failed, Value::Null, Some(e)));
+                break;
+            }
+            _ => {}
+        }
+        if let Action::Condition(c) = &step.action {
+            let branch = if result == Value::Bool(true) {
+                &c.then
+            } else {
+                &c.otherwise
+            };
+            frames.push((branch, 0));
+        } else if !step.action.is_pure() {
+            match ports
+                .journal
+                .checkpoint(execution.run_id, execution.owner, &records)
+                .await?
+            {
+                None => return Ok(None),
+                Some(true) => {
+                    ended = Some((RunStatus::Cancelled, Value::Null, None));
+                    break;
+                }
+                Some(false) => {}
+            }
+        }
+    }
+    let (status, result, error) = ended.unwrap_or((RunStatus::Succeeded, Value::Null, None));
+    let outcome = Outcome {
+        id: execution.run_id,
+        status,
+        result,
+        error,
+    };
+    ports
+        .journal
+        .finish(execution.owner, &outcome, &records)
+        .await?;
+    Ok(Some(outcome))
+}
+
+/// Runs one step; `None` when the lease was lost while it ran.
+async fn run_step(
+    ports: &Ports,
+    execution: &mut Execution,
+    records: &mut Vec<StepRecord>,
+    step: &Step,
+    started_at: DateTime<Utc>,
+    delay_started: Option<DateTime<Utc>>,
+) -> Result<Option<Flow>, StoreError> {
+    let ctx = &execution.context;
+    let user = execution.user;
+    let flow = match &step.action {
+        Action::Transform(t) => Flow::Next(render(&t.output, ctx)),
+        Action::Finish(f) => Flow::Finish(render(&f.result, ctx)),
+        Action::Fail(f) => Flow::Fail(RunError::new(
+            f.code.clone(),
+            match render(&f.message, ctx) {
+                Value::String(s) => s,
+                Value::Null => "The workflow failed".to_owned(),
+                other => other.to_string(),
+            },
+        )),
+        Action::Condition(c) => match condition::holds(&c.test, ctx, ports.clock.now()) {
+            Ok(holds) => Flow::Next(Value::Bool(holds)),
+            Err(e) => Flow::Fail(RunError::new(STEP_INVALID, e.to_string())),
+        },
+        Action::Delay(d) => {
+            let ms = match render(&d.ms, ctx).as_u64() {
+                Some(ms) if ms <= DELAY_MAX_MS => ms,
+                _ => {
+                    return Ok(Some(Flow::Fail(RunError::new(
+                        STEP_INVALID,
+                        format!("{}.ms must be 0 to {DELAY_MAX_MS} milliseconds", step.id),
+                    ))));
+                }
+            };
+            let since = delay_started.unwrap_or(started_at);
+            records.retain(|r| r.id != step.id);
+            records.push(StepRecord {
+                id: step.id.clone(),
+                kind: "delay".into(),
+                status: RunStatus::Running,
+                result: Value::Null,
+                error: None,
+                started_at: since,
+                finished_at: None,
+            });
+            match ports
+                .journal
+                .checkpoint(execution.run_id, execution.owner, records)
+                .await?
+            {
+                None => return Ok(None),
+                Some(true) => return Ok(Some(Flow::Cancelled)),
+                Some(false) => {}
+            }
+            let elapsed = (ports.clock.now() - since).num_milliseconds().max(0) as u64;
+            let remaining = Duration::from_millis(ms.saturating_sub(elapsed));
+            return watched(ports, execution, async move {
+                tokio::time::sleep(remaining).await;
+                Flow::Next(json!({ "waitedMs": ms }))
+            })
+            .await;
+        }
+        Action::Query(q) => {
+            let filter = q.filter.as_ref().map(|f| render(f, ctx));
+            let sort = q.sort.as_ref().map(|s| text(&render(s, ctx)));
+            let limit = q.limit.as_ref().map(|l| text(&render(l, ctx)));
+            let data = ports.data.clone();
+            let resource = q.resource.clone();
+            return watched(ports, execution, async move {
+                flow_of(
+                    data.query(user, &resource, filter.as_ref(), sort, limit)
+                        .await,
+                )
+            })
+            .await;
+        }
+        Action::Insert(i) => {
+            let body = render(&i.data, ctx);
+            let (data, resource) = (ports.data.clone(), i.resource.clone());
+            return watched(ports, execution, async move {
+                flow_of(data.insert(user, &resource, &body).await)
+            })
+            .await;
+        }
+        Action::Update(u) => {
+            let key = text(&render(&u.key, ctx));
+            let body = render(&u.data, ctx);
+            let (data, resource) = (ports.data.clone(), u.resource.clone());
+            return watched(ports, execution, async move {
+                flow_of(data.update(user, &resource, &key, &body).await)
+            })
+            .await;
+        }
+        Action::Delete(d) => {
+            let key = text(&render(&d.key, ctx));
+            let (data, resource) = (ports.data.clone(), d.resource.clone());
+            return watched(ports, execution, async move {
+                flow_of(data.delete(user, &resource, &key).await)
+            })
+            .await;
+        }
+        Action::Http(h) => {
+            let headers = match h.headers.as_ref().map(|v| render(v, ctx)) {
+                Some(Value::Object(map)) => map.into_iter().map(|(k, v)| (k, text(&v))).collect(),
+                _ => Vec::new(),
+            };
+            let request = OutgoingRequest {
+                method: h.method.clone(),
+                url: text(&render(&Value::String(h.url.clone()), ctx)),
+                headers,
+                body: h.body.as_ref().map(|b| render(b, ctx)),
+                timeout: Duration::from_millis(h.timeout_ms.unwrap_or(HTTP_TIMEOUT_DEFAULT_MS)),
+                signing_secret: h.signing_secret.clone(),
+                allow_private: execution.allow_private,
+            };
+            let outbound = ports.outbound.clone();
+            return watched(ports, execution, async move {
+                flow_of(outbound.send(request).await)
+            })
+            .await;
+        }
+    };
+    Ok(Some(flow))
+}
+
+fn flow_of(answer: Result<Value, RunError>) -> Flow {
+    match answer {
+        Ok(value) => Flow::Next(value),
+        Err(error) => Flow::Fail(error),
+    }
+}
+
+/// A value as text: strings as they are, null empty, others as JSON.
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Runs a step's work while renewing the lease, and stops at once when the
+/// run is cancelled in this process. `None`: the lease was lost.
+async fn watched(
+    ports: &Ports,
+    execution: &Execution,
+    work: impl Future<Output = Flow>,
+) -> Result<Option<Flow>, StoreError> {
+    tokio::pin!(work);
+    let mut cancel = execution.cancel.subscribe();
+    if *cancel.borrow() {
+        return Ok(Some(Flow::Cancelled));
+    }
+    loop {
+        tokio::select! {
+            flow = &mut work => return Ok(Some(flow)),
+            Ok(()) = cancel.changed() => {
+                if *cancel.borrow() {
+                    return Ok(Some(Flow::Cancelled));
+                }
+            }
+            () = tokio::time::sleep(ports.renew_every) => {
+                match ports.journal.renew(execution.run_id, execution.owner).await? {
+                    None => return Ok(None),
+                    Some(true) => return Ok(Some(Flow::Cancelled)),
+                    Some(false) => {}
+                }
+            }
+        }
+    }
+}
+
+/// `start.data` of a dbEvent run.
+pub fn event_data(event: &str, resource: &str, old: Value, new: Value) -> Value {
+    let mut map = Map::new();
+    map.insert("event".into(), event.into());
+    map.insert("resource".into(), resource.into());
+    map.insert("old".into(), old);
+    map.insert("new".into(), new);
+    Value::Object(map)
+}

@@ -1,0 +1,701 @@
+//! The workflow service: definitions for the Admin API, webhook calls, the
+//! result route, and the background work that resumes orphaned runs,
+//! starts database-event runs and purges old runs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use audit::AuditEvent;
+use auth::AuthService;
+use kernel::{FieldError, new_id};
+use permissions::{Plane, Principal};
+use serde_json::{Map, Value, json};
+use tokio::sync::{Semaphore, watch};
+use uuid::Uuid;
+
+use crate::engine::{self, Execution, Ports, RunUser};
+use crate::error::WorkflowError;
+use crate::model::{Definition, OnTimeout, ResponseMode, Trigger, WebhookAccess, WebhookMethod};
+use crate::run::{INTERRUPTED, Outcome, RunError, RunRecord, RunStatus};
+use crate::store::{
+    ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, WorkflowChanges, WorkflowRecord,
+    WorkflowStore,
+};
+
+/// Header values never stored or logged.
+pub const REDACTED_HEADERS: [&str; 5] = [
+    "authorization",
+    "cookie",
+    "set-cookie",
+    "proxy-authorization",
+    "x-api-key",
+];
+/// Runs one instance executes at once; more wait for a slot.
+const CONCURRENT_RUNS_MAX: usize = 1024;
+/// A run resumed more often than this is failed as interrupted.
+const ATTEMPTS_MAX: i32 = 3;
+/// Runs or events claimed per pass of the background worker.
+const CLAIM_BATCH: u64 = 32;
+
+/// A webhook call as received.
+#[derive(Debug, Clone)]
+pub struct WebhookCall<'a> {
+    /// The workflow's slug.
+    pub slug: &'a str,
+    /// GET or POST.
+    pub method: WebhookMethod,
+    /// The bearer credential, if sent.
+    pub bearer: Option<&'a str>,
+    /// Query parameters: each a string or a list of strings.
+    pub query: Map<String, Value>,
+    /// The raw POST body (None for GET).
+    pub body: Option<&'a [u8]>,
+    /// Header names (lower case) and values.
+    pub headers: Map<String, Value>,
+    /// The caller's address.
+    pub ip: String,
+}
+
+/// How a webhook call is answered.
+#[derive(Debug, Clone)]
+pub enum WebhookAnswer {
+    /// 202 `{ run }`.
+    Started(Uuid),
+    /// 200 with the outcome.
+    Finished(Outcome),
+}
+
+/// Tunables of the run executor.
+#[derive(Debug, Clone, Copy)]
+pub struct RunnerOptions {
+    /// How long a run's lease lasts without renewal.
+    pub lease: Duration,
+    /// How often the background worker looks for work.
+    pub poll: Duration,
+}
+
+impl Default for RunnerOptions {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(30),
+            poll: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Workflows.
+#[derive(Clone)]
+pub struct WorkflowService {
+    store: Arc<dyn WorkflowStore>,
+    auth: AuthService,
+    ports: Ports,
+    owner: Uuid,
+    options: RunnerOptions,
+    slots: Arc<Semaphore>,
+}
+
+/// What a create or update sends.
+#[derive(Debug, Clone, Default)]
+pub struct WorkflowInput {
+    /// The slug.
+    pub slug: Option<String>,
+    /// The name.
+    pub name: Option<String>,
+    /// Enabled.
+    pub enabled: Option<bool>,
+    /// The trigger.
+    pub trigger: Option<Value>,
+    /// The steps.
+    pub steps: Option<Value>,
+}
+
+impl WorkflowService {
+    /// A service over `store`, running steps through `ports`.
+    pub fn new(
+        store: Arc<dyn WorkflowStore>,
+        auth: AuthService,
+        ports: Ports,
+        options: RunnerOptions,
+    ) -> Self {
+        Self {
+            store,
+            auth,
+            ports,
+            owner: new_id(),
+            options,
+            slots: Arc::new(Semaphore::new(CONCURRENT_RUNS_MAX)),
+        }
+    }
+
+    /// Every workflow.
+    pub async fn list(&self) -> Result<Vec<WorkflowRecord>, WorkflowError> {
+        Ok(self.store.workflows().await?)
+    }
+
+    /// One workflow.
+    pub async fn get(&self, id: Uuid) -> Result<WorkflowRecord, WorkflowError> {
+        self.store
+            .workflow(id)
+            .await?
+            .ok_or(WorkflowError::NotFound)
+    }
+
+    /// Parses and checks a definition against the store (users, resources).
+    async fn checked(&self, trigger: &Value, steps: &Value) -> Result<Definition, WorkflowError> {
+        let settings = self.auth.current_settings().await?;
+        let definition = Definition::parse(trigger, steps, settings.max_sync_wait_ms())?;
+        match &definition.trigger {
+            Trigger::Webhook(hook) => {
+                if let Some(user) = hook.execute_as
+                    && !self.store.user_exists(user).await?
+                {
+                    return Err(FieldError::new("trigger.executeAs", "no such active user").into());
+                }
+            }
+            Trigger::DbEvent(event) => {
+                if !self.store.resource_exists(event.resource_id).await? {
+                    return Err(FieldError::new("trigger.resourceId", "no such resource").into());
+                }
+                if let Some(user) = event.execute_as
+                    && !self.store.user_exists(user).await?
+                {
+                    return Err(FieldError::new("trigger.executeAs", "no such active user").into());
+                }
+            }
+        }
+        Ok(definition)
+    }
+
+    /// Creates a workflow (its draft; publish to run it).
+    pub async fn create(
+        &self,
+        caller: &Principal,
+        input: WorkflowInput,
+        ip: Option<String>,
+    ) -> Result<WorkflowRecord, WorkflowError> {
+        let slug = slug(input.slug.as_deref().unwrap_or_default())?;
+        let name = name(input.name.as_deref().unwrap_or(&slug))?;
+        let definition = self
+            .checked(
+                input.trigger.as_ref().unwrap_or(&Value::Null),
+                input.steps.as_ref().unwrap_or(&Value::Array(Vec::new())),
+            )
+            .await?;
+        let id = new_id();
+        let event = AuditEvent::new(caller.actor(), "workflow.create", Some(id.to_string()), ip)
+            .with_details(json!({ "slug": slug }));
+        Ok(self
+            .store
+            .create_workflow(
+                NewWorkflow {
+                    id,
+                    slug,
+                    name,
+                    enabled: input.enabled.unwrap_or(true),
+                    draft: definition.to_json(),
+                },
+                event,
+            )
+            .await?)
+    }
+
+    /// Changes a workflow's draft, name, slug or enabled flag.
+    pub async fn update(
+        &self,
+        caller: &Principal,
+        id: Uuid,
+        input: WorkflowInput,
+        ip: Option<String>,
+    ) -> Result<WorkflowRecord, WorkflowError> {
+        let current = self.get(id).await?;
+        let draft = if input.trigger.is_some() || input.steps.is_some() {
+            let trigger = input
+                .trigger
+                .unwrap_or_else(|| current.draft["trigger"].clone());
+            let steps = input
+                .steps
+                .unwrap_or_else(|| current.draft["steps"].clone());
+            Some(self.checked(&trigger, &steps).await?.to_json())
+        } else {
+            None
+        };
+        let changes = WorkflowChanges {
+            slug: input.slug.as_deref().map(slug).transpose()?,
+            name: input.name.as_deref().map(name).transpose()?,
+            enabled: input.enabled,
+            draft,
+        };
+        let event = AuditEvent::new(caller.actor(), "workflow.update", Some(id.to_string()), ip);
+        self.store
+            .update_workflow(id, changes, event)
+            .await?
+            .ok_or(WorkflowError::NotFound)
+    }
+
+    /// Deletes a workflow, its grants and its runs.
+    pub async fn delete(
+        &self,
+        caller: &Principal,
+        id: Uuid,
+        ip: Option<String>,
+    ) -> Result<(), WorkflowError> {
+        let event = AuditEvent::new(caller.actor(), "workflow.delete", Some(id.to_string()), ip);
+        if self.store.delete_workflow(id, event).await? {
+            Ok(())
+        } else {
+            Err(WorkflowError::NotFound)
+        }
+    }
+
+    /// Copies the draft to the published version, checked again (the wait
+    /// limit or a user may have changed since it was saved).
+    pub async fn publish(
+        &self,
+        caller: &Principal,
+        id: Uuid,
+        ip: Option<String>,
+    ) -> Result<WorkflowRecord, WorkflowError> {
+        let current = self.get(id).await?;
+        let definition = self
+            .checked(&current.draft["trigger"], &current.draft["steps"])
+            .await?;
+        let target = match &definition.trigger {
+            Trigger::DbEvent(event) => Some(EventTarget {
+                resource_id: event.resource_id,
+                events: event.events.iter().map(|e| e.as_str().to_owned()).collect(),
+            }),
+            Trigger::Webhook(_) => None,
+        };
+        let event = AuditEvent::new(caller.actor(), "workflow.publish", Some(id.to_string()), ip);
+        self.store
+            .publish(id, definition.to_json(), target, event)
+            .await?
+            .ok_or(WorkflowError::NotFound)
+    }
+
+    /// Runs the draft synchronously in test mode with `{ query, body, meta }`,
+    /// as Execute as or else the administrator testing it.
+    pub async fn test(
+        &self,
+        caller: &Principal,
+        id: Uuid,
+        input: Value,
+    ) -> Result<Outcome, WorkflowError> {
+        let current = self.get(id).await?;
+        let definition = Definition::from_stored(&current.draft)?;
+        let Value::Object(mut input) = input else {
+            return Err(FieldError::new("data", "must be an object { query, body, meta }").into());
+        };
+        let start_data = match &definition.trigger {
+            Trigger::Webhook(_) => json!({
+                "query": input.remove("query").unwrap_or_else(|| json!({})),
+                "body": input.remove("body").unwrap_or(Value::Null),
+                "meta": input.remove("meta").unwrap_or_else(|| json!({ "ip": null, "headers": {} })),
+            }),
+            Trigger::DbEvent(_) => Value::Object(input),
+        };
+        let run_as = match &definition.trigger {
+            Trigger::Webhook(hook) => hook.execute_as.unwrap_or(caller.user_id),
+            Trigger::DbEvent(event) => event.execute_as.unwrap_or(caller.user_id),
+        };
+        let wait = self.auth.current_settings().await?.max_sync_wait_ms();
+        let (run, handle) = self
+            .start(
+                current.id,
+                true,
+                Arc::new(definition),
+                current.draft,
+                start_data,
+                run_as,
+                Some(caller.user_id),
+            )
+            .await?;
+        self.await_outcome(run, handle, Duration::from_millis(wait), None)
+            .await
+    }
+
+    /// A workflow's runs, newest first.
+    pub async fn runs(
+        &self,
+        id: Uuid,
+        limit: u64,
+        offset: u64,
+    ) -> Result<Vec<RunRecord>, WorkflowError> {
+        self.get(id).await?;
+        Ok(self.store.runs(id, limit, offset).await?)
+    }
+
+    /// Answers a webhook call per the specification.
+    pub async fn invoke(&self, call: WebhookCall<'_>) -> Result<WebhookAnswer, WorkflowError> {
+        let target = self
+            .store
+            .webhook(call.slug)
+            .await?
+            .ok_or(WorkflowError::WebhookNotFound)?;
+        let definition = Definition::from_stored(&target.definition)?;
+        let Trigger::Webhook(hook) = &definition.trigger else {
+            return Err(WorkflowError::WebhookNotFound);
+        };
+        if hook.method != call.method {
+            return Err(WorkflowError::WebhookNotFound);
+        }
+        let settings = self.auth.current_settings().await?;
+        let (run_as, caller_id) = match hook.access {
+            WebhookAccess::Public => {
+                let limit = settings.public_rate_limit_per_minute();
+                if let Some(retry_after) = self
+                    .store
+                    .take_attempt(&format!("webhook:{}", call.ip), limit)
+                    .await?
+                {
+                    return Err(WorkflowError::RateLimited { retry_after });
+                }
+                (hook.execute_as.ok_or(WorkflowError::WebhookNotFound)?, None)
+            }
+            WebhookAccess::Authenticated => {
+                let bearer = call.bearer.ok_or(auth::AuthError::AuthenticationRequired)?;
+                let caller = self.auth.resolve(bearer).await?.principal;
+                caller
+                    .authorize(Plane::Api, false)
+                    .map_err(|e| WorkflowError::Auth(auth::AuthError::Denied(e)))?;
+                let granted = caller
+                    .role_ids
+                    .iter()
+                    .any(|r| target.invoke_roles.contains(r));
+                if !caller.admin && !granted {
+                    return Err(WorkflowError::ActionDenied);
+                }
+                (
+                    hook.execute_as.unwrap_or(caller.user_id),
+                    Some(caller.user_id),
+                )
+            }
+        };
+        let body = match call.body {
+            None => Value::Null,
+            Some(bytes) => match serde_json::from_slice::<Value>(bytes) {
+                Ok(value @ (Value::Object(_) | Value::Array(_))) => value,
+                _ => return Err(WorkflowError::InvalidWebhookPayload),
+            },
+        };
+        let start_data = json!({
+            "query": call.query,
+            "body": body,
+            "meta": { "ip": call.ip, "headers": call.headers },
+        });
+        let response = hook.response;
+        let wait = Duration::from_secs(u64::from(hook.wait_seconds.unwrap_or(30)))
+            .min(Duration::from_millis(settings.max_sync_wait_ms()));
+        let on_timeout = hook.on_timeout.unwrap_or_default();
+        let (run, handle) = self
+            .start(
+                target.workflow_id,
+                false,
+                Arc::new(definition),
+                target.definition,
+                start_data,
+                run_as,
+                caller_id,
+            )
+            .await?;
+        match response {
+            ResponseMode::Async => Ok(WebhookAnswer::Started(run.id)),
+            ResponseMode::Sync => self
+                .await_outcome(run, handle, wait, Some(on_timeout))
+                .await
+                .map(WebhookAnswer::Finished),
+        }
+    }
+
+    /// `GET /api/workflows/runs/{id}/result`.
+    pub async fn result(&self, bearer: &str, run: &str) -> Result<Outcome, WorkflowError> {
+        let caller = self.auth.resolve(bearer).await?.principal;
+        caller
+            .authorize(Plane::Api, false)
+            .map_err(|e| WorkflowError::Auth(auth::AuthError::Denied(e)))?;
+        let run: Uuid = run.parse().map_err(|_| WorkflowError::RunNotFound)?;
+        let asker = ResultAsker {
+            user_id: caller.user_id,
+            role_ids: &caller.role_ids,
+            admin: caller.admin,
+        };
+        self.store
+            .run_result(run, asker)
+            .await?
+            .ok_or(WorkflowError::RunNotFound)
+    }
+
+    /// Stores a new run and executes it in the background.
+    #[allow(clippy::too_many_arguments)]
+    async fn start(
+        &self,
+        workflow_id: Uuid,
+        test: bool,
+        definition: Arc<Definition>,
+        stored: Value,
+        start_data: Value,
+        run_as: Uuid,
+        caller_id: Option<Uuid>,
+    ) -> Result<(StartedRun, tokio::task::JoinHandle<Option<Outcome>>), WorkflowError> {
+        let id = new_id();
+        self.store
+            .start_run(NewRun {
+                id,
+                workflow_id,
+                test,
+                definition: stored,
+                input: redacted(&start_data),
+                run_as,
+                caller_id,
+                owner: self.owner,
+                lease: self.options.lease,
+            })
+            .await?;
+        let cancel = Arc::new(watch::channel(false).0);
+        let handle = self
+            .spawn(
+                id,
+                definition,
+                start_data,
+                run_as,
+                Vec::new(),
+                cancel.clone(),
+            )
+            .await;
+        Ok((StartedRun { id, cancel }, handle))
+    }
+
+    /// Executes a stored run on this instance.
+    async fn spawn(
+        &self,
+        run_id: Uuid,
+        definition: Arc<Definition>,
+        start_data: Value,
+        run_as: Uuid,
+        recorded: Vec<crate::run::StepRecord>,
+        cancel: Arc<watch::Sender<bool>>,
+    ) -> tokio::task::JoinHandle<Option<Outcome>> {
+        let permit = self.slots.clone().acquire_owned().await.ok();
+        let service = self.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let user = if definition.reads_user() {
+                match service.store.run_user(run_as).await {
+                    Ok(Some(record)) => record.profile,
+                    _ => Value::Null,
+                }
+            } else {
+                json!({ "id": run_as })
+            };
+            let settings = service.auth.current_settings().await.ok();
+            let execution = Execution {
+                run_id,
+                owner: service.owner,
+                definition,
+                context: engine::context(start_data, user),
+                user: RunUser {
+                    run_id,
+                    user_id: run_as,
+                },
+                allow_private: settings.is_some_and(|s| s.http_allow_private()),
+                recorded,
+                cancel,
+            };
+            match engine::execute(&service.ports, execution).await {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    tracing::error!(run = %run_id, ?error, "workflow run stopped on a store failure");
+                    None
+                }
+            }
+        })
+    }
+
+    /// Waits for a run; past `wait`, cancels it when asked and answers 504.
+    async fn await_outcome(
+        &self,
+        run: StartedRun,
+        mut handle: tokio::task::JoinHandle<Option<Outcome>>,
+        wait: Duration,
+        on_timeout: Option<OnTimeout>,
+    ) -> Result<Outcome, WorkflowError> {
+        match tokio::time::timeout(wait, &mut handle).await {
+            Ok(Ok(Some(outcome))) => Ok(outcome),
+            Ok(_) => Err(WorkflowError::SyncTimeout { run: run.id }),
+            Err(_) => {
+                if on_timeout == Some(OnTimeout::Cancel) {
+                    run.cancel.send_replace(true);
+                    self.store.request_cancel(run.id).await?;
+                }
+                Err(WorkflowError::SyncTimeout { run: run.id })
+            }
+        }
+    }
+
+    /// Background work until the process stops: resumes runs whose lease
+    /// expired (failing those resumed too often), starts runs for row
+    /// events, and purges runs past `workflows.run_retention_days`.
+    pub async fn work(self) {
+        let mut tick: u64 = 0;
+        loop {
+            if let Err(error) = self.pass(tick).await {
+                tracing::warn!(?error, "workflow worker pass failed");
+            }
+            tick = tick.wrapping_add(1);
+            tokio::time::sleep(self.options.poll).await;
+        }
+    }
+
+    /// One pass of the background work.
+    pub async fn pass(&self, tick: u64) -> Result<(), WorkflowError> {
+        let lease = self.options.lease;
+        for claimed in self
+            .store
+            .claim_events(self.owner, lease, CLAIM_BATCH)
+            .await?
+        {
+            self.resume(claimed).await;
+        }
+        for claimed in self
+            .store
+            .claim_orphans(self.owner, lease, CLAIM_BATCH)
+            .await?
+        {
+            self.resume(claimed).await;
+        }
+        let passes_per_hour = (3600.0 / self.options.poll.as_secs_f64().max(0.001)) as u64;
+        if tick.is_multiple_of(passes_per_hour.max(1)) {
+            let days = self.auth.current_settings().await?.run_retention_days();
+            let purged = self.store.purge_runs(days).await?;
+            if purged > 0 {
+                tracing::info!(purged, "purged old workflow runs");
+            }
+        }
+        Ok(())
+    }
+
+    /// Executes a claimed run from its last recorded step, or fails it as
+    /// interrupted when it has been resumed too often or cannot be read.
+    async fn resume(&self, claimed: ClaimedRun) {
+        let interrupted = |message: &str| Outcome {
+            id: claimed.id,
+            status: RunStatus::Failed,
+            result: Value::Null,
+            error: Some(RunError::new(INTERRUPTED, message)),
+        };
+        let definition = match Definition::from_stored(&claimed.definition) {
+            Ok(definition) if claimed.attempts <= ATTEMPTS_MAX => definition,
+            Ok(_) => {
+                let outcome = interrupted("The run was interrupted too often and was stopped");
+                if let Err(error) = self
+                    .ports
+                    .journal
+                    .finish(self.owner, &outcome, &claimed.steps)
+                    .await
+                {
+                    tracing::warn!(?error, "cannot end an interrupted run");
+                }
+                return;
+            }
+            Err(_) => {
+                let outcome = interrupted("The run's definition can no longer be read");
+                if let Err(error) = self
+                    .ports
+                    .journal
+                    .finish(self.owner, &outcome, &claimed.steps)
+                    .await
+                {
+                    tracing::warn!(?error, "cannot end an interrupted run");
+                }
+                return;
+            }
+        };
+        tracing::info!(run = %claimed.id, attempt = claimed.attempts, "resuming workflow run");
+        let cancel = Arc::new(watch::channel(false).0);
+        drop(
+            self.spawn(
+                claimed.id,
+                Arc::new(definition),
+                claimed.input,
+                claimed.run_as,
+                claimed.steps,
+                cancel,
+            )
+            .await,
+        );
+    }
+}
+
+/// A run just started: its id and its cancellation switch.
+struct StartedRun {
+    id: Uuid,
+    cancel: Arc<watch::Sender<bool>>,
+}
+
+/// `start.data` with credential header values replaced by `[REDACTED]`.
+pub fn redacted(start_data: &Value) -> Value {
+    let mut stored = start_data.clone();
+    if let Some(headers) = stored
+        .pointer_mut("/meta/headers")
+        .and_then(Value::as_object_mut)
+    {
+        for (name, value) in headers.iter_mut() {
+            if REDACTED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                *value = Value::String("[REDACTED]".into());
+            }
+        }
+    }
+    stored
+}
+
+fn slug(raw: &str) -> Result<String, FieldError> {
+    let ok = !raw.is_empty()
+        && raw.len() <= 64
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !raw.starts_with('-');
+    if ok {
+        Ok(raw.to_owned())
+    } else {
+        Err(FieldError::new(
+            "slug",
+            "must be 1 to 64 lower-case letters, digits or -",
+        ))
+    }
+}
+
+fn name(raw: &str) -> Result<String, FieldError> {
+    let trimmed = raw.trim();
+    if trimmed.is_empty() || trimmed.chars().count() > 200 {
+        Err(FieldError::new("name", "must be 1 to 200 characters"))
+    } else {
+        Ok(trimmed.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_credential_headers_only_in_the_stored_copy() {
+        let data = json!({ "query": {}, "body": null, "meta": { "ip": "1.2.3.4", "headers": {
+            "authorization": "Bearer x", "cookie": "a=b", "set-cookie": "c", "proxy-authorization": "p",
+            "x-api-key": "k", "x-other": "kept" } } });
+        let stored = redacted(&data);
+        for name in REDACTED_HEADERS {
+            assert_eq!(stored["meta"]["headers"][name], "[REDACTED]");
+        }
+        assert_eq!(stored["meta"]["headers"]["x-other"], "kept");
+        assert_eq!(data["meta"]["headers"]["authorization"], "Bearer x");
+    }
+
+    #[test]
+    fn slugs_are_url_safe() {
+        assert!(slug("order-intake-2").is_ok());
+        for bad in ["", "Order", "a b", "-x", "a/b", &"a".repeat(65)] {
+            assert!(slug(bad).is_err(), "{bad}");
+        }
+    }
+}

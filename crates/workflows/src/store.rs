@@ -1,0 +1,237 @@
+//! What workflows ask of their store: definitions, runs, leases, row events
+//! and the shared rate limit. PostgreSQL implements it in `store-pg`.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use audit::AuditEvent;
+use chrono::{DateTime, Utc};
+use kernel::StoreError;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::engine::RunJournal;
+use crate::run::{Outcome, RunRecord, StepRecord};
+
+/// A stored workflow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowRecord {
+    /// Its id.
+    pub id: Uuid,
+    /// The webhook path segment.
+    pub slug: String,
+    /// Display name.
+    pub name: String,
+    /// Disabled workflows do not run.
+    pub enabled: bool,
+    /// `{ trigger, steps }` being edited.
+    pub draft: Value,
+    /// `{ trigger, steps }` that runs, once published.
+    pub published: Option<Value>,
+    /// When it was last published.
+    pub published_at: Option<DateTime<Utc>>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A workflow to create.
+#[derive(Debug, Clone)]
+pub struct NewWorkflow {
+    /// Its id.
+    pub id: Uuid,
+    /// The webhook path segment.
+    pub slug: String,
+    /// Display name.
+    pub name: String,
+    /// Whether it runs once published.
+    pub enabled: bool,
+    /// `{ trigger, steps }`.
+    pub draft: Value,
+}
+
+/// Changes to a workflow; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct WorkflowChanges {
+    /// New slug.
+    pub slug: Option<String>,
+    /// New name.
+    pub name: Option<String>,
+    /// Enable or disable.
+    pub enabled: Option<bool>,
+    /// New draft.
+    pub draft: Option<Value>,
+}
+
+/// A database-event trigger of a published snapshot: what starts its runs.
+#[derive(Debug, Clone)]
+pub struct EventTarget {
+    /// The watched table's resource.
+    pub resource_id: Uuid,
+    /// `insert`, `update`, `delete`.
+    pub events: Vec<String>,
+}
+
+/// The published webhook behind a slug, as one call sees it.
+#[derive(Debug, Clone)]
+pub struct WebhookTarget {
+    /// The workflow.
+    pub workflow_id: Uuid,
+    /// Its published `{ trigger, steps }`.
+    pub definition: Value,
+    /// When it was published (the snapshot's identity).
+    pub published_at: DateTime<Utc>,
+    /// The roles holding its invoke grant.
+    pub invoke_roles: Vec<Uuid>,
+}
+
+/// The user a run acts as, read afresh.
+#[derive(Debug, Clone)]
+pub struct RunUserRecord {
+    /// The auth version it was read at.
+    pub auth_version: i64,
+    /// Whether the account is active.
+    pub active: bool,
+    /// Its roles.
+    pub role_ids: Vec<Uuid>,
+    /// Some role gives API access.
+    pub api_access: bool,
+    /// Member of Administrators.
+    pub admin: bool,
+    /// Its time zone preference.
+    pub timezone: Option<String>,
+    /// `{ id, email, name, timezone }`: `user` in templates.
+    pub profile: Value,
+}
+
+/// A run to insert, leased to the starting instance.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    /// The run id.
+    pub id: Uuid,
+    /// Its workflow.
+    pub workflow_id: Uuid,
+    /// Started in test mode.
+    pub test: bool,
+    /// The `{ trigger, steps }` it runs.
+    pub definition: Value,
+    /// `start.data`, redacted.
+    pub input: Value,
+    /// The user it acts as.
+    pub run_as: Uuid,
+    /// The authenticated caller, if any.
+    pub caller_id: Option<Uuid>,
+    /// The starting instance.
+    pub owner: Uuid,
+    /// How long the lease lasts without renewal.
+    pub lease: Duration,
+}
+
+/// A run this instance has taken over (or started from a row event).
+#[derive(Debug, Clone)]
+pub struct ClaimedRun {
+    /// The run id.
+    pub id: Uuid,
+    /// The `{ trigger, steps }` it runs.
+    pub definition: Value,
+    /// `start.data` as stored.
+    pub input: Value,
+    /// The user it acts as.
+    pub run_as: Uuid,
+    /// Steps recorded so far.
+    pub steps: Vec<StepRecord>,
+    /// How many processes have executed it, this one included.
+    pub attempts: i32,
+}
+
+/// Who asks for a run's result.
+#[derive(Debug, Clone, Copy)]
+pub struct ResultAsker<'a> {
+    /// The caller's user.
+    pub user_id: Uuid,
+    /// The caller's roles.
+    pub role_ids: &'a [Uuid],
+    /// Administrators hold every invoke grant.
+    pub admin: bool,
+}
+
+/// Persistence of workflows and runs.
+#[async_trait]
+pub trait WorkflowStore: RunJournal {
+    /// Every workflow, by name.
+    async fn workflows(&self) -> Result<Vec<WorkflowRecord>, StoreError>;
+    /// One workflow.
+    async fn workflow(&self, id: Uuid) -> Result<Option<WorkflowRecord>, StoreError>;
+    /// Creates a workflow (CONFLICT on a taken slug).
+    async fn create_workflow(
+        &self,
+        new: NewWorkflow,
+        event: AuditEvent,
+    ) -> Result<WorkflowRecord, StoreError>;
+    /// Changes a workflow; `None` when unknown.
+    async fn update_workflow(
+        &self,
+        id: Uuid,
+        changes: WorkflowChanges,
+        event: AuditEvent,
+    ) -> Result<Option<WorkflowRecord>, StoreError>;
+    /// Deletes a workflow with its grants and runs; false when unknown.
+    async fn delete_workflow(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError>;
+    /// Copies `snapshot` to the published version; a database-event target
+    /// starts capturing its table's row changes in the same transaction.
+    async fn publish(
+        &self,
+        id: Uuid,
+        snapshot: Value,
+        target: Option<EventTarget>,
+        event: AuditEvent,
+    ) -> Result<Option<WorkflowRecord>, StoreError>;
+    /// Whether an active user has this id.
+    async fn user_exists(&self, id: Uuid) -> Result<bool, StoreError>;
+    /// Whether a resource has this id.
+    async fn resource_exists(&self, id: Uuid) -> Result<bool, StoreError>;
+    /// The published, enabled workflow of `slug`, reading the shared
+    /// state's versions in the same round trip (so cached settings are current).
+    async fn webhook(&self, slug: &str) -> Result<Option<WebhookTarget>, StoreError>;
+    /// Takes a call of `key` when fewer than `limit` were taken in the last
+    /// 60 s (atomically, for every instance); else the seconds to wait.
+    async fn take_attempt(&self, key: &str, limit: u32) -> Result<Option<u64>, StoreError>;
+    /// The user a run acts as.
+    async fn run_user(&self, id: Uuid) -> Result<Option<RunUserRecord>, StoreError>;
+    /// Stores a new RUNNING run.
+    async fn start_run(&self, run: NewRun) -> Result<(), StoreError>;
+    /// Asks the run to stop at its next step boundary.
+    async fn request_cancel(&self, run: Uuid) -> Result<(), StoreError>;
+    /// The outcome of a run for the result route's rules (the caller's own,
+    /// running or finished within 24 hours, invoke grant still held).
+    async fn run_result(
+        &self,
+        run: Uuid,
+        asker: ResultAsker<'_>,
+    ) -> Result<Option<Outcome>, StoreError>;
+    /// A workflow's runs, newest first.
+    async fn runs(
+        &self,
+        workflow_id: Uuid,
+        limit: u64,
+        offset: u64,
+    ) -> Result<Vec<RunRecord>, StoreError>;
+    /// Takes over up to `limit` RUNNING runs whose lease expired.
+    async fn claim_orphans(
+        &self,
+        owner: Uuid,
+        lease: Duration,
+        limit: u64,
+    ) -> Result<Vec<ClaimedRun>, StoreError>;
+    /// Consumes up to `limit` row events, starting one run per listening
+    /// workflow in the same transaction.
+    async fn claim_events(
+        &self,
+        owner: Uuid,
+        lease: Duration,
+        limit: u64,
+    ) -> Result<Vec<ClaimedRun>, StoreError>;
+    /// Deletes runs that finished more than `days` ago.
+    async fn purge_runs(&self, days: i64) -> Result<u64, StoreError>;
+}
