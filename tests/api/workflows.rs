@@ -355,6 +355,29 @@ async fn authenticated_webhooks_need_the_invoke_grant_and_results_follow_the_fiv
         .await;
     assert_eq!(granted.status, StatusCode::CREATED, "{:?}", granted.body);
     let grant_id = granted.data()["id"].as_str().unwrap().to_owned();
+    let document = app
+        .get(&format!("/admin/api/openapi/data?role={role}"), &admin)
+        .await;
+    let paths = &document.body["paths"];
+    assert!(
+        paths["/api/workflows/slow/webhook"]["post"]["responses"]["202"].is_object(),
+        "{paths}"
+    );
+    assert!(
+        paths["/api/workflows/runs/{id}/result"]["get"].is_object(),
+        "{paths}"
+    );
+    let users = app
+        .get(
+            &format!("/admin/api/openapi/data?role={}", crate::USERS_ROLE),
+            &admin,
+        )
+        .await;
+    assert!(
+        users.body["paths"]
+            .get("/api/workflows/slow/webhook")
+            .is_none()
+    );
 
     let started = call(&app, Method::POST, "slow", Some(&token), Some("{}")).await;
     assert_eq!(started.status, StatusCode::ACCEPTED, "{:?}", started.body);
@@ -762,4 +785,85 @@ async fn data_steps_run_under_the_users_grants_and_row_events_call_out_once_each
     assert_eq!(last["status"], "FAILED", "{last:?}");
     assert_eq!(last["error"]["code"], "HTTP_TARGET_FORBIDDEN");
     assert_eq!(received.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_run_of_a_killed_process_is_resumed_by_the_next_one() {
+    let db = testkit::TestDatabase::create().await;
+    let env = [("TESSERA_WORKFLOW_LEASE_SECONDS", "1")];
+    let (mut first, base) = crate::binary::serve_with(&db.url, &env).await;
+    let client = reqwest::Client::new();
+    let login: Value = client
+        .post(format!("{base}/api/auth/login"))
+        .json(&json!({ "email": "boot@example.com", "password": "boot-password-1" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let admin = login["data"]["token"].as_str().unwrap().to_owned();
+    let me: Value = client
+        .get(format!("{base}/api/auth/me"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let steps = json!([
+        { "id": "wait", "type": "delay", "ms": 2500 },
+        { "id": "done", "type": "finish", "result": "survived" }
+    ]);
+    let created: Value = client
+        .post(format!("{base}/admin/api/workflows"))
+        .bearer_auth(&admin)
+        .json(&json!({ "data": { "slug": "durable", "steps": steps,
+            "trigger": { "type": "webhook", "access": "public", "response": "async", "executeAs": me["data"]["id"] } } }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["data"]["id"].as_str().unwrap().to_owned();
+    client
+        .post(format!("{base}/admin/api/workflows/{id}/publish"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    let started = client
+        .post(format!("{base}/api/workflows/durable/webhook"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), StatusCode::ACCEPTED);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    first.kill().await.unwrap();
+
+    let (_second, base) = crate::binary::serve_with(&db.url, &env).await;
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        let runs: Value = client
+            .get(format!("{base}/admin/api/workflows/{id}/runs"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        last = runs["data"][0].clone();
+        if last["status"] != "RUNNING" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["status"], "SUCCEEDED", "{last:?}");
+    assert_eq!(last["result"], "survived");
+    assert_eq!(last["steps"][0]["id"], "wait");
+    assert_eq!(last["steps"][0]["status"], "SUCCEEDED");
 }

@@ -17,6 +17,8 @@ const DURATION: &str = "10s";
 const STORM_DURATION: &str = "20s";
 /// The Data API runs are longer, as the issue asks.
 const DATA_DURATION: &str = "20s";
+/// How long each workflow scenario runs.
+const WORKFLOW_DURATION: &str = "10s";
 /// Rows loaded for the Data API benchmark.
 const DATA_ROWS: u32 = 100_000;
 const ADMIN_EMAIL: &str = "bench@example.com";
@@ -28,9 +30,10 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("auth") => auth(),
         Some("data") => data(),
         Some("peer") => peer_only(),
-        None => auth().and_then(|()| data()),
+        Some("workflows") => workflows(),
+        None => auth().and_then(|()| data()).and_then(|()| workflows()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, data, peer)"
+            "unknown benchmark `{other}` (known: auth, data, peer, workflows)"
         )),
     }
 }
@@ -420,6 +423,83 @@ fn fresh_server(name: &str) -> Result<(Server, u16, String, String)> {
     let (server, port) = start_server(&database)?;
     let admin = login(port, ADMIN_EMAIL, ADMIN_PASSWORD)?;
     Ok((server, port, database, admin))
+}
+
+/// Workflow webhooks: a public sync echo (transform + finish), the same
+/// authenticated with a token, and an async one; the public rate limit raised.
+fn workflows() -> Result {
+    let (_server, port, _database, admin) = fresh_server("tessera_bench_workflows")?;
+    let (_, me) = request(port, "GET", "/api/auth/me", Some(&admin), None)?;
+    let me = json_string(&me, "id").ok_or(format!("no user id: {me}"))?;
+    let (status, body) = request(
+        port,
+        "PATCH",
+        "/admin/api/settings",
+        Some(&admin),
+        Some(r#"{"data":{"workflows.public_rate_limit_per_minute":1000000000}}"#),
+    )?;
+    if status != 200 {
+        return Err(format!("settings: {status} {body}"));
+    }
+    let steps = r#"[{"id":"greet","type":"transform","output":{"hello":"{{start.data.body.name}}"}},
+        {"id":"done","type":"finish","result":"{{steps.greet.result}}"}]"#;
+    for (slug, trigger) in [
+        (
+            "echo",
+            format!(r#"{{"type":"webhook","access":"public","executeAs":"{me}"}}"#),
+        ),
+        (
+            "echo-auth",
+            r#"{"type":"webhook","access":"authenticated"}"#.to_owned(),
+        ),
+        (
+            "echo-async",
+            format!(
+                r#"{{"type":"webhook","access":"public","response":"async","executeAs":"{me}"}}"#
+            ),
+        ),
+    ] {
+        let created = post(
+            port,
+            "/admin/api/workflows",
+            &admin,
+            &format!(r#"{{"slug":"{slug}","trigger":{trigger},"steps":{steps}}}"#),
+        )?;
+        let id = json_string(&created, "id").ok_or(format!("no workflow id: {created}"))?;
+        post(
+            port,
+            &format!("/admin/api/workflows/{id}/publish"),
+            &admin,
+            "null",
+        )?;
+    }
+    let api_token = token(port, &admin, "API")?;
+    let dir = std::env::temp_dir().join(format!("tessera-bench-wf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let call = dir.join("call.lua");
+    std::fs::write(
+        &call,
+        "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = '{\"name\":\"bench\"}'\n",
+    )
+    .map_err(|e| e.to_string())?;
+    print_header(WORKFLOW_DURATION);
+    for (name, slug, bearer) in [
+        ("public sync echo (transform + finish)", "echo", ""),
+        (
+            "authenticated sync echo (API token)",
+            "echo-auth",
+            api_token.as_str(),
+        ),
+        ("public async echo (202)", "echo-async", ""),
+    ] {
+        let path = format!("/api/workflows/{slug}/webhook");
+        wrk(port, &path, bearer, "3s", Some(&call))?;
+        print_row(
+            name,
+            &wrk(port, &path, bearer, WORKFLOW_DURATION, Some(&call))?,
+        );
+    }
+    Ok(())
 }
 
 /// Only the peer workload, on a database of its own.

@@ -33,7 +33,7 @@ fn main() -> ExitCode {
         Some("db-up") => pg::ensure().map(|url| println!("PostgreSQL ready at {url}")),
         Some("bench") => bench::suite(args.get(1).map(String::as_str)),
         _ => Err(
-            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | peer]>".into(),
+            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | peer | workflows]>".into(),
         ),
     };
     match result {

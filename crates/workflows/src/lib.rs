@@ -19,8 +19,8 @@ pub use error::WorkflowError;
 pub use model::Definition;
 pub use run::{Outcome, RunError, RunRecord, RunStatus, StepRecord};
 pub use service::{
-    REDACTED_HEADERS, RunnerOptions, WebhookAnswer, WebhookCall, WorkflowInput, WorkflowService,
-    redacted,
+    REDACTED_HEADERS, RunnerOptions, WebhookAnswer, WebhookCall, WebhookInfo, WorkflowInput,
+    WorkflowService, redacted,
 };
 pub use steps::DataSteps;
 pub use store::WorkflowStore;

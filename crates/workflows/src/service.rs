@@ -314,6 +314,40 @@ impl WorkflowService {
             .await
     }
 
+    /// The published, enabled webhooks a role may call: the public ones,
+    /// and those `granted` to it (every one for administrators).
+    pub async fn webhooks(
+        &self,
+        admin: bool,
+        granted: &[Uuid],
+    ) -> Result<Vec<WebhookInfo>, WorkflowError> {
+        let mut hooks = Vec::new();
+        for record in self.store.workflows().await? {
+            let Some(definition) = record
+                .published
+                .as_ref()
+                .filter(|_| record.enabled)
+                .and_then(|p| Definition::from_stored(p).ok())
+            else {
+                continue;
+            };
+            let Trigger::Webhook(hook) = definition.trigger else {
+                continue;
+            };
+            let public = hook.access == WebhookAccess::Public;
+            if public || admin || granted.contains(&record.id) {
+                hooks.push(WebhookInfo {
+                    slug: record.slug,
+                    name: record.name,
+                    post: hook.method == WebhookMethod::Post,
+                    sync: hook.response == ResponseMode::Sync,
+                    public,
+                });
+            }
+        }
+        Ok(hooks)
+    }
+
     /// A workflow's runs, newest first.
     pub async fn runs(
         &self,
@@ -624,6 +658,21 @@ impl WorkflowService {
             .await,
         );
     }
+}
+
+/// A webhook a role may call, for its API document.
+#[derive(Debug, Clone)]
+pub struct WebhookInfo {
+    /// The URL segment.
+    pub slug: String,
+    /// Display name.
+    pub name: String,
+    /// POST (else GET).
+    pub post: bool,
+    /// Answers with the outcome (else 202).
+    pub sync: bool,
+    /// Callable without a credential.
+    pub public: bool,
 }
 
 /// A run just started: its id and its cancellation switch.

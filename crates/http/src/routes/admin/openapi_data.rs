@@ -21,7 +21,8 @@ pub struct RoleQuery {
 }
 
 /// The Data API as the role sees it: only the exposed tables it has grants
-/// on, only the methods it may use, only the columns it reaches.
+/// on, only the methods it may use, only the columns it reaches; the public
+/// webhooks and those it may invoke, with the result route.
 #[utoipa::path(tag = "data", security(("bearer" = [])), params(RoleQuery),
     responses((status = 200, description = "OpenAPI 3.1 document"), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 #[get("/openapi/data")]
@@ -47,6 +48,18 @@ pub async fn document(
         };
         describe(&view, &mut paths, &mut schemas);
     }
+    let granted: Vec<Uuid> = state
+        .grants
+        .grants(permissions::GrantQuery {
+            role_id: Some(role_id),
+            resource_id: None,
+        })
+        .await?
+        .into_iter()
+        .filter_map(|g| g.workflow_id)
+        .collect();
+    let hooks = state.workflows.webhooks(admin, &granted).await?;
+    describe_webhooks(&hooks, &mut paths, &mut schemas);
     Ok(HttpResponse::Ok().json(json!({
         "openapi": "3.1.0",
         "info": { "title": format!("Tessera Data API for role {}", role.name), "version": env!("CARGO_PKG_VERSION") },
@@ -189,5 +202,91 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
     }
     if !on_item.is_empty() {
         paths.insert(item, Value::Object(on_item));
+    }
+}
+
+fn describe_webhooks(
+    hooks: &[workflows::WebhookInfo],
+    paths: &mut Map<String, Value>,
+    schemas: &mut Map<String, Value>,
+) {
+    if hooks.is_empty() {
+        return;
+    }
+    let error = json!({ "$ref": "#/components/schemas/Errors" });
+    schemas.entry("Errors").or_insert_with(|| {
+        json!({ "type": "object", "properties": { "errors": { "type": "array", "items": { "type": "object",
+            "properties": { "code": { "type": "string" }, "message": { "type": "string" }, "field": { "type": "string" } } } },
+            "meta": { "type": "object" } } })
+    });
+    schemas.insert(
+        "RunOutcome".into(),
+        json!({ "type": "object", "properties": {
+            "id": { "type": "string", "format": "uuid" },
+            "status": { "type": "string", "enum": ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"] },
+            "result": {},
+            "error": { "type": ["object", "null"], "properties": { "code": { "type": "string" }, "message": { "type": "string" } } } },
+            "required": ["id", "status", "result", "error"] }),
+    );
+    let outcome = envelope(json!({ "$ref": "#/components/schemas/RunOutcome" }));
+    let mut authenticated = false;
+    for hook in hooks {
+        let mut responses = Map::new();
+        if hook.sync {
+            responses.insert("200".into(), answer("The run outcome", outcome.clone()));
+            responses.insert(
+                "504".into(),
+                answer(
+                    "The run did not finish within the wait; meta.run names it",
+                    error.clone(),
+                ),
+            );
+        } else {
+            let started = envelope(
+                json!({ "type": "object", "properties": { "run": { "type": "string", "format": "uuid" } }, "required": ["run"] }),
+            );
+            responses.insert("202".into(), answer("The run started", started));
+        }
+        responses.insert(
+            "404".into(),
+            answer(
+                "Not published, not enabled, or the other method",
+                error.clone(),
+            ),
+        );
+        let mut operation =
+            json!({ "summary": format!("Run workflow {}", hook.name), "responses": responses });
+        if hook.public {
+            operation["security"] = json!([]);
+            operation["responses"]["429"] =
+                answer("Too many calls from this address", error.clone());
+        } else {
+            authenticated = true;
+            operation["responses"]["401"] = answer("No valid credential", error.clone());
+            operation["responses"]["403"] = answer("No invoke grant", error.clone());
+        }
+        let method = if hook.post {
+            operation["requestBody"] = json!({ "required": true, "content": { "application/json": { "schema":
+                { "type": ["object", "array"] } } } });
+            operation["responses"]["400"] =
+                answer("The body is not a JSON object or array", error.clone());
+            "post"
+        } else {
+            "get"
+        };
+        paths.insert(
+            format!("/api/workflows/{}/webhook", hook.slug),
+            json!({ method: operation }),
+        );
+    }
+    if authenticated {
+        paths.insert(
+            "/api/workflows/runs/{id}/result".into(),
+            json!({ "get": {
+                "summary": "The outcome of a run this caller started (while running and 24 hours after)",
+                "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string", "format": "uuid" } }],
+                "responses": { "200": answer("The run outcome", outcome), "401": answer("No valid credential", error.clone()),
+                    "404": answer("No such run for this caller", error) } } }),
+        );
     }
 }
