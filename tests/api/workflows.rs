@@ -707,10 +707,9 @@ async fn data_steps_run_under_the_users_grants_and_row_events_call_out_once_each
         notify,
     )
     .await;
-    let (_, clerk_session) = (
-        clerk.clone(),
-        app.login("clerk@example.com", "member-password-1").await,
-    );
+    let clerk_session = app.login("clerk@example.com", "member-password-1").await;
+    // A second instance competes for the same events: each still starts one run.
+    let _peer = app.spawn_peer().await;
     let via_api = app
         .post(
             "/api/data/public/orders",
@@ -722,19 +721,19 @@ async fn data_steps_run_under_the_users_grants_and_row_events_call_out_once_each
     let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
     sea_orm::ConnectionTrait::execute_unprepared(
         &db,
-        "INSERT INTO public.orders (item, amount) VALUES ('tea', 3)",
+        "INSERT INTO public.orders (item, amount) VALUES ('tea', 3), ('jam', 4), ('oil', 6)",
     )
     .await
     .unwrap();
     for _ in 0..100 {
-        if received.lock().unwrap().len() >= 2 {
+        if received.lock().unwrap().len() >= 4 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_millis(700)).await;
     let requests = received.lock().unwrap().clone();
-    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests.len(), 4, "{requests:?}");
     let bodies: Vec<&str> = requests
         .iter()
         .map(|r| r.split("\r\n\r\n").nth(1).unwrap())
@@ -753,7 +752,7 @@ async fn data_steps_run_under_the_users_grants_and_row_events_call_out_once_each
             .all(|r| r.to_ascii_lowercase().contains("tessera-signature: t="))
     );
     let runs = history(&app, &admin, &hook).await;
-    assert_eq!(runs.len(), 2);
+    assert_eq!(runs.len(), 4);
     assert!(
         runs.iter()
             .all(|r| r["status"] == "SUCCEEDED" && r["result"] == json!({ "ok": true })),
@@ -776,7 +775,7 @@ async fn data_steps_run_under_the_users_grants_and_row_events_call_out_once_each
     let mut last = Value::Null;
     for _ in 0..100 {
         let runs = history(&app, &admin, &hook).await;
-        if runs.len() == 3 && runs[0]["status"] != "RUNNING" {
+        if runs.len() == 5 && runs[0]["status"] != "RUNNING" {
             last = runs[0].clone();
             break;
         }
@@ -784,7 +783,12 @@ async fn data_steps_run_under_the_users_grants_and_row_events_call_out_once_each
     }
     assert_eq!(last["status"], "FAILED", "{last:?}");
     assert_eq!(last["error"]["code"], "HTTP_TARGET_FORBIDDEN");
-    assert_eq!(received.lock().unwrap().len(), 2);
+    assert_eq!(received.lock().unwrap().len(), 4);
+}
+
+/// Sends `request` and reads its JSON answer.
+async fn answer_of(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
 }
 
 #[tokio::test]
@@ -793,40 +797,28 @@ async fn a_run_of_a_killed_process_is_resumed_by_the_next_one() {
     let env = [("TESSERA_WORKFLOW_LEASE_SECONDS", "1")];
     let (mut first, base) = crate::binary::serve_with(&db.url, &env).await;
     let client = reqwest::Client::new();
-    let login: Value = client
-        .post(format!("{base}/api/auth/login"))
-        .json(&json!({ "email": "boot@example.com", "password": "boot-password-1" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let login: Value = answer_of(
+        client
+            .post(format!("{base}/api/auth/login"))
+            .json(&json!({ "email": "boot@example.com", "password": "boot-password-1" })),
+    )
+    .await;
     let admin = login["data"]["token"].as_str().unwrap().to_owned();
-    let me: Value = client
-        .get(format!("{base}/api/auth/me"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let me: Value = answer_of(
+        client
+            .get(format!("{base}/api/auth/me"))
+            .bearer_auth(&admin),
+    )
+    .await;
     let steps = json!([
         { "id": "wait", "type": "delay", "ms": 2500 },
         { "id": "done", "type": "finish", "result": "survived" }
     ]);
-    let created: Value = client
+    let created: Value = answer_of(client
         .post(format!("{base}/admin/api/workflows"))
         .bearer_auth(&admin)
         .json(&json!({ "data": { "slug": "durable", "steps": steps,
-            "trigger": { "type": "webhook", "access": "public", "response": "async", "executeAs": me["data"]["id"] } } }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+            "trigger": { "type": "webhook", "access": "public", "response": "async", "executeAs": me["data"]["id"] } } }))).await;
     let id = created["data"]["id"].as_str().unwrap().to_owned();
     client
         .post(format!("{base}/admin/api/workflows/{id}/publish"))
@@ -847,15 +839,12 @@ async fn a_run_of_a_killed_process_is_resumed_by_the_next_one() {
     let (_second, base) = crate::binary::serve_with(&db.url, &env).await;
     let mut last = Value::Null;
     for _ in 0..100 {
-        let runs: Value = client
-            .get(format!("{base}/admin/api/workflows/{id}/runs"))
-            .bearer_auth(&admin)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let runs: Value = answer_of(
+            client
+                .get(format!("{base}/admin/api/workflows/{id}/runs"))
+                .bearer_auth(&admin),
+        )
+        .await;
         last = runs["data"][0].clone();
         if last["status"] != "RUNNING" {
             break;
@@ -866,4 +855,31 @@ async fn a_run_of_a_killed_process_is_resumed_by_the_next_one() {
     assert_eq!(last["result"], "survived");
     assert_eq!(last["steps"][0]["id"], "wait");
     assert_eq!(last["steps"][0]["status"], "SUCCEEDED");
+}
+
+#[tokio::test]
+async fn finished_runs_are_purged_after_the_retention_days() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let me = admin_id(&app, &admin).await;
+    let trigger = json!({ "type": "webhook", "access": "public", "executeAs": me });
+    let id = published(&app, &admin, "kept", trigger, echo_steps()).await;
+    for _ in 0..2 {
+        assert_eq!(
+            call(&app, Method::POST, "kept", None, Some("{}"))
+                .await
+                .status,
+            StatusCode::OK
+        );
+    }
+    let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
+    sea_orm::ConnectionTrait::execute_unprepared(
+        &db,
+        "UPDATE svc.workflow_runs SET finished_at = now() - interval '31 days' \
+         WHERE id = (SELECT id FROM svc.workflow_runs ORDER BY started_at LIMIT 1)",
+    )
+    .await
+    .unwrap();
+    app.services.workflows.pass(0).await.unwrap();
+    assert_eq!(history(&app, &admin, &id).await.len(), 1);
 }

@@ -436,7 +436,7 @@ fn workflows() -> Result {
         "PATCH",
         "/admin/api/settings",
         Some(&admin),
-        Some(r#"{"data":{"workflows.public_rate_limit_per_minute":1000000000}}"#),
+        Some(r#"{"data":{"workflows.public_rate_limit_per_minute":1000000}}"#),
     )?;
     if status != 200 {
         return Err(format!("settings: {status} {body}"));

@@ -11,8 +11,8 @@ use serde_json::Value as Json;
 use uuid::Uuid;
 use workflows::run::{Outcome, RunError, RunRecord, RunStatus, StepRecord};
 use workflows::store::{
-    ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, RunUserRecord, WebhookTarget,
-    WorkflowChanges, WorkflowRecord,
+    ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, RunUserRecord, WebhookLookup,
+    WebhookTarget, WorkflowChanges, WorkflowRecord,
 };
 use workflows::{RunJournal, WorkflowStore};
 
@@ -20,6 +20,35 @@ use crate::{PgStore, commit_with_audit, map_err, stmt, versions_of};
 
 const WORKFLOW_COLUMNS: &str =
     "id, slug, name, enabled, draft, published, published_at, created_at, updated_at";
+
+/// The workflow of a webhook call (`$1` slug) with the versions, taking a
+/// call of `$3` (the address's key) from the public rate limit when the
+/// workflow is public and called with its method (`$2`): under the row lock
+/// of `ON CONFLICT`, against the limit stored in `svc.settings`, so no two
+/// instances pass it together. Windows that ended are cleared on the way.
+const WEBHOOK_SQL: &str = "WITH w AS ( \
+        SELECT w.id, w.published, w.published_at, \
+        ARRAY(SELECT g.role_id FROM svc.grants g WHERE g.workflow_id = w.id AND g.action = 'invoke') AS roles, \
+        coalesce(w.published #>> '{trigger,access}', 'public') = 'public' \
+          AND coalesce(w.published #>> '{trigger,method}', 'POST') = $2 AS counted \
+        FROM svc.workflows w WHERE w.slug = $1 AND w.enabled AND w.published IS NOT NULL), \
+    lim AS (SELECT coalesce((SELECT (s.value #>> '{}')::bigint FROM svc.settings s \
+        WHERE s.key = 'workflows.public_rate_limit_per_minute'), 60) AS n), \
+    taken AS ( \
+        INSERT INTO svc.rate_limits AS l (key, hits, last_at) SELECT $3, ARRAY[now()], now() FROM w WHERE w.counted \
+        ON CONFLICT (key) DO UPDATE \
+        SET hits = ARRAY(SELECT h FROM unnest(l.hits) h WHERE h > now() - interval '60 seconds') || now(), last_at = now() \
+        WHERE (SELECT count(*) FROM unnest(l.hits) h WHERE h > now() - interval '60 seconds') < (SELECT n FROM lim) \
+        RETURNING 1), \
+    ended AS ( \
+        DELETE FROM svc.rate_limits WHERE key IN (SELECT key FROM svc.rate_limits \
+            WHERE last_at < now() - interval '60 seconds' AND key <> $3 LIMIT 10 FOR UPDATE SKIP LOCKED)) \
+    SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, \
+        w.id, w.published, w.published_at, w.roles, coalesce(w.counted, false) AS counted, \
+        EXISTS (SELECT 1 FROM taken) AS taken, \
+        coalesce((SELECT ceil(extract(epoch FROM min(h) + interval '60 seconds' - now()))::bigint \
+            FROM svc.rate_limits l, unnest(l.hits) h WHERE l.key = $3 AND h > now() - interval '60 seconds'), 1) AS retry_after \
+    FROM svc.cache_version v LEFT JOIN w ON true";
 
 /// Columns a claimed run is resumed from.
 const CLAIMED_COLUMNS: &str = "id, definition, input, run_as, steps, attempts";
@@ -77,6 +106,28 @@ fn uuids(ids: &[Uuid]) -> Value {
 }
 
 impl PgStore {
+    /// Runs a claiming statement (`$1` owner, `$2` lease seconds, `$3` limit)
+    /// that answers [`CLAIMED_COLUMNS`].
+    async fn claim(
+        &self,
+        sql: &str,
+        owner: Uuid,
+        lease: Duration,
+        limit: u64,
+    ) -> Result<Vec<ClaimedRun>, StoreError> {
+        let values = [
+            owner.into(),
+            seconds(lease),
+            i64::try_from(limit).unwrap_or(1).into(),
+        ];
+        let rows = self
+            .db
+            .query_all_raw(stmt(sql, values))
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(claimed).collect()
+    }
+
     /// Captures row changes of a resource's table (idempotent; plain SQL
     /// writes are captured too).
     async fn capture_events(conn: &impl ConnectionTrait, resource: Uuid) -> Result<(), StoreError> {
@@ -314,16 +365,12 @@ impl WorkflowStore for PgStore {
         Ok(row.is_some())
     }
 
-    async fn webhook(&self, slug: &str) -> Result<Option<WebhookTarget>, StoreError> {
+    async fn webhook(&self, call: WebhookLookup<'_>) -> Result<Option<WebhookTarget>, StoreError> {
         let row = self
             .db
             .query_one_raw(stmt(
-                "SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, w.* \
-                 FROM svc.cache_version v LEFT JOIN LATERAL ( \
-                   SELECT w.id, w.published, w.published_at, \
-                   ARRAY(SELECT g.role_id FROM svc.grants g WHERE g.workflow_id = w.id AND g.action = 'invoke') AS roles \
-                   FROM svc.workflows w WHERE w.slug = $1 AND w.enabled AND w.published IS NOT NULL) w ON true",
-                [slug.into()],
+                WEBHOOK_SQL,
+                [call.slug.into(), call.method.into(), call.rate_key.into()],
             ))
             .await
             .map_err(map_err)?
@@ -332,16 +379,17 @@ impl WorkflowStore for PgStore {
         let Some(workflow_id) = row.try_get::<Option<Uuid>>("", "id").map_err(map_err)? else {
             return Ok(None);
         };
+        let counted: bool = row.try_get("", "counted").map_err(map_err)?;
+        let taken: bool = row.try_get("", "taken").map_err(map_err)?;
+        let retry_after: i64 = row.try_get("", "retry_after").map_err(map_err)?;
         Ok(Some(WebhookTarget {
             workflow_id,
             definition: row.try_get("", "published").map_err(map_err)?,
             published_at: row.try_get("", "published_at").map_err(map_err)?,
             invoke_roles: row.try_get("", "roles").map_err(map_err)?,
+            retry_after: (counted && !taken)
+                .then(|| Ord::max(u64::try_from(retry_after).unwrap_or(1), 1)),
         }))
-    }
-
-    async fn take_attempt(&self, key: &str, limit: u32) -> Result<Option<u64>, StoreError> {
-        self.take_rate_attempt(key, limit).await
     }
 
     async fn run_user(&self, id: Uuid) -> Result<Option<RunUserRecord>, StoreError> {
@@ -396,6 +444,35 @@ impl WorkflowStore for PgStore {
                     run.caller_id.into(),
                     run.owner.into(),
                     seconds(run.lease),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn record_run(
+        &self,
+        run: &NewRun,
+        outcome: &Outcome,
+        steps: &[StepRecord],
+    ) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "INSERT INTO svc.workflow_runs (id, workflow_id, status, test, definition, input, run_as, caller_id, \
+                 result, error, steps, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())",
+                [
+                    run.id.into(),
+                    run.workflow_id.into(),
+                    outcome.status.as_str().into(),
+                    run.test.into(),
+                    run.definition.clone().into(),
+                    run.input.clone().into(),
+                    run.run_as.into(),
+                    run.caller_id.into(),
+                    outcome.result.clone().into(),
+                    outcome.error.as_ref().map(json_of).transpose()?.into(),
+                    json_of(&steps)?.into(),
                 ],
             ))
             .await
@@ -503,19 +580,7 @@ impl WorkflowStore for PgStore {
                           ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED) \
              RETURNING {CLAIMED_COLUMNS}"
         );
-        let rows = self
-            .db
-            .query_all_raw(stmt(
-                &sql,
-                [
-                    owner.into(),
-                    seconds(lease),
-                    i64::try_from(limit).unwrap_or(1).into(),
-                ],
-            ))
-            .await
-            .map_err(map_err)?;
-        rows.iter().map(claimed).collect()
+        self.claim(&sql, owner, lease, limit).await
     }
 
     async fn claim_events(
@@ -548,19 +613,7 @@ impl WorkflowStore for PgStore {
              SELECT {CLAIMED_COLUMNS} FROM started",
             admins = kernel::ADMINISTRATORS_ROLE_ID
         );
-        let rows = self
-            .db
-            .query_all_raw(stmt(
-                &sql,
-                [
-                    owner.into(),
-                    seconds(lease),
-                    i64::try_from(limit).unwrap_or(1).into(),
-                ],
-            ))
-            .await
-            .map_err(map_err)?;
-        rows.iter().map(claimed).collect()
+        self.claim(&sql, owner, lease, limit).await
     }
 
     async fn purge_runs(&self, days: i64) -> Result<u64, StoreError> {

@@ -398,6 +398,18 @@ impl Definition {
         Self::parse(&stored["trigger"], &stored["steps"], u64::MAX)
     }
 
+    /// Whether every step only computes from the context (no data, http or
+    /// delay step): such a run ends at once and is stored once, finished.
+    pub fn is_pure(&self) -> bool {
+        fn all(steps: &[Step]) -> bool {
+            steps.iter().all(|step| match &step.action {
+                Action::Condition(c) => all(&c.then) && all(&c.otherwise),
+                action => action.is_pure(),
+            })
+        }
+        all(&self.steps)
+    }
+
     /// Whether a template reads `user.*` (the run's user is loaded only then).
     pub fn reads_user(&self) -> bool {
         fn any(steps: &[Step]) -> bool {

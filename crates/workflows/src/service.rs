@@ -13,13 +13,13 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, watch};
 use uuid::Uuid;
 
-use crate::engine::{self, Execution, Ports, RunUser};
+use crate::engine::{self, Execution, Ports, RunJournal, RunUser};
 use crate::error::WorkflowError;
 use crate::model::{Definition, OnTimeout, ResponseMode, Trigger, WebhookAccess, WebhookMethod};
-use crate::run::{INTERRUPTED, Outcome, RunError, RunRecord, RunStatus};
+use crate::run::{INTERRUPTED, Outcome, RunError, RunRecord, RunStatus, StepRecord};
 use crate::store::{
-    ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, WorkflowChanges, WorkflowRecord,
-    WorkflowStore,
+    ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, WebhookLookup, WorkflowChanges,
+    WorkflowRecord, WorkflowStore,
 };
 
 /// Header values never stored or logged.
@@ -300,15 +300,15 @@ impl WorkflowService {
         };
         let wait = self.auth.current_settings().await?.max_sync_wait_ms();
         let (run, handle) = self
-            .start(
-                current.id,
-                true,
-                Arc::new(definition),
-                current.draft,
+            .start(RunStart {
+                workflow_id: current.id,
+                test: true,
+                definition: Arc::new(definition),
+                stored: current.draft,
                 start_data,
                 run_as,
-                Some(caller.user_id),
-            )
+                caller_id: Some(caller.user_id),
+            })
             .await?;
         self.await_outcome(run, handle, Duration::from_millis(wait), None)
             .await
@@ -361,9 +361,18 @@ impl WorkflowService {
 
     /// Answers a webhook call per the specification.
     pub async fn invoke(&self, call: WebhookCall<'_>) -> Result<WebhookAnswer, WorkflowError> {
+        let method = match call.method {
+            WebhookMethod::Post => "POST",
+            WebhookMethod::Get => "GET",
+        };
+        let rate_key = format!("webhook:{}", call.ip);
         let target = self
             .store
-            .webhook(call.slug)
+            .webhook(WebhookLookup {
+                slug: call.slug,
+                method,
+                rate_key: &rate_key,
+            })
             .await?
             .ok_or(WorkflowError::WebhookNotFound)?;
         let definition = Definition::from_stored(&target.definition)?;
@@ -373,15 +382,9 @@ impl WorkflowService {
         if hook.method != call.method {
             return Err(WorkflowError::WebhookNotFound);
         }
-        let settings = self.auth.current_settings().await?;
         let (run_as, caller_id) = match hook.access {
             WebhookAccess::Public => {
-                let limit = settings.public_rate_limit_per_minute();
-                if let Some(retry_after) = self
-                    .store
-                    .take_attempt(&format!("webhook:{}", call.ip), limit)
-                    .await?
-                {
+                if let Some(retry_after) = target.retry_after {
                     return Err(WorkflowError::RateLimited { retry_after });
                 }
                 (hook.execute_as.ok_or(WorkflowError::WebhookNotFound)?, None)
@@ -405,6 +408,7 @@ impl WorkflowService {
                 )
             }
         };
+        let settings = self.auth.current_settings().await?;
         let body = match call.body {
             None => Value::Null,
             Some(bytes) => match serde_json::from_slice::<Value>(bytes) {
@@ -422,17 +426,24 @@ impl WorkflowService {
             .min(Duration::from_millis(settings.max_sync_wait_ms()));
         let on_timeout = hook.on_timeout.unwrap_or_default();
         let (run, handle) = self
-            .start(
-                target.workflow_id,
-                false,
-                Arc::new(definition),
-                target.definition,
+            .start(RunStart {
+                workflow_id: target.workflow_id,
+                test: false,
+                definition: Arc::new(definition),
+                stored: target.definition,
                 start_data,
                 run_as,
                 caller_id,
-            )
+            })
             .await?;
         match response {
+            // A pure run is stored when it ends, at once: answer once it is.
+            ResponseMode::Async if run.stored_at_end => match handle.await {
+                Ok(Some(_)) => Ok(WebhookAnswer::Started(run.id)),
+                _ => Err(WorkflowError::Store(kernel::StoreError::Unavailable(
+                    "the run could not be stored".into(),
+                ))),
+            },
             ResponseMode::Async => Ok(WebhookAnswer::Started(run.id)),
             ResponseMode::Sync => self
                 .await_outcome(run, handle, wait, Some(on_timeout))
@@ -460,55 +471,74 @@ impl WorkflowService {
     }
 
     /// Stores a new run and executes it in the background.
-    #[allow(clippy::too_many_arguments)]
     async fn start(
         &self,
-        workflow_id: Uuid,
-        test: bool,
-        definition: Arc<Definition>,
-        stored: Value,
-        start_data: Value,
-        run_as: Uuid,
-        caller_id: Option<Uuid>,
+        start: RunStart,
     ) -> Result<(StartedRun, tokio::task::JoinHandle<Option<Outcome>>), WorkflowError> {
+        let RunStart {
+            workflow_id,
+            test,
+            definition,
+            stored,
+            start_data,
+            run_as,
+            caller_id,
+        } = start;
         let id = new_id();
-        self.store
-            .start_run(NewRun {
-                id,
-                workflow_id,
-                test,
-                definition: stored,
-                input: redacted(&start_data),
-                run_as,
-                caller_id,
-                owner: self.owner,
-                lease: self.options.lease,
+        let run = NewRun {
+            id,
+            workflow_id,
+            test,
+            definition: stored,
+            input: redacted(&start_data),
+            run_as,
+            caller_id,
+            owner: self.owner,
+            lease: self.options.lease,
+        };
+        let stored_at_end = definition.is_pure();
+        let journal: Arc<dyn RunJournal> = if stored_at_end {
+            Arc::new(RecordAtEnd {
+                store: self.store.clone(),
+                run,
             })
-            .await?;
+        } else {
+            self.store.start_run(run).await?;
+            self.ports.journal.clone()
+        };
         let cancel = Arc::new(watch::channel(false).0);
         let handle = self
-            .spawn(
-                id,
+            .spawn(Launch {
+                run_id: id,
                 definition,
                 start_data,
                 run_as,
-                Vec::new(),
-                cancel.clone(),
-            )
+                recorded: Vec::new(),
+                cancel: cancel.clone(),
+                journal,
+            })
             .await;
-        Ok((StartedRun { id, cancel }, handle))
+        Ok((
+            StartedRun {
+                id,
+                cancel,
+                stored_at_end,
+            },
+            handle,
+        ))
     }
 
     /// Executes a stored run on this instance.
-    async fn spawn(
-        &self,
-        run_id: Uuid,
-        definition: Arc<Definition>,
-        start_data: Value,
-        run_as: Uuid,
-        recorded: Vec<crate::run::StepRecord>,
-        cancel: Arc<watch::Sender<bool>>,
-    ) -> tokio::task::JoinHandle<Option<Outcome>> {
+    async fn spawn(&self, launch: Launch) -> tokio::task::JoinHandle<Option<Outcome>> {
+        let Launch {
+            run_id,
+            definition,
+            start_data,
+            run_as,
+            recorded,
+            cancel,
+            journal,
+        } = launch;
         let permit = self.slots.clone().acquire_owned().await.ok();
         let service = self.clone();
         tokio::spawn(async move {
@@ -535,7 +565,11 @@ impl WorkflowService {
                 recorded,
                 cancel,
             };
-            match engine::execute(&service.ports, execution).await {
+            let ports = Ports {
+                journal,
+                ..service.ports.clone()
+            };
+            match engine::execute(&ports, execution).await {
                 Ok(outcome) => outcome,
                 Err(error) => {
                     tracing::error!(run = %run_id, ?error, "workflow run stopped on a store failure");
@@ -611,28 +645,20 @@ impl WorkflowService {
     /// Executes a claimed run from its last recorded step, or fails it as
     /// interrupted when it has been resumed too often or cannot be read.
     async fn resume(&self, claimed: ClaimedRun) {
-        let interrupted = |message: &str| Outcome {
-            id: claimed.id,
-            status: RunStatus::Failed,
-            result: Value::Null,
-            error: Some(RunError::new(INTERRUPTED, message)),
+        let refusal = match Definition::from_stored(&claimed.definition) {
+            Ok(definition) if claimed.attempts <= ATTEMPTS_MAX => Ok(definition),
+            Ok(_) => Err("The run was interrupted too often and was stopped"),
+            Err(_) => Err("The run's definition can no longer be read"),
         };
-        let definition = match Definition::from_stored(&claimed.definition) {
-            Ok(definition) if claimed.attempts <= ATTEMPTS_MAX => definition,
-            Ok(_) => {
-                let outcome = interrupted("The run was interrupted too often and was stopped");
-                if let Err(error) = self
-                    .ports
-                    .journal
-                    .finish(self.owner, &outcome, &claimed.steps)
-                    .await
-                {
-                    tracing::warn!(?error, "cannot end an interrupted run");
-                }
-                return;
-            }
-            Err(_) => {
-                let outcome = interrupted("The run's definition can no longer be read");
+        let definition = match refusal {
+            Ok(definition) => definition,
+            Err(message) => {
+                let outcome = Outcome {
+                    id: claimed.id,
+                    status: RunStatus::Failed,
+                    result: Value::Null,
+                    error: Some(RunError::new(INTERRUPTED, message)),
+                };
                 if let Err(error) = self
                     .ports
                     .journal
@@ -647,14 +673,15 @@ impl WorkflowService {
         tracing::info!(run = %claimed.id, attempt = claimed.attempts, "resuming workflow run");
         let cancel = Arc::new(watch::channel(false).0);
         drop(
-            self.spawn(
-                claimed.id,
-                Arc::new(definition),
-                claimed.input,
-                claimed.run_as,
-                claimed.steps,
+            self.spawn(Launch {
+                run_id: claimed.id,
+                definition: Arc::new(definition),
+                start_data: claimed.input,
+                run_as: claimed.run_as,
+                recorded: claimed.steps,
                 cancel,
-            )
+                journal: self.ports.journal.clone(),
+            })
             .await,
         );
     }
@@ -675,10 +702,69 @@ pub struct WebhookInfo {
     pub public: bool,
 }
 
+/// A run to store and start.
+struct RunStart {
+    workflow_id: Uuid,
+    test: bool,
+    definition: Arc<Definition>,
+    /// The `{ trigger, steps }` stored with the run.
+    stored: Value,
+    start_data: Value,
+    run_as: Uuid,
+    caller_id: Option<Uuid>,
+}
+
+/// A stored run to execute on this instance.
+struct Launch {
+    run_id: Uuid,
+    definition: Arc<Definition>,
+    start_data: Value,
+    run_as: Uuid,
+    /// Steps an earlier attempt recorded.
+    recorded: Vec<StepRecord>,
+    cancel: Arc<watch::Sender<bool>>,
+    /// Where progress goes.
+    journal: Arc<dyn RunJournal>,
+}
+
 /// A run just started: its id and its cancellation switch.
 struct StartedRun {
     id: Uuid,
     cancel: Arc<watch::Sender<bool>>,
+    /// Only pure steps: stored once, when it ends.
+    stored_at_end: bool,
+}
+
+/// The journal of a run of pure steps: nothing to checkpoint; the run is
+/// stored once, finished, in one statement.
+struct RecordAtEnd {
+    store: Arc<dyn WorkflowStore>,
+    run: NewRun,
+}
+
+#[async_trait::async_trait]
+impl RunJournal for RecordAtEnd {
+    async fn checkpoint(
+        &self,
+        _: Uuid,
+        _: Uuid,
+        _: &[StepRecord],
+    ) -> Result<Option<bool>, kernel::StoreError> {
+        Ok(Some(false))
+    }
+
+    async fn renew(&self, _: Uuid, _: Uuid) -> Result<Option<bool>, kernel::StoreError> {
+        Ok(Some(false))
+    }
+
+    async fn finish(
+        &self,
+        _: Uuid,
+        outcome: &Outcome,
+        steps: &[StepRecord],
+    ) -> Result<(), kernel::StoreError> {
+        self.store.record_run(&self.run, outcome, steps).await
+    }
 }
 
 /// `start.data` with credential header values replaced by `[REDACTED]`.

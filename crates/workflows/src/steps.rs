@@ -57,6 +57,15 @@ impl DataSteps {
     }
 }
 
+/// The Data API caller of a run user.
+fn as_caller(principal: &Principal) -> Caller<'_> {
+    Caller {
+        principal,
+        zone_header: None,
+        ip: None,
+    }
+}
+
 fn refused(error: &impl ErrorCode) -> RunError {
     RunError::new(error.code().as_str(), error.message())
 }
@@ -111,11 +120,7 @@ impl StepData for DataSteps {
     async fn insert(&self, user: RunUser, resource: &str, body: &Value) -> Result<Value, RunError> {
         let (schema, name) = table(resource);
         let (principal, _) = self.caller(user).await?;
-        let caller = Caller {
-            principal: &principal,
-            zone_header: None,
-            ip: None,
-        };
+        let caller = as_caller(&principal);
         let answer = self
             .data
             .create(caller, schema, name, body)
@@ -133,11 +138,7 @@ impl StepData for DataSteps {
     ) -> Result<Value, RunError> {
         let (schema, name) = table(resource);
         let (principal, _) = self.caller(user).await?;
-        let caller = Caller {
-            principal: &principal,
-            zone_header: None,
-            ip: None,
-        };
+        let caller = as_caller(&principal);
         let answer = self
             .data
             .update(caller, schema, name, key, body)
@@ -149,11 +150,7 @@ impl StepData for DataSteps {
     async fn delete(&self, user: RunUser, resource: &str, key: &str) -> Result<Value, RunError> {
         let (schema, name) = table(resource);
         let (principal, _) = self.caller(user).await?;
-        let caller = Caller {
-            principal: &principal,
-            zone_header: None,
-            ip: None,
-        };
+        let caller = as_caller(&principal);
         self.data
             .delete(caller, schema, name, key)
             .await

@@ -73,6 +73,18 @@ pub struct EventTarget {
     pub events: Vec<String>,
 }
 
+/// A webhook call to look up: the workflow behind `slug`, and for a public
+/// one called with its method, a call taken from the address's allowance.
+#[derive(Debug, Clone, Copy)]
+pub struct WebhookLookup<'a> {
+    /// The slug.
+    pub slug: &'a str,
+    /// `POST` or `GET`.
+    pub method: &'a str,
+    /// The rate-limit key of the caller's address.
+    pub rate_key: &'a str,
+}
+
 /// The published webhook behind a slug, as one call sees it.
 #[derive(Debug, Clone)]
 pub struct WebhookTarget {
@@ -84,6 +96,9 @@ pub struct WebhookTarget {
     pub published_at: DateTime<Utc>,
     /// The roles holding its invoke grant.
     pub invoke_roles: Vec<Uuid>,
+    /// For a public call over `workflows.public_rate_limit_per_minute`:
+    /// the seconds until one is accepted again.
+    pub retry_after: Option<u64>,
 }
 
 /// The user a run acts as, read afresh.
@@ -191,16 +206,22 @@ pub trait WorkflowStore: RunJournal {
     async fn user_exists(&self, id: Uuid) -> Result<bool, StoreError>;
     /// Whether a resource has this id.
     async fn resource_exists(&self, id: Uuid) -> Result<bool, StoreError>;
-    /// The published, enabled workflow of `slug`, reading the shared
-    /// state's versions in the same round trip (so cached settings are current).
-    async fn webhook(&self, slug: &str) -> Result<Option<WebhookTarget>, StoreError>;
-    /// Takes a call of `key` when fewer than `limit` were taken in the last
-    /// 60 s (atomically, for every instance); else the seconds to wait.
-    async fn take_attempt(&self, key: &str, limit: u32) -> Result<Option<u64>, StoreError>;
+    /// The published, enabled workflow of a call's slug; a public one
+    /// called with its method takes a call from the address's allowance
+    /// (atomically, for every instance). The same round trip reads the
+    /// shared state's versions, so cached settings are current.
+    async fn webhook(&self, call: WebhookLookup<'_>) -> Result<Option<WebhookTarget>, StoreError>;
     /// The user a run acts as.
     async fn run_user(&self, id: Uuid) -> Result<Option<RunUserRecord>, StoreError>;
     /// Stores a new RUNNING run.
     async fn start_run(&self, run: NewRun) -> Result<(), StoreError>;
+    /// Stores a run that ended as soon as it started (only pure steps).
+    async fn record_run(
+        &self,
+        run: &NewRun,
+        outcome: &Outcome,
+        steps: &[StepRecord],
+    ) -> Result<(), StoreError>;
     /// Asks the run to stop at its next step boundary.
     async fn request_cancel(&self, run: Uuid) -> Result<(), StoreError>;
     /// The outcome of a run for the result route's rules (the caller's own,
