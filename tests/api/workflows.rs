@@ -161,6 +161,12 @@ async fn a_public_sync_webhook_answers_per_the_spec_and_keeps_a_redacted_history
             .code(),
         "WORKFLOW_NOT_FOUND"
     );
+    assert_eq!(
+        call(&app, Method::PUT, "echo", None, Some("{}"))
+            .await
+            .code(),
+        "WORKFLOW_NOT_FOUND"
+    );
 
     // The draft changes nothing until it is published again.
     let edited = app

@@ -182,7 +182,11 @@ fn routes(
             scope("/api/workflows")
                 .service(workflow_routes::result)
                 .service(workflow_routes::webhook_post)
-                .service(workflow_routes::webhook_get),
+                .service(workflow_routes::webhook_get)
+                .route(
+                    "/{slug}/webhook",
+                    web::route().to(workflow_routes::other_method),
+                ),
         )
         .service(
             scope("/api/data")

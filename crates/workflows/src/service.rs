@@ -273,8 +273,9 @@ impl WorkflowService {
             .ok_or(WorkflowError::NotFound)
     }
 
-    /// Runs the draft synchronously in test mode with `{ query, body, meta }`,
-    /// as Execute as or else the administrator testing it.
+    /// Runs the draft synchronously in test mode with `{ query, body, meta }`
+    /// (for a database-event workflow, `body` is the event), as Execute as or
+    /// else the administrator testing it.
     pub async fn test(
         &self,
         caller: &Principal,
@@ -292,7 +293,8 @@ impl WorkflowService {
                 "body": input.remove("body").unwrap_or(Value::Null),
                 "meta": input.remove("meta").unwrap_or_else(|| json!({ "ip": null, "headers": {} })),
             }),
-            Trigger::DbEvent(_) => Value::Object(input),
+            // A database event's `start.data` ({ event, resource, old, new }) comes as the body.
+            Trigger::DbEvent(_) => input.remove("body").unwrap_or_else(|| json!({})),
         };
         let run_as = match &definition.trigger {
             Trigger::Webhook(hook) => hook.execute_as.unwrap_or(caller.user_id),

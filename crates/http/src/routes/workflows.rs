@@ -118,6 +118,11 @@ pub async fn webhook_get(
     answer(&state, &req, WebhookMethod::Get, None).await
 }
 
+/// Any other method on a webhook: the same 404 as an unknown workflow.
+pub async fn other_method() -> Result<HttpResponse, ApiError> {
+    Err(WorkflowError::WebhookNotFound.into())
+}
+
 /// The outcome of a run the caller started, while it runs and for 24 hours
 /// after, while the caller holds the invoke grant; otherwise 404.
 #[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = String, Path)),
