@@ -30,6 +30,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../sql/0008_shared_state_versions.sql"),
     ),
     ("m0009_workflows", include_str!("../sql/0009_workflows.sql")),
+    (
+        "m0010_rate_limit_buckets",
+        include_str!("../sql/0010_rate_limit_buckets.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -93,14 +93,14 @@ async fn sign_ins_per_address_are_limited_across_instances() {
             .unwrap()
             .parse()
             .unwrap();
-        assert!((1..=60).contains(&retry_after), "{retry_after}");
+        assert!((1..=61).contains(&retry_after), "{retry_after}");
         let body = TestApp::answer(refused).await;
         assert_eq!(body.code(), "RATE_LIMIT_EXCEEDED");
     }
     // Refused attempts are not counted: the window still holds three.
     let held = app
         .db
-        .sql("SELECT cardinality(hits)::text FROM svc.rate_limits WHERE key = 'login:127.0.0.1'")
+        .sql("SELECT sum(c)::text FROM svc.rate_limits, unnest(counts) c WHERE key = 'login:127.0.0.1'")
         .await;
     assert_eq!(held.as_deref(), Some("3"));
     // 0 turns the limit off.

@@ -51,22 +51,12 @@ macro_rules! credential_sql {
 const SESSION_CREDENTIAL_SQL: &str = credential_sql!("svc.sessions", "NULL::text");
 const TOKEN_CREDENTIAL_SQL: &str = credential_sql!("svc.api_tokens", "c.plane");
 
-/// Takes an attempt of `$1` when fewer than `$2` were taken in the last 60 s
-/// (the row lock of `ON CONFLICT` makes it atomic), clears up to 100 windows
-/// that ended, and answers whether it was taken and, if not, the seconds until
-/// the oldest attempt leaves the window.
-const TAKE_ATTEMPT_SQL: &str = "WITH taken AS ( \
-        INSERT INTO svc.rate_limits AS l (key, hits, last_at) VALUES ($1, ARRAY[now()], now()) \
-        ON CONFLICT (key) DO UPDATE \
-        SET hits = ARRAY(SELECT h FROM unnest(l.hits) h WHERE h > now() - interval '60 seconds') || now(), last_at = now() \
-        WHERE (SELECT count(*) FROM unnest(l.hits) h WHERE h > now() - interval '60 seconds') < $2 \
-        RETURNING 1), \
-    ended AS ( \
+/// Takes an attempt of `$1` under the limit `$2` (`svc.take_rate`), and clears
+/// up to 100 windows that ended; answers 0 or the seconds to wait.
+const TAKE_ATTEMPT_SQL: &str = "WITH ended AS ( \
         DELETE FROM svc.rate_limits WHERE key IN (SELECT key FROM svc.rate_limits \
-            WHERE last_at < now() - interval '60 seconds' AND key <> $1 LIMIT 100 FOR UPDATE SKIP LOCKED)) \
-    SELECT EXISTS (SELECT 1 FROM taken) AS taken, \
-        coalesce((SELECT ceil(extract(epoch FROM min(h) + interval '60 seconds' - now()))::bigint \
-            FROM svc.rate_limits l, unnest(l.hits) h WHERE l.key = $1 AND h > now() - interval '60 seconds'), 1) AS retry_after";
+            WHERE last_at < now() - interval '61 seconds' AND key <> $1 ORDER BY last_at LIMIT 100 FOR UPDATE SKIP LOCKED)) \
+    SELECT svc.take_rate($1, $2) AS wait";
 
 impl PgStore {
     /// Takes an attempt of `key` under `limit` per 60 s for every instance;
@@ -85,9 +75,8 @@ impl PgStore {
             .await
             .map_err(map_err)?
             .ok_or_else(|| StoreError::Internal("the attempt statement answered no row".into()))?;
-        let taken: bool = row.try_get("", "taken").map_err(map_err)?;
-        let retry_after: i64 = row.try_get("", "retry_after").map_err(map_err)?;
-        Ok((!taken).then(|| Ord::max(u64::try_from(retry_after).unwrap_or(1), 1)))
+        let wait: i64 = row.try_get("", "wait").map_err(map_err)?;
+        Ok((wait > 0).then(|| u64::try_from(wait).unwrap_or(1)))
     }
 }
 

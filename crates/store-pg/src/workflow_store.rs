@@ -25,7 +25,7 @@ const WORKFLOW_COLUMNS: &str =
 /// call of `$3` (the address's key) from the public rate limit when the
 /// workflow is public and called with its method (`$2`): under the row lock
 /// of `ON CONFLICT`, against the limit stored in `svc.settings`, so no two
-/// instances pass it together. Windows that ended are cleared on the way.
+/// instances pass it together. Windows that ended are cleared by the worker.
 const WEBHOOK_SQL: &str = "WITH w AS ( \
         SELECT w.id, w.published, w.published_at, \
         ARRAY(SELECT g.role_id FROM svc.grants g WHERE g.workflow_id = w.id AND g.action = 'invoke') AS roles, \
@@ -34,20 +34,10 @@ const WEBHOOK_SQL: &str = "WITH w AS ( \
         FROM svc.workflows w WHERE w.slug = $1 AND w.enabled AND w.published IS NOT NULL), \
     lim AS (SELECT coalesce((SELECT (s.value #>> '{}')::bigint FROM svc.settings s \
         WHERE s.key = 'workflows.public_rate_limit_per_minute'), 60) AS n), \
-    taken AS ( \
-        INSERT INTO svc.rate_limits AS l (key, hits, last_at) SELECT $3, ARRAY[now()], now() FROM w WHERE w.counted \
-        ON CONFLICT (key) DO UPDATE \
-        SET hits = ARRAY(SELECT h FROM unnest(l.hits) h WHERE h > now() - interval '60 seconds') || now(), last_at = now() \
-        WHERE (SELECT count(*) FROM unnest(l.hits) h WHERE h > now() - interval '60 seconds') < (SELECT n FROM lim) \
-        RETURNING 1), \
-    ended AS ( \
-        DELETE FROM svc.rate_limits WHERE key IN (SELECT key FROM svc.rate_limits \
-            WHERE last_at < now() - interval '60 seconds' AND key <> $3 LIMIT 10 FOR UPDATE SKIP LOCKED)) \
+    taken AS (SELECT svc.take_rate($3, (SELECT n FROM lim)) AS wait FROM w WHERE w.counted) \
     SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, \
         w.id, w.published, w.published_at, w.roles, coalesce(w.counted, false) AS counted, \
-        EXISTS (SELECT 1 FROM taken) AS taken, \
-        coalesce((SELECT ceil(extract(epoch FROM min(h) + interval '60 seconds' - now()))::bigint \
-            FROM svc.rate_limits l, unnest(l.hits) h WHERE l.key = $3 AND h > now() - interval '60 seconds'), 1) AS retry_after \
+        coalesce((SELECT wait FROM taken), 0) AS wait \
     FROM svc.cache_version v LEFT JOIN w ON true";
 
 /// Columns a claimed run is resumed from.
@@ -379,16 +369,13 @@ impl WorkflowStore for PgStore {
         let Some(workflow_id) = row.try_get::<Option<Uuid>>("", "id").map_err(map_err)? else {
             return Ok(None);
         };
-        let counted: bool = row.try_get("", "counted").map_err(map_err)?;
-        let taken: bool = row.try_get("", "taken").map_err(map_err)?;
-        let retry_after: i64 = row.try_get("", "retry_after").map_err(map_err)?;
+        let wait: i64 = row.try_get("", "wait").map_err(map_err)?;
         Ok(Some(WebhookTarget {
             workflow_id,
             definition: row.try_get("", "published").map_err(map_err)?,
             published_at: row.try_get("", "published_at").map_err(map_err)?,
             invoke_roles: row.try_get("", "roles").map_err(map_err)?,
-            retry_after: (counted && !taken)
-                .then(|| Ord::max(u64::try_from(retry_after).unwrap_or(1), 1)),
+            retry_after: (wait > 0).then(|| u64::try_from(wait).unwrap_or(1)),
         }))
     }
 
@@ -614,6 +601,19 @@ impl WorkflowStore for PgStore {
             admins = kernel::ADMINISTRATORS_ROLE_ID
         );
         self.claim(&sql, owner, lease, limit).await
+    }
+
+    async fn clear_ended_limits(&self) -> Result<u64, StoreError> {
+        let done = self
+            .db
+            .execute_raw(stmt(
+                "DELETE FROM svc.rate_limits WHERE key IN (SELECT key FROM svc.rate_limits \
+                 WHERE last_at < now() - interval '61 seconds' ORDER BY last_at LIMIT 10000 FOR UPDATE SKIP LOCKED)",
+                [],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected())
     }
 
     async fn purge_runs(&self, days: i64) -> Result<u64, StoreError> {

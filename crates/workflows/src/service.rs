@@ -633,6 +633,7 @@ impl WorkflowService {
         {
             self.resume(claimed).await;
         }
+        self.store.clear_ended_limits().await?;
         let passes_per_hour = (3600.0 / self.options.poll.as_secs_f64().max(0.001)) as u64;
         if tick.is_multiple_of(passes_per_hour.max(1)) {
             let days = self.auth.current_settings().await?.run_retention_days();

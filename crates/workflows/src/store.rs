@@ -253,6 +253,8 @@ pub trait WorkflowStore: RunJournal {
         lease: Duration,
         limit: u64,
     ) -> Result<Vec<ClaimedRun>, StoreError>;
+    /// Deletes rate-limit windows that ended (every key, up to a batch).
+    async fn clear_ended_limits(&self) -> Result<u64, StoreError>;
     /// Deletes runs that finished more than `days` ago.
     async fn purge_runs(&self, days: i64) -> Result<u64, StoreError>;
 }
