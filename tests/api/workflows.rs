@@ -502,6 +502,7 @@ async fn a_sync_wait_past_its_time_answers_504_and_continues_or_cancels() {
     );
     let cancelled = history(&app, &admin, &ids[1]).await;
     assert_eq!(cancelled[0]["status"], "CANCELLED");
+    assert_eq!(cancelled[0]["steps"][0]["status"], "CANCELLED", "{:?}", cancelled[0]);
     assert!(cancelled[0]["finishedAt"].is_string());
 }
 

@@ -261,6 +261,14 @@ pub async fn execute(
         }
     }
     let (status, result, error) = ended.unwrap_or((RunStatus::Succeeded, Value::Null, None));
+    // A delay cut short by the cancellation ends with the run.
+    for record in records
+        .iter_mut()
+        .filter(|r| r.status == RunStatus::Running)
+    {
+        record.status = status;
+        record.finished_at = Some(ports.clock.now());
+    }
     let outcome = Outcome {
         id: execution.run_id,
         status,

@@ -80,7 +80,7 @@ pub struct StepRecord {
     /// The step type.
     #[serde(rename = "type")]
     pub kind: String,
-    /// RUNNING (a delay under way), SUCCEEDED or FAILED.
+    /// RUNNING (a delay under way), SUCCEEDED, FAILED, or CANCELLED (a delay cut short).
     pub status: RunStatus,
     /// The step's output.
     pub result: Value,

@@ -81,7 +81,7 @@ async fn answer(
 /// credential (60 calls a minute per address by default); authenticated ones
 /// need the invoke grant. Sync: 200 with the outcome (also FAILED) or 504
 /// with `meta.run`; async: 202 with the run id.
-#[utoipa::path(tag = "workflows", security((), ("bearer" = [])), params(("slug" = String, Path)),
+#[utoipa::path(tag = "workflows", operation_id = "callWebhookPost", security((), ("bearer" = [])), params(("slug" = String, Path)),
     request_body(content = Object, description = "A JSON object or array"),
     responses((status = 200, description = "The run outcome (sync)", body = inline(DataEnvelope<RunOutcome>)),
         (status = 202, description = "The run started (async)", body = inline(DataEnvelope<RunStarted>)),
@@ -102,7 +102,7 @@ pub async fn webhook_post(
 }
 
 /// Calls a GET webhook; the answers are those of the POST webhook.
-#[utoipa::path(tag = "workflows", security((), ("bearer" = [])), params(("slug" = String, Path)),
+#[utoipa::path(tag = "workflows", operation_id = "callWebhookGet", security((), ("bearer" = [])), params(("slug" = String, Path)),
     responses((status = 200, description = "The run outcome (sync)", body = inline(DataEnvelope<RunOutcome>)),
         (status = 202, description = "The run started (async)", body = inline(DataEnvelope<RunStarted>)),
         (status = 401, description = "No valid credential (authenticated webhook)", body = ErrorEnvelope),
@@ -125,7 +125,7 @@ pub async fn other_method() -> Result<HttpResponse, ApiError> {
 
 /// The outcome of a run the caller started, while it runs and for 24 hours
 /// after, while the caller holds the invoke grant; otherwise 404.
-#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = String, Path)),
+#[utoipa::path(tag = "workflows", operation_id = "getRunResult", security(("bearer" = [])), params(("id" = String, Path)),
     responses((status = 200, description = "The run outcome", body = inline(DataEnvelope<RunOutcome>)),
         (status = 401, description = "No valid credential", body = ErrorEnvelope),
         (status = 404, description = "No such run for this caller", body = ErrorEnvelope)))]

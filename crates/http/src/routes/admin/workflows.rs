@@ -41,7 +41,7 @@ fn input(body: WorkflowRequest) -> WorkflowInput {
 }
 
 /// Every workflow, by name.
-#[utoipa::path(tag = "workflows", security(("bearer" = [])),
+#[utoipa::path(tag = "workflows", operation_id = "listWorkflows", security(("bearer" = [])),
     responses((status = 200, description = "The workflows", body = inline(DataEnvelope<Vec<Workflow>>))))]
 #[get("/workflows")]
 pub async fn list(
@@ -53,7 +53,7 @@ pub async fn list(
 }
 
 /// Creates a workflow's draft (publish it to run it).
-#[utoipa::path(tag = "workflows", security(("bearer" = [])), request_body = inline(DataEnvelope<WorkflowRequest>),
+#[utoipa::path(tag = "workflows", operation_id = "createWorkflow", security(("bearer" = [])), request_body = inline(DataEnvelope<WorkflowRequest>),
     responses((status = 201, description = "The workflow", body = inline(DataEnvelope<Workflow>)),
         (status = 400, description = "Invalid definition", body = ErrorEnvelope),
         (status = 409, description = "Slug taken", body = ErrorEnvelope)))]
@@ -71,7 +71,7 @@ pub async fn create(
 }
 
 /// One workflow (its draft, and whether it is published).
-#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(tag = "workflows", operation_id = "getWorkflow", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 200, description = "The workflow", body = inline(DataEnvelope<Workflow>)),
         (status = 404, description = "No such workflow", body = ErrorEnvelope)))]
 #[get("/workflows/{id}")]
@@ -85,7 +85,7 @@ pub async fn get(
 
 /// Changes the draft, name, slug or enabled flag; the published version
 /// changes only on publish.
-#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(tag = "workflows", operation_id = "updateWorkflow", security(("bearer" = [])), params(("id" = Uuid, Path)),
     request_body = inline(DataEnvelope<WorkflowRequest>),
     responses((status = 200, description = "The workflow", body = inline(DataEnvelope<Workflow>)),
         (status = 400, description = "Invalid definition", body = ErrorEnvelope),
@@ -110,7 +110,7 @@ pub async fn update(
 }
 
 /// Deletes a workflow with its grants and runs.
-#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(tag = "workflows", operation_id = "deleteWorkflow", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 204, description = "Deleted"), (status = 404, description = "No such workflow", body = ErrorEnvelope)))]
 #[delete("/workflows/{id}")]
 pub async fn remove(
@@ -126,7 +126,7 @@ pub async fn remove(
 }
 
 /// Copies the draft to the published version, which webhooks and events run.
-#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(tag = "workflows", operation_id = "publishWorkflow", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 200, description = "The workflow", body = inline(DataEnvelope<Workflow>)),
         (status = 400, description = "The draft is no longer valid", body = ErrorEnvelope),
         (status = 404, description = "No such workflow", body = ErrorEnvelope)))]
@@ -144,7 +144,7 @@ pub async fn publish(
 }
 
 /// Runs the draft synchronously in test mode with the trigger input `{ query, body, meta }`.
-#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(tag = "workflows", operation_id = "testWorkflow", security(("bearer" = [])), params(("id" = Uuid, Path)),
     request_body = inline(DataEnvelope<TestRunRequest>),
     responses((status = 200, description = "The run outcome", body = inline(DataEnvelope<RunOutcome>)),
         (status = 404, description = "No such workflow", body = ErrorEnvelope),
@@ -171,7 +171,7 @@ pub async fn test(
 }
 
 /// The workflow's runs, newest first, with their stored (redacted) input and each step.
-#[utoipa::path(tag = "workflows", security(("bearer" = [])), params(("id" = Uuid, Path), RunListQuery),
+#[utoipa::path(tag = "workflows", operation_id = "listWorkflowRuns", security(("bearer" = [])), params(("id" = Uuid, Path), RunListQuery),
     responses((status = 200, description = "The runs", body = inline(DataEnvelope<Vec<WorkflowRun>>)),
         (status = 400, description = "Bad limit", body = ErrorEnvelope),
         (status = 404, description = "No such workflow", body = ErrorEnvelope)))]
