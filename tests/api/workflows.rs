@@ -57,7 +57,8 @@ async fn call(
             format!("{}/api/workflows/{slug}/webhook?a=1&b=x&b=y", app.address),
         )
         .header("x-api-key", "secret-key")
-        .header("x-trace", "t1");
+        .header("x-trace", "t1")
+        .header("x-forwarded-for", "203.0.113.9");
     if let Some(token) = bearer {
         request = request.bearer_auth(token);
     }
@@ -230,6 +231,29 @@ async fn a_public_sync_webhook_answers_per_the_spec_and_keeps_a_redacted_history
         "WORKFLOW_NOT_FOUND"
     );
 
+    let big = format!("{{\"a\":\"{}\"}}", "x".repeat(1_100_000));
+    let too_large = call(&app, Method::POST, "nope", None, Some(&big)).await;
+    assert_eq!(
+        (too_large.status, too_large.code()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE")
+    );
+    let lookup = json!([{ "id": "out", "type": "finish", "result": { "body": "{{start.data.body}}", "query": "{{start.data.query}}" } }]);
+    let get_trigger =
+        json!({ "type": "webhook", "method": "GET", "access": "public", "executeAs": me });
+    published(&app, &admin, "lookup", get_trigger, lookup).await;
+    let got = call(&app, Method::GET, "lookup", None, None).await;
+    assert_eq!(got.status, StatusCode::OK, "{:?}", got.body);
+    assert_eq!(
+        got.data()["result"],
+        json!({ "body": null, "query": { "a": "1", "b": ["x", "y"] } })
+    );
+    assert_eq!(
+        call(&app, Method::POST, "lookup", None, Some("{}"))
+            .await
+            .code(),
+        "WORKFLOW_NOT_FOUND"
+    );
+
     let runs = history(&app, &admin, &id).await;
     assert_eq!(runs.len(), 5);
     assert_eq!(runs[0]["status"], "FAILED");
@@ -238,14 +262,18 @@ async fn a_public_sync_webhook_answers_per_the_spec_and_keeps_a_redacted_history
     assert_eq!(first["input"]["body"], json!({ "name": "Ada" }));
     assert_eq!(first["input"]["meta"]["headers"]["x-api-key"], "[REDACTED]");
     assert_eq!(first["input"]["meta"]["headers"]["x-trace"], "t1");
-    assert_eq!(first["input"]["meta"]["ip"], "127.0.0.1");
+    assert_eq!(
+        first["input"]["meta"]["ip"], "127.0.0.1",
+        "X-Forwarded-For counts only from a trusted proxy"
+    );
     assert_eq!(first["steps"].as_array().unwrap().len(), 2);
     assert_eq!(first["steps"][0]["id"], "greet");
     assert_eq!(first["steps"][0]["status"], "SUCCEEDED");
     let stored = app
         .get("/admin/api/audit?action=workflow.publish", &admin)
         .await;
-    assert_eq!(stored.data().as_array().unwrap().len(), 2);
+    // Two publishes of `echo` and one of `lookup`.
+    assert_eq!(stored.data().as_array().unwrap().len(), 3);
 }
 
 #[tokio::test]
@@ -417,6 +445,50 @@ async fn authenticated_webhooks_need_the_invoke_grant_and_results_follow_the_fiv
         app.get(&path, &other).await.code(),
         "WORKFLOW_RUN_NOT_FOUND"
     );
+    // Readable for 24 hours after it finished, not after.
+    let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
+    let age = |hours: i32| {
+        format!(
+            "UPDATE svc.workflow_runs SET finished_at = now() - interval '{hours} hours' WHERE id = '{run}'"
+        )
+    };
+    sea_orm::ConnectionTrait::execute_unprepared(&db, &age(23))
+        .await
+        .unwrap();
+    assert_eq!(app.get(&path, &session).await.status, StatusCode::OK);
+    sea_orm::ConnectionTrait::execute_unprepared(&db, &age(25))
+        .await
+        .unwrap();
+    assert_eq!(
+        app.get(&path, &session).await.code(),
+        "WORKFLOW_RUN_NOT_FOUND"
+    );
+    sea_orm::ConnectionTrait::execute_unprepared(&db, &age(0))
+        .await
+        .unwrap();
+    // The Admin API's workflow routes are for administrators only.
+    assert_eq!(
+        app.get("/admin/api/workflows", &session).await.status,
+        StatusCode::FORBIDDEN
+    );
+    // Execute as, when set, replaces the caller as the run's user.
+    let me = admin_id(&app, &admin).await;
+    let as_admin = published(
+        &app,
+        &admin,
+        "as-admin",
+        json!({ "type": "webhook", "access": "authenticated", "executeAs": me }),
+        json!([{ "id": "who", "type": "finish", "result": "{{user.email}}" }]),
+    )
+    .await;
+    app.post(
+        "/admin/api/grants",
+        &admin,
+        json!({ "data": { "roleId": role, "workflowId": as_admin, "action": "invoke" } }),
+    )
+    .await;
+    let ran = call(&app, Method::POST, "as-admin", Some(&session), Some("{}")).await;
+    assert_eq!(ran.data()["result"], testkit::ADMIN_EMAIL, "{:?}", ran.body);
     assert_eq!(
         app.call(Method::GET, &path, None, None).await.status,
         StatusCode::UNAUTHORIZED
@@ -448,7 +520,6 @@ async fn authenticated_webhooks_need_the_invoke_grant_and_results_follow_the_fiv
         "ACTION_DENIED"
     );
     // Runs of a public webhook have no caller.
-    let me = admin_id(&app, &admin).await;
     published(
         &app,
         &admin,
@@ -480,7 +551,14 @@ async fn authenticated_webhooks_need_the_invoke_grant_and_results_follow_the_fiv
     let grants = app
         .get(&format!("/admin/api/grants?roleId={role}"), &admin)
         .await;
-    assert_eq!(grants.data(), &json!([]));
+    let left: Vec<&Value> = grants
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["workflowId"] == id.as_str())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[tokio::test]
@@ -513,6 +591,24 @@ async fn a_sync_wait_past_its_time_answers_504_and_continues_or_cancels() {
     );
     let cancelled = ended(&app, &admin, &ids[1]).await;
     assert_eq!(cancelled[0]["status"], "CANCELLED");
+    // The wait is the smaller of waitSeconds and the current maximum.
+    let patient =
+        json!({ "type": "webhook", "access": "public", "executeAs": me, "waitSeconds": 30 });
+    published(&app, &admin, "patient", patient, steps.clone()).await;
+    app.patch(
+        "/admin/api/settings",
+        &admin,
+        json!({ "data": { "workflows.max_sync_wait_ms": 500 } }),
+    )
+    .await;
+    let began = std::time::Instant::now();
+    let cut = call(&app, Method::POST, "patient", None, Some("{}")).await;
+    assert_eq!(cut.code(), "WORKFLOW_SYNC_TIMEOUT");
+    assert!(
+        began.elapsed() < Duration::from_millis(1400),
+        "{:?}",
+        began.elapsed()
+    );
     assert_eq!(
         cancelled[0]["steps"][0]["status"], "CANCELLED",
         "{:?}",

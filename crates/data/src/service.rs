@@ -17,6 +17,15 @@ use serde_json::{Map, Value, json};
 use crate::query::{Change, Context, DataStore, ListQuery, Output, Predicate, Read, Write};
 use crate::table::{Column, Kind, SERVICE_TABLES, Table};
 
+/// A list read's answer: a list always answers, even with no rows.
+fn listed(answer: Option<String>) -> Result<String, DataError> {
+    answer.ok_or_else(|| {
+        DataError::Store(StoreError::Internal(
+            "the list read answered nothing".into(),
+        ))
+    })
+}
+
 /// Default page size.
 const LIMIT_DEFAULT: u32 = 100;
 /// Largest page size.
@@ -208,12 +217,8 @@ impl DataService {
         params: &ListParams,
     ) -> Result<String, DataError> {
         self.read(request, schema, name, Shape::List(params))
-            .await?
-            .ok_or_else(|| {
-                DataError::Store(StoreError::Internal(
-                    "the list read answered nothing".into(),
-                ))
-            })
+            .await
+            .and_then(listed)
     }
 
     /// `GET /api/data/{schema}/{table}/{pk}`: the `{ data }` answer as JSON text.
@@ -249,12 +254,8 @@ impl DataService {
             name,
             &Shape::List(params),
         )
-        .await?
-        .ok_or_else(|| {
-            DataError::Store(StoreError::Internal(
-                "the list read answered nothing".into(),
-            ))
-        })
+        .await
+        .and_then(listed)
     }
 
     /// Authenticates and reads. A credential resolved before is answered in

@@ -5,7 +5,7 @@ use permissions::{Action, Grant, GrantQuery, GrantStore};
 use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait, Value};
 use uuid::Uuid;
 
-use crate::{PgStore, map_err, stmt};
+use crate::{PgStore, execute, exists, map_err, stmt};
 
 const GRANT_COLUMNS: &str =
     "id, role_id, resource_id, workflow_id, action, filter, columns, created_at";
@@ -56,27 +56,24 @@ impl GrantStore for PgStore {
 
     async fn create_grant(&self, new: Grant, event: AuditEvent) -> Result<Grant, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        let role = txn
-            .query_one_raw(stmt(
-                "SELECT 1 AS one FROM svc.roles WHERE id = $1",
-                [new.role_id.into()],
-            ))
-            .await
-            .map_err(map_err)?;
-        if role.is_none() {
+        if !exists(
+            &txn,
+            "SELECT 1 AS one FROM svc.roles WHERE id = $1",
+            [new.role_id.into()],
+        )
+        .await?
+        {
             return Err(FieldError::new("roleId", "no such role").into());
         }
-        if let Some(workflow) = new.workflow_id {
-            let known = txn
-                .query_one_raw(stmt(
-                    "SELECT 1 AS one FROM svc.workflows WHERE id = $1",
-                    [workflow.into()],
-                ))
-                .await
-                .map_err(map_err)?;
-            if known.is_none() {
-                return Err(StoreError::NotFound);
-            }
+        if let Some(workflow) = new.workflow_id
+            && !exists(
+                &txn,
+                "SELECT 1 AS one FROM svc.workflows WHERE id = $1",
+                [workflow.into()],
+            )
+            .await?
+        {
+            return Err(StoreError::NotFound);
         }
         let sql = format!(
             "INSERT INTO svc.grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {GRANT_COLUMNS}"
@@ -103,12 +100,7 @@ impl GrantStore for PgStore {
 
     async fn delete_grant(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        let deleted = txn
-            .execute_raw(stmt("DELETE FROM svc.grants WHERE id = $1", [id.into()]))
-            .await
-            .map_err(map_err)?
-            .rows_affected();
-        if deleted == 0 {
+        if execute(&txn, "DELETE FROM svc.grants WHERE id = $1", [id.into()]).await? == 0 {
             return Ok(false);
         }
         self.commit_catalog_change(txn, event).await?;

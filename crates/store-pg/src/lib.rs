@@ -243,6 +243,32 @@ pub(crate) fn stmt(sql: &str, values: impl IntoIterator<Item = Value>) -> Statem
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
 
+/// Whether `sql` (a `SELECT 1 ...`) finds a row.
+pub(crate) async fn exists(
+    conn: &impl ConnectionTrait,
+    sql: &str,
+    values: impl IntoIterator<Item = Value>,
+) -> Result<bool, StoreError> {
+    Ok(conn
+        .query_one_raw(stmt(sql, values))
+        .await
+        .map_err(map_err)?
+        .is_some())
+}
+
+/// Runs `sql`; answers how many rows it changed.
+pub(crate) async fn execute(
+    conn: &impl ConnectionTrait,
+    sql: &str,
+    values: impl IntoIterator<Item = Value>,
+) -> Result<u64, StoreError> {
+    Ok(conn
+        .execute_raw(stmt(sql, values))
+        .await
+        .map_err(map_err)?
+        .rows_affected())
+}
+
 /// Writes an audit event through `conn` (a transaction or the pool).
 pub(crate) async fn write_audit(
     conn: &impl ConnectionTrait,

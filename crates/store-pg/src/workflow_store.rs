@@ -16,7 +16,7 @@ use workflows::store::{
 };
 use workflows::{RunJournal, WorkflowStore};
 
-use crate::{PgStore, commit_with_audit, map_err, stmt, versions_of};
+use crate::{PgStore, commit_with_audit, execute, exists, map_err, stmt, versions_of};
 
 const WORKFLOW_COLUMNS: &str =
     "id, slug, name, enabled, draft, published, published_at, created_at, updated_at";
@@ -180,22 +180,21 @@ impl RunJournal for PgStore {
         outcome: &Outcome,
         steps: &[StepRecord],
     ) -> Result<(), StoreError> {
-        self.db
-            .execute_raw(stmt(
-                "UPDATE svc.workflow_runs SET status = $3, result = $4, error = $5, steps = $6, \
+        execute(
+            &self.db,
+            "UPDATE svc.workflow_runs SET status = $3, result = $4, error = $5, steps = $6, \
                  finished_at = now(), lease_owner = NULL, lease_until = NULL \
                  WHERE id = $1 AND lease_owner = $2 AND status = 'RUNNING'",
-                [
-                    outcome.id.into(),
-                    owner.into(),
-                    outcome.status.as_str().into(),
-                    outcome.result.clone().into(),
-                    outcome.error.as_ref().map(json_of).transpose()?.into(),
-                    json_of(&steps)?.into(),
-                ],
-            ))
-            .await
-            .map_err(map_err)?;
+            [
+                outcome.id.into(),
+                owner.into(),
+                outcome.status.as_str().into(),
+                outcome.result.clone().into(),
+                outcome.error.as_ref().map(json_of).transpose()?.into(),
+                json_of(&steps)?.into(),
+            ],
+        )
+        .await?;
         Ok(())
     }
 }
@@ -285,12 +284,7 @@ impl WorkflowStore for PgStore {
 
     async fn delete_workflow(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        let deleted = txn
-            .execute_raw(stmt("DELETE FROM svc.workflows WHERE id = $1", [id.into()]))
-            .await
-            .map_err(map_err)?
-            .rows_affected();
-        if deleted == 0 {
+        if execute(&txn, "DELETE FROM svc.workflows WHERE id = $1", [id.into()]).await? == 0 {
             return Ok(false);
         }
         self.commit_catalog_change(txn, event).await?;
@@ -332,27 +326,13 @@ impl WorkflowStore for PgStore {
     }
 
     async fn user_exists(&self, id: Uuid) -> Result<bool, StoreError> {
-        let row = self
-            .db
-            .query_one_raw(stmt(
-                "SELECT 1 AS one FROM svc.users WHERE id = $1 AND active",
-                [id.into()],
-            ))
-            .await
-            .map_err(map_err)?;
-        Ok(row.is_some())
+        let sql = "SELECT 1 AS one FROM svc.users WHERE id = $1 AND active";
+        exists(&self.db, sql, [id.into()]).await
     }
 
     async fn resource_exists(&self, id: Uuid) -> Result<bool, StoreError> {
-        let row = self
-            .db
-            .query_one_raw(stmt(
-                "SELECT 1 AS one FROM svc.resources WHERE id = $1",
-                [id.into()],
-            ))
-            .await
-            .map_err(map_err)?;
-        Ok(row.is_some())
+        let sql = "SELECT 1 AS one FROM svc.resources WHERE id = $1";
+        exists(&self.db, sql, [id.into()]).await
     }
 
     async fn webhook(&self, call: WebhookLookup<'_>) -> Result<Option<WebhookTarget>, StoreError> {
@@ -416,12 +396,12 @@ impl WorkflowStore for PgStore {
     }
 
     async fn start_run(&self, run: NewRun) -> Result<(), StoreError> {
-        self.db
-            .execute_raw(stmt(
-                "INSERT INTO svc.workflow_runs (id, workflow_id, status, test, definition, input, run_as, caller_id, \
+        execute(
+            &self.db,
+            "INSERT INTO svc.workflow_runs (id, workflow_id, status, test, definition, input, run_as, caller_id, \
                  lease_owner, lease_start, lease_until) \
                  VALUES ($1, $2, 'RUNNING', $3, $4, $5, $6, $7, $8, now(), now() + make_interval(secs => $9))",
-                [
+            [
                     run.id.into(),
                     run.workflow_id.into(),
                     run.test.into(),
@@ -432,9 +412,8 @@ impl WorkflowStore for PgStore {
                     run.owner.into(),
                     seconds(run.lease),
                 ],
-            ))
-            .await
-            .map_err(map_err)?;
+        )
+        .await?;
         Ok(())
     }
 
@@ -444,11 +423,11 @@ impl WorkflowStore for PgStore {
         outcome: &Outcome,
         steps: &[StepRecord],
     ) -> Result<(), StoreError> {
-        self.db
-            .execute_raw(stmt(
-                "INSERT INTO svc.workflow_runs (id, workflow_id, status, test, definition, input, run_as, caller_id, \
+        execute(
+            &self.db,
+            "INSERT INTO svc.workflow_runs (id, workflow_id, status, test, definition, input, run_as, caller_id, \
                  result, error, steps, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())",
-                [
+            [
                     run.id.into(),
                     run.workflow_id.into(),
                     outcome.status.as_str().into(),
@@ -461,20 +440,18 @@ impl WorkflowStore for PgStore {
                     outcome.error.as_ref().map(json_of).transpose()?.into(),
                     json_of(&steps)?.into(),
                 ],
-            ))
-            .await
-            .map_err(map_err)?;
+        )
+        .await?;
         Ok(())
     }
 
     async fn request_cancel(&self, run: Uuid) -> Result<(), StoreError> {
-        self.db
-            .execute_raw(stmt(
-                "UPDATE svc.workflow_runs SET cancel_requested = true WHERE id = $1 AND status = 'RUNNING'",
-                [run.into()],
-            ))
-            .await
-            .map_err(map_err)?;
+        execute(
+            &self.db,
+            "UPDATE svc.workflow_runs SET cancel_requested = true WHERE id = $1 AND status = 'RUNNING'",
+            [run.into()],
+        )
+        .await?;
         Ok(())
     }
 
@@ -604,27 +581,13 @@ impl WorkflowStore for PgStore {
     }
 
     async fn clear_ended_limits(&self) -> Result<u64, StoreError> {
-        let done = self
-            .db
-            .execute_raw(stmt(
-                "DELETE FROM svc.rate_limits WHERE key IN (SELECT key FROM svc.rate_limits \
-                 WHERE last_at < now() - interval '61 seconds' ORDER BY last_at LIMIT 10000 FOR UPDATE SKIP LOCKED)",
-                [],
-            ))
-            .await
-            .map_err(map_err)?;
-        Ok(done.rows_affected())
+        let sql = "DELETE FROM svc.rate_limits WHERE key IN (SELECT key FROM svc.rate_limits \
+                   WHERE last_at < now() - interval '61 seconds' ORDER BY last_at LIMIT 10000 FOR UPDATE SKIP LOCKED)";
+        execute(&self.db, sql, []).await
     }
 
     async fn purge_runs(&self, days: i64) -> Result<u64, StoreError> {
-        let done = self
-            .db
-            .execute_raw(stmt(
-                "DELETE FROM svc.workflow_runs WHERE finished_at < now() - make_interval(days => $1::int)",
-                [days.into()],
-            ))
-            .await
-            .map_err(map_err)?;
-        Ok(done.rows_affected())
+        let sql = "DELETE FROM svc.workflow_runs WHERE finished_at < now() - make_interval(days => $1::int)";
+        execute(&self.db, sql, [days.into()]).await
     }
 }

@@ -2,11 +2,13 @@
 //! result route, and the background work that resumes orphaned runs,
 //! starts database-event runs and purges old runs.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use audit::AuditEvent;
 use auth::AuthService;
+use chrono::{DateTime, Utc};
 use kernel::{FieldError, new_id};
 use permissions::{Plane, Principal};
 use serde_json::{Map, Value, json};
@@ -15,11 +17,14 @@ use uuid::Uuid;
 
 use crate::engine::{self, Execution, Ports, RunJournal, RunUser};
 use crate::error::WorkflowError;
-use crate::model::{Definition, OnTimeout, ResponseMode, Trigger, WebhookAccess, WebhookMethod};
+use crate::model::{
+    Definition, OnTimeout, ResponseMode, Trigger, WAIT_SECONDS_DEFAULT, WebhookAccess,
+    WebhookMethod,
+};
 use crate::run::{INTERRUPTED, Outcome, RunError, RunRecord, RunStatus, StepRecord};
 use crate::store::{
-    ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, WebhookLookup, WorkflowChanges,
-    WorkflowRecord, WorkflowStore,
+    ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, WebhookLookup, WebhookTarget,
+    WorkflowChanges, WorkflowRecord, WorkflowStore,
 };
 
 /// Header values never stored or logged.
@@ -92,6 +97,7 @@ pub struct WorkflowService {
     owner: Uuid,
     options: RunnerOptions,
     slots: Arc<Semaphore>,
+    published: Arc<PublishedDefinitions>,
 }
 
 /// What a create or update sends.
@@ -124,6 +130,7 @@ impl WorkflowService {
             owner: new_id(),
             options,
             slots: Arc::new(Semaphore::new(CONCURRENT_RUNS_MAX)),
+            published: Arc::default(),
         }
     }
 
@@ -300,7 +307,7 @@ impl WorkflowService {
             Trigger::Webhook(hook) => hook.execute_as.unwrap_or(caller.user_id),
             Trigger::DbEvent(event) => event.execute_as.unwrap_or(caller.user_id),
         };
-        let wait = self.auth.current_settings().await?.max_sync_wait_ms();
+        let settings = self.auth.current_settings().await?;
         let (run, handle) = self
             .start(RunStart {
                 workflow_id: current.id,
@@ -310,10 +317,11 @@ impl WorkflowService {
                 start_data,
                 run_as,
                 caller_id: Some(caller.user_id),
+                allow_private: settings.http_allow_private(),
             })
             .await?;
-        self.await_outcome(run, handle, Duration::from_millis(wait), None)
-            .await
+        let wait = Duration::from_millis(settings.max_sync_wait_ms());
+        self.await_outcome(run, handle, wait, None).await
     }
 
     /// The published, enabled webhooks a role may call: the public ones,
@@ -377,7 +385,7 @@ impl WorkflowService {
             })
             .await?
             .ok_or(WorkflowError::WebhookNotFound)?;
-        let definition = Definition::from_stored(&target.definition)?;
+        let definition = self.published.get(&target)?;
         let Trigger::Webhook(hook) = &definition.trigger else {
             return Err(WorkflowError::WebhookNotFound);
         };
@@ -424,18 +432,20 @@ impl WorkflowService {
             "meta": { "ip": call.ip, "headers": call.headers },
         });
         let response = hook.response;
-        let wait = Duration::from_secs(u64::from(hook.wait_seconds.unwrap_or(30)))
-            .min(Duration::from_millis(settings.max_sync_wait_ms()));
+        let wait =
+            Duration::from_secs(u64::from(hook.wait_seconds.unwrap_or(WAIT_SECONDS_DEFAULT)))
+                .min(Duration::from_millis(settings.max_sync_wait_ms()));
         let on_timeout = hook.on_timeout.unwrap_or_default();
         let (run, handle) = self
             .start(RunStart {
                 workflow_id: target.workflow_id,
                 test: false,
-                definition: Arc::new(definition),
+                definition: definition.clone(),
                 stored: target.definition,
                 start_data,
                 run_as,
                 caller_id,
+                allow_private: settings.http_allow_private(),
             })
             .await?;
         match response {
@@ -485,6 +495,7 @@ impl WorkflowService {
             start_data,
             run_as,
             caller_id,
+            allow_private,
         } = start;
         let id = new_id();
         let run = NewRun {
@@ -518,6 +529,7 @@ impl WorkflowService {
                 recorded: Vec::new(),
                 cancel: cancel.clone(),
                 journal,
+                allow_private,
             })
             .await;
         Ok((
@@ -540,6 +552,7 @@ impl WorkflowService {
             recorded,
             cancel,
             journal,
+            allow_private,
         } = launch;
         let permit = self.slots.clone().acquire_owned().await.ok();
         let service = self.clone();
@@ -553,7 +566,6 @@ impl WorkflowService {
             } else {
                 json!({ "id": run_as })
             };
-            let settings = service.auth.current_settings().await.ok();
             let execution = Execution {
                 run_id,
                 owner: service.owner,
@@ -563,7 +575,7 @@ impl WorkflowService {
                     run_id,
                     user_id: run_as,
                 },
-                allow_private: settings.is_some_and(|s| s.http_allow_private()),
+                allow_private,
                 recorded,
                 cancel,
             };
@@ -619,24 +631,25 @@ impl WorkflowService {
     /// One pass of the background work.
     pub async fn pass(&self, tick: u64) -> Result<(), WorkflowError> {
         let lease = self.options.lease;
+        let settings = self.auth.current_settings().await?;
         for claimed in self
             .store
             .claim_events(self.owner, lease, CLAIM_BATCH)
             .await?
         {
-            self.resume(claimed).await;
+            self.resume(claimed, settings.http_allow_private()).await;
         }
         for claimed in self
             .store
             .claim_orphans(self.owner, lease, CLAIM_BATCH)
             .await?
         {
-            self.resume(claimed).await;
+            self.resume(claimed, settings.http_allow_private()).await;
         }
         self.store.clear_ended_limits().await?;
         let passes_per_hour = (3600.0 / self.options.poll.as_secs_f64().max(0.001)) as u64;
         if tick.is_multiple_of(passes_per_hour.max(1)) {
-            let days = self.auth.current_settings().await?.run_retention_days();
+            let days = settings.run_retention_days();
             let purged = self.store.purge_runs(days).await?;
             if purged > 0 {
                 tracing::info!(purged, "purged old workflow runs");
@@ -647,7 +660,7 @@ impl WorkflowService {
 
     /// Executes a claimed run from its last recorded step, or fails it as
     /// interrupted when it has been resumed too often or cannot be read.
-    async fn resume(&self, claimed: ClaimedRun) {
+    async fn resume(&self, claimed: ClaimedRun, allow_private: bool) {
         let refusal = match Definition::from_stored(&claimed.definition) {
             Ok(definition) if claimed.attempts <= ATTEMPTS_MAX => Ok(definition),
             Ok(_) => Err("The run was interrupted too often and was stopped"),
@@ -684,6 +697,7 @@ impl WorkflowService {
                 recorded: claimed.steps,
                 cancel,
                 journal: self.ports.journal.clone(),
+                allow_private,
             })
             .await,
         );
@@ -705,6 +719,41 @@ pub struct WebhookInfo {
     pub public: bool,
 }
 
+/// Most published definitions kept parsed; past it the memory starts afresh.
+const PUBLISHED_MAX: usize = 1_000;
+
+/// Published snapshots, parsed once per publication rather than on every
+/// webhook call; a publication is known by its workflow and `publishedAt`.
+#[derive(Default)]
+struct PublishedDefinitions(RwLock<HashMap<Uuid, Publication>>);
+
+/// A parsed published snapshot and when it was published.
+type Publication = (DateTime<Utc>, Arc<Definition>);
+
+impl PublishedDefinitions {
+    fn get(&self, target: &WebhookTarget) -> Result<Arc<Definition>, WorkflowError> {
+        let known = self.0.read().ok().and_then(|map| {
+            map.get(&target.workflow_id)
+                .filter(|(at, _)| *at == target.published_at)
+                .map(|(_, definition)| definition.clone())
+        });
+        if let Some(definition) = known {
+            return Ok(definition);
+        }
+        let definition = Arc::new(Definition::from_stored(&target.definition)?);
+        if let Ok(mut map) = self.0.write() {
+            if map.len() >= PUBLISHED_MAX {
+                map.clear();
+            }
+            map.insert(
+                target.workflow_id,
+                (target.published_at, definition.clone()),
+            );
+        }
+        Ok(definition)
+    }
+}
+
 /// A run to store and start.
 struct RunStart {
     workflow_id: Uuid,
@@ -715,6 +764,8 @@ struct RunStart {
     start_data: Value,
     run_as: Uuid,
     caller_id: Option<Uuid>,
+    /// `workflows.http_allow_private` when the run starts.
+    allow_private: bool,
 }
 
 /// A stored run to execute on this instance.
@@ -728,6 +779,8 @@ struct Launch {
     cancel: Arc<watch::Sender<bool>>,
     /// Where progress goes.
     journal: Arc<dyn RunJournal>,
+    /// Whether http steps may reach private addresses.
+    allow_private: bool,
 }
 
 /// A run just started: its id and its cancellation switch.
