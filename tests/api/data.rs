@@ -1601,3 +1601,69 @@ async fn rows_answer_the_json_postgres_writes_for_every_type() {
     let one = app.get("/api/data/kinds/every/1", &admin).await;
     assert_eq!(one.data(), &expected[0]);
 }
+
+/// Reads reuse their connections between requests: one the database has
+/// ended (here every session that last ran the read) is replaced without the
+/// caller noticing, and an empty answer is an
+/// empty list (checked against the shared state, not taken for stale).
+#[tokio::test]
+async fn reads_survive_the_database_ending_their_connections() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let resource = create_table(
+        &app,
+        &admin,
+        "app",
+        "tallies",
+        json!([
+            { "name": "id", "dataType": "bigint", "primaryKey": true },
+            { "name": "n", "dataType": "integer" },
+        ]),
+    )
+    .await;
+    expose(&app, &admin, &resource, &["GET"]).await;
+    let role = create_role(&app, &admin, "Counters").await;
+    grant(
+        &app,
+        &admin,
+        &role,
+        &resource,
+        "read",
+        Value::Null,
+        Value::Null,
+    )
+    .await;
+    let (_, reader) = member(&app, &admin, "counter@example.com", &role).await;
+
+    for _ in 0..3 {
+        let empty = app.get("/api/data/app/tallies", &reader).await;
+        assert_eq!(empty.status, StatusCode::OK, "{:?}", empty.body);
+        assert_eq!(empty.body["data"], json!([]));
+    }
+    app.db
+        .sql("INSERT INTO app.tallies VALUES (1, 10), (2, 20) RETURNING 'x'")
+        .await;
+    for round in 0..3 {
+        let ended = app
+            .db
+            .sql(
+                "SELECT count(pg_terminate_backend(pid))::text FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                 AND query LIKE '%\"tallies\"%'",
+            )
+            .await;
+        assert_ne!(
+            ended.as_deref(),
+            Some("0"),
+            "round {round}: a read's connection was kept"
+        );
+        let listed = app.get("/api/data/app/tallies?sort=id", &reader).await;
+        assert_eq!(
+            listed.status,
+            StatusCode::OK,
+            "round {round}: {:?}",
+            listed.body
+        );
+        assert_eq!(ids(&listed), vec![1, 2], "round {round}");
+    }
+}

@@ -748,9 +748,6 @@ fn peer(database: &str, port: u16, admin: &str) -> Result {
     let script = dir.join("owner7.sql");
     std::fs::write(&script, PEER_SELECT).map_err(|e| e.to_string())?;
     let floor = start_floor(database)?;
-    // A second instance reaching PostgreSQL without TLS, as the floor does
-    // (the first uses the URL as given: sqlx prefers TLS when offered).
-    let (_untls, untls_port) = start_server(&format!("{database}?sslmode=disable"))?;
     let seconds = DATA_DURATION.trim_end_matches('s');
     println!(
         "\npeer workload (../shared/bench): {PEER_PATH}, API token, read grant filtered on owner_id = 7"
@@ -766,7 +763,6 @@ fn peer(database: &str, port: u16, admin: &str) -> Result {
             )?;
         }
         wrk(port, PEER_PATH, &token, "3s", None)?;
-        wrk(untls_port, PEER_PATH, &token, "3s", None)?;
         if let Some((_, floor_port)) = &floor {
             wrk_with(
                 *floor_port,
@@ -778,10 +774,9 @@ fn peer(database: &str, port: u16, admin: &str) -> Result {
                 CONNECTIONS,
             )?;
         }
-        let (mut tessera, mut untls, mut plain, mut minimal) = (0.0, 0.0, 0.0, 0.0);
+        let (mut tessera, mut plain, mut minimal) = (0.0, 0.0, 0.0);
         for _ in 0..2 {
             tessera += rps(&wrk(port, PEER_PATH, &token, DATA_DURATION, None)?);
-            untls += rps(&wrk(untls_port, PEER_PATH, &token, DATA_DURATION, None)?);
             if let Some((_, floor_port)) = &floor {
                 minimal += rps(&wrk_with(
                     *floor_port,
@@ -795,8 +790,7 @@ fn peer(database: &str, port: u16, admin: &str) -> Result {
             }
             plain += pgbench(database, &script, seconds)?;
         }
-        let (tessera, untls, plain, minimal) =
-            (tessera / 2.0, untls / 2.0, plain / 2.0, minimal / 2.0);
+        let (tessera, plain, minimal) = (tessera / 2.0, plain / 2.0, minimal / 2.0);
         print!(
             "variant {variant}: Tessera {tessera:.0} req/s, pgbench {plain:.0} tps: {:.0}% of the plain SELECT",
             tessera / plain * 100.0
@@ -806,13 +800,6 @@ fn peer(database: &str, port: u16, admin: &str) -> Result {
                 "; floor (rows to JSON in Rust) {minimal:.0} req/s: Tessera at {:.0}% of the floor",
                 tessera / minimal * 100.0
             );
-        }
-        print!(
-            "\n  without TLS to PostgreSQL (sslmode=disable, the floor's transport): Tessera {untls:.0} req/s, {:.0}% of the plain SELECT",
-            untls / plain * 100.0
-        );
-        if minimal > 0.0 {
-            print!(", {:.0}% of the floor", untls / minimal * 100.0);
         }
         println!();
     }

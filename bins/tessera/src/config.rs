@@ -64,6 +64,9 @@ pub struct Overrides {
     /// a run of a dead instance is resumed by another after it (default 30).
     #[arg(long, env = "TESSERA_WORKFLOW_LEASE_SECONDS")]
     pub workflow_lease_seconds: Option<u64>,
+    /// Most connections to PostgreSQL this instance holds (default 32).
+    #[arg(long, env = "TESSERA_DATABASE_POOL_SIZE")]
+    pub database_pool_size: Option<u32>,
 }
 
 impl Overrides {
@@ -83,9 +86,13 @@ impl Overrides {
             log: self.log.or(other.log),
             listen_for_changes: self.listen_for_changes.or(other.listen_for_changes),
             workflow_lease_seconds: self.workflow_lease_seconds.or(other.workflow_lease_seconds),
+            database_pool_size: self.database_pool_size.or(other.database_pool_size),
         }
     }
 }
+
+/// Default size of the connection pool.
+const DEFAULT_DATABASE_POOL_SIZE: u32 = 32;
 
 /// Default lease of a workflow run, in seconds.
 const DEFAULT_WORKFLOW_LEASE_SECONDS: u64 = 30;
@@ -117,6 +124,8 @@ pub struct Config {
     pub listen_for_changes: bool,
     /// How long a workflow run's lease lasts without renewal.
     pub workflow_lease: std::time::Duration,
+    /// Most connections to PostgreSQL this instance holds.
+    pub database_pool_size: u32,
 }
 
 impl Config {
@@ -178,6 +187,10 @@ impl Config {
                     .unwrap_or(DEFAULT_WORKFLOW_LEASE_SECONDS)
                     .max(1),
             ),
+            database_pool_size: o
+                .database_pool_size
+                .unwrap_or(DEFAULT_DATABASE_POOL_SIZE)
+                .max(2),
         })
     }
 
@@ -196,6 +209,7 @@ impl Config {
             log: DEFAULT_LOG.to_owned(),
             listen_for_changes: true,
             workflow_lease: std::time::Duration::from_secs(DEFAULT_WORKFLOW_LEASE_SECONDS),
+            database_pool_size: DEFAULT_DATABASE_POOL_SIZE,
         }
     }
 }

@@ -42,7 +42,11 @@ impl Services {
     /// Connects to the database (creating and migrating it) and builds the services.
     pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         database::create_if_missing(&config.database_url).await?;
-        let db = store_pg::connect(&config.database_url, PoolOptions::default())
+        let pool = PoolOptions {
+            max_connections: config.database_pool_size,
+            ..PoolOptions::default()
+        };
+        let db = store_pg::connect(&config.database_url, pool)
             .await
             .context("cannot connect to the database")?;
         database::migrate(&db).await?;

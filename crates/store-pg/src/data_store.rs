@@ -615,19 +615,23 @@ pub(crate) fn write_sql(
     Ok(build(&aggregate(rows).with(with)))
 }
 
-/// True while the shared state is at `versions`; otherwise the statement
-/// fails with `TS412` ([`StoreError::Stale`]) before reading a row.
-fn current(versions: Versions) -> Expr {
+/// The shared state is at `versions`, compared in one InitPlan on
+/// `svc.cache_version`: with `raise`, a mismatch fails the statement with
+/// `TS412` ([`StoreError::Stale`]); without, the guarded read returns no row
+/// and an empty answer is checked again by the caller (cheaper for
+/// PostgreSQL than calling the raising function on every read).
+fn current(versions: Versions, raise: bool) -> Expr {
     let version = |name: &str| Expr::col(Alias::new(name));
+    let same = version("auth")
+        .eq(versions.auth)
+        .and(version("catalog").eq(versions.catalog))
+        .and(version("settings").eq(versions.settings));
     let check = Query::select()
-        .expr(
-            Func::cust(Alias::new("svc.cache_current")).arg(
-                version("auth")
-                    .eq(versions.auth)
-                    .and(version("catalog").eq(versions.catalog))
-                    .and(version("settings").eq(versions.settings)),
-            ),
-        )
+        .expr(if raise {
+            Func::cust(Alias::new("svc.cache_current")).arg(same).into()
+        } else {
+            same
+        })
         .from((Alias::new("svc"), Alias::new("cache_version")))
         .to_owned();
     Expr::SubQuery(None, Box::new(check.into()))
@@ -683,7 +687,9 @@ impl Rows<'_, '_> {
             rel: Rel::Alias("r"),
             masks: self.masks,
         };
-        let condition = sql.predicate(self.predicate).and(current(context.versions));
+        let condition = sql
+            .predicate(self.predicate)
+            .and(current(context.versions, json));
         let mut rows = if json {
             sql.outputs(self.select)
         } else {
@@ -776,15 +782,14 @@ impl DataStore for PgStore {
             return self.body(&self.db, rows.sql(table, context, true)).await;
         }
         let (sql, values) = rows.sql(table, context, false);
-        let found = self
-            .db
-            .query_all_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                sql,
-                values,
-            ))
-            .await
-            .map_err(map_err)?;
+        let found = self.reads.rows(&sql, values).await.map_err(|e| {
+            map_err(sea_orm::DbErr::Query(sea_orm::RuntimeErr::SqlxError(
+                Arc::new(e),
+            )))
+        })?;
+        if found.is_empty() && self.read_versions().await? != context.versions {
+            return Err(StoreError::Stale);
+        }
         let (keys, cells) = rows.layout();
         let mut out = String::with_capacity(64 + found.len() * 32 * keys.len().max(1));
         let list = matches!(read, Read::List(_));
@@ -797,9 +802,6 @@ impl DataStore for PgStore {
             if i > 0 {
                 out.push(',');
             }
-            let row = row
-                .try_as_pg_row()
-                .ok_or_else(|| StoreError::Internal("not a PostgreSQL row".into()))?;
             write_object(&mut out, row, &keys, &cells)?;
         }
         if list {

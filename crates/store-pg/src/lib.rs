@@ -8,6 +8,7 @@ mod data_store;
 mod entity;
 mod grant_store;
 mod json_rows;
+mod lane;
 mod role_store;
 mod schema_store;
 mod workflow_store;
@@ -31,6 +32,7 @@ pub struct PgStore {
     settings: Arc<cache::VersionedCache<kernel::settings::Settings>>,
     catalog: Arc<cache::VersionedCache<data_store::Catalog>>,
     seen: Arc<cache::SeenVersions>,
+    reads: Arc<lane::ReadLane>,
 }
 
 /// Pool size and timeouts.
@@ -53,7 +55,7 @@ impl Default for PoolOptions {
 
 /// Opens a pool on `url`.
 pub async fn connect(url: &str, options: PoolOptions) -> Result<DatabaseConnection, DbErr> {
-    let mut connect = ConnectOptions::new(url.to_owned());
+    let mut connect = ConnectOptions::new(loopback_without_tls(url));
     connect
         .max_connections(options.max_connections)
         .min_connections(1)
@@ -65,11 +67,46 @@ pub async fn connect(url: &str, options: PoolOptions) -> Result<DatabaseConnecti
     Database::connect(connect).await
 }
 
+/// `url` with `sslmode=disable` added when it names a loopback host and
+/// says nothing of TLS. The driver otherwise prefers TLS whenever the server
+/// offers it, and on loopback encryption protects nothing while costing
+/// every query (about a tenth of the Data API's throughput). Any `sslmode`
+/// given, and every other host, is left as written.
+fn loopback_without_tls(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return url.to_owned();
+    };
+    // `postgres:` is not a special scheme: its IPv4 hosts come as names.
+    let loopback = match parsed.host() {
+        Some(url::Host::Domain(name)) => {
+            name == "localhost"
+                || name
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    let says_tls = parsed
+        .query_pairs()
+        .any(|(key, _)| key == "sslmode" || key == "ssl-mode");
+    if !loopback || says_tls {
+        return url.to_owned();
+    }
+    parsed.query_pairs_mut().append_pair("sslmode", "disable");
+    parsed.into()
+}
+
 impl PgStore {
     /// A store over an open pool.
     pub fn new(db: DatabaseConnection) -> Self {
+        let reads = Arc::new(lane::ReadLane::new(
+            db.get_postgres_connection_pool().clone(),
+        ));
         Self {
             db,
+            reads,
             settings: Arc::default(),
             catalog: Arc::default(),
             seen: Arc::default(),
@@ -388,4 +425,33 @@ pub(crate) async fn is_active_admin(
         .transpose()
         .map_err(map_err)?
         .unwrap_or(false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback_without_tls;
+
+    #[test]
+    fn loopback_urls_skip_tls_unless_told() {
+        assert_eq!(
+            loopback_without_tls("postgres://postgres@127.0.0.1:5432/db"),
+            "postgres://postgres@127.0.0.1:5432/db?sslmode=disable"
+        );
+        assert_eq!(
+            loopback_without_tls("postgres://u@localhost/db?application_name=x"),
+            "postgres://u@localhost/db?application_name=x&sslmode=disable"
+        );
+        assert_eq!(
+            loopback_without_tls("postgres://u@[::1]/db"),
+            "postgres://u@[::1]/db?sslmode=disable"
+        );
+        for kept in [
+            "postgres://u@127.0.0.1/db?sslmode=require",
+            "postgres://u@db.example.com/db",
+            "postgres://u@10.0.0.5/db",
+            "not a url",
+        ] {
+            assert_eq!(loopback_without_tls(kept), kept);
+        }
+    }
 }

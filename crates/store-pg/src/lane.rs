@@ -1,0 +1,87 @@
+//! Connections the Data API's reads keep between requests.
+//!
+//! The driver's pool checks every connection given back to it with a round
+//! trip of its own (an empty `Sync`, answered by `ReadyForQuery`): on the
+//! list route that second exchange cost PostgreSQL and the server about a
+//! fifth of the request. Reads keep up to half the pool's connections aside
+//! and reuse them without it. A connection goes back to the pool (and is
+//! checked there) when its read failed or was cancelled mid-way, or when it
+//! sat unused for [`IDLE`]; a read on a kept connection found broken runs
+//! again on one from the pool. The other half of the pool stays for
+//! everything else.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use sea_orm::sea_query::Values;
+use sea_orm::sqlx::pool::PoolConnection;
+use sea_orm::sqlx::postgres::{PgPool, PgRow};
+use sea_orm::sqlx::{self, Postgres};
+use sea_query_sqlx::SqlxValues;
+
+/// How long a kept connection may sit unused before it is given back.
+const IDLE: Duration = Duration::from_secs(30);
+
+/// Reads' own connections, taken from and bounded by the pool.
+#[derive(Debug)]
+pub(crate) struct ReadLane {
+    pool: PgPool,
+    kept: Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
+    most: usize,
+}
+
+impl ReadLane {
+    /// A lane over `pool`, keeping at most half its connections.
+    pub(crate) fn new(pool: PgPool) -> Self {
+        let most = usize::try_from(pool.options().get_max_connections() / 2).unwrap_or(0);
+        Self {
+            pool,
+            kept: Mutex::new(Vec::with_capacity(most)),
+            most,
+        }
+    }
+
+    /// The rows of `sql` with `values` bound. A kept connection found
+    /// broken (the server restarted, or ended the session) is given up and
+    /// the read, which changes nothing, runs again on one from the pool.
+    pub(crate) async fn rows(&self, sql: &str, values: Values) -> Result<Vec<PgRow>, sqlx::Error> {
+        if let Some(connection) = self.take() {
+            match self.run(connection, sql, values.clone()).await {
+                Err(error) if !matches!(error, sqlx::Error::Database(_)) => {}
+                done => return done,
+            }
+        }
+        let connection = self.pool.acquire().await?;
+        self.run(connection, sql, values).await
+    }
+
+    async fn run(
+        &self,
+        mut connection: PoolConnection<Postgres>,
+        sql: &str,
+        values: Values,
+    ) -> Result<Vec<PgRow>, sqlx::Error> {
+        // On an error or a cancelled future the connection is dropped here,
+        // that is given back to the pool, which checks it.
+        let rows = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
+            .fetch_all(&mut *connection)
+            .await?;
+        self.keep(connection);
+        Ok(rows)
+    }
+
+    /// The most recently used kept connection, if one is fresh enough.
+    fn take(&self) -> Option<PoolConnection<Postgres>> {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.retain(|(_, since)| since.elapsed() < IDLE);
+        kept.pop().map(|(connection, _)| connection)
+    }
+
+    /// Keeps `connection` for the next read, or gives it back when enough are kept.
+    fn keep(&self, connection: PoolConnection<Postgres>) {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() < self.most {
+            kept.push((connection, Instant::now()));
+        }
+    }
+}
