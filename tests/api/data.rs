@@ -1667,3 +1667,31 @@ async fn reads_survive_the_database_ending_their_connections() {
         assert_eq!(ids(&listed), vec![1, 2], "round {round}");
     }
 }
+
+#[tokio::test]
+async fn connections_plan_their_statements_as_configured() {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+    use store_pg::{PlanCacheMode, PoolOptions};
+    let app = spawn_app().await;
+    for (mode, shown) in [
+        (PoolOptions::default().plan_cache_mode, "force_generic_plan"),
+        (PlanCacheMode::Auto, "auto"),
+    ] {
+        let options = PoolOptions {
+            max_connections: 1,
+            plan_cache_mode: mode,
+            ..PoolOptions::default()
+        };
+        let db = store_pg::connect(&app.db.url, options).await.unwrap();
+        let row = db
+            .query_one_raw(Statement::from_string(
+                DbBackend::Postgres,
+                "SHOW plan_cache_mode",
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.try_get_by_index::<String>(0).unwrap(), shown);
+        db.close().await.unwrap();
+    }
+}

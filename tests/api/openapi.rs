@@ -1,7 +1,13 @@
 //! The OpenAPI document and the browsable docs.
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
 use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
 use testkit::spawn_app;
+
+use crate::data::{create_role, create_table, expose, grant};
 
 #[tokio::test]
 async fn the_document_lists_every_route() {
@@ -23,7 +29,7 @@ async fn the_document_lists_every_route() {
         ("/api/auth/tokens/{id}", "delete"),
         ("/admin/api/users", "get"),
         ("/admin/api/users/{id}", "patch"),
-        ("/admin/api/roles/{id}/members/{user_id}", "put"),
+        ("/admin/api/roles/{id}/members/{userId}", "put"),
         ("/admin/api/tokens", "post"),
         ("/admin/api/settings", "patch"),
         ("/admin/api/audit", "get"),
@@ -92,4 +98,109 @@ async fn the_docs_page_is_served_without_downloads() {
         .await
         .unwrap();
     assert_eq!(bundle.status(), StatusCode::OK);
+}
+
+/// Runs `command`, failing the test with its output unless it succeeds.
+fn succeeds(command: &mut Command, what: &str) {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start ({e}); `cargo xtask test` installs it"));
+    assert!(
+        output.status.success(),
+        "{what} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Writes `document` to `dir/name.json`, checks it with openapi-spec-validator
+/// (OpenAPI 3.1, every finding) and generates a TypeScript client from it
+/// into `dir/name/` with @hey-api/openapi-ts.
+fn validate_and_generate(client: &Path, dir: &Path, name: &str, document: &Value) {
+    let file = dir.join(format!("{name}.json"));
+    std::fs::write(&file, serde_json::to_vec_pretty(document).unwrap()).unwrap();
+    succeeds(
+        Command::new("python3")
+            .args(["-m", "openapi_spec_validator", "--schema", "3.1"])
+            .args(["--validation-errors", "all", "--subschema-errors", "all"])
+            .arg(&file),
+        &format!("openapi-spec-validator on the {name} document"),
+    );
+    succeeds(
+        Command::new(client.join("node_modules/.bin/openapi-ts"))
+            .current_dir(client)
+            .args([
+                "--silent",
+                "--no-log-file",
+                "--client",
+                "@hey-api/client-fetch",
+            ])
+            .arg("--input")
+            .arg(&file)
+            .arg("--output")
+            .arg(dir.join(name)),
+        &format!("openapi-ts on the {name} document"),
+    );
+}
+
+#[tokio::test]
+async fn the_documents_are_valid_and_generate_a_typed_client() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let columns = json!([
+        { "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" },
+        { "name": "title", "dataType": "text", "nullable": false },
+        { "name": "done", "dataType": "boolean", "default": "false" },
+    ]);
+    let resource = create_table(&app, &admin, "app", "notes", columns).await;
+    expose(&app, &admin, &resource, &["GET", "POST", "PATCH", "DELETE"]).await;
+    let role = create_role(&app, &admin, "Editors").await;
+    for action in ["read", "create", "update", "delete"] {
+        grant(
+            &app,
+            &admin,
+            &role,
+            &resource,
+            action,
+            Value::Null,
+            Value::Null,
+        )
+        .await;
+    }
+    let admin_document = app.get("/admin/api/openapi", &admin).await;
+    assert_eq!(admin_document.status, StatusCode::OK);
+    let data_document = app
+        .get(&format!("/admin/api/openapi/data?role={role}"), &admin)
+        .await;
+    assert_eq!(data_document.status, StatusCode::OK);
+
+    // Every operation id is given, and unique in its document.
+    for document in [&admin_document.body, &data_document.body] {
+        let mut ids = std::collections::HashSet::new();
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let id = operation["operationId"].as_str();
+                assert!(
+                    id.is_some_and(|id| ids.insert(id.to_owned())),
+                    "{method} {path}: {id:?}"
+                );
+            }
+        }
+    }
+
+    // The generated client lands beside the example that imports it; the
+    // example is type-checked against it.
+    let tests_dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    let client = PathBuf::from(tests_dir).join("../clients/typescript");
+    let generated = client.join("generated");
+    std::fs::create_dir_all(&generated).unwrap();
+    validate_and_generate(&client, &generated, "admin", &admin_document.body);
+    validate_and_generate(&client, &generated, "data", &data_document.body);
+    succeeds(
+        Command::new(client.join("node_modules/.bin/tsc"))
+            .current_dir(&client)
+            .args(["--project", "tsconfig.json"]),
+        "tsc on the generated client and the example",
+    );
 }

@@ -159,6 +159,68 @@ async fn oauth_secrets_are_write_only() {
 }
 
 #[tokio::test]
+async fn oauth_accepts_every_field_of_the_contract() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let providers = json!({
+        "google": { "enabled": true, "clientId": "g", "clientSecret": "g-secret",
+            "authorizeUrl": "https://accounts.example/auth", "tokenUrl": "https://accounts.example/token",
+            "userinfoUrl": "https://accounts.example/userinfo" },
+        "github": { "enabled": true, "clientId": "h", "clientSecret": "h-secret",
+            "authorizeUrl": "https://ghe.example/login/oauth/authorize",
+            "tokenUrl": "https://ghe.example/login/oauth/access_token",
+            "userinfoUrl": "https://ghe.example/api/v3/user", "apiUrl": "https://ghe.example/api/v3" },
+        "oidc": { "enabled": true, "clientId": "o", "clientSecret": "o-secret", "issuer": "https://id.example" }
+    });
+    let set = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "auth.oauth": providers } }),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.body);
+    let oauth = &set.data()["auth.oauth"];
+    assert_eq!(oauth["github"]["apiUrl"], "https://ghe.example/api/v3");
+    assert_eq!(oauth["oidc"]["issuer"], "https://id.example");
+    assert_eq!(
+        oauth["google"]["userinfoUrl"],
+        "https://accounts.example/userinfo"
+    );
+
+    // A field the provider does not have is named in the error.
+    let wrong = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "auth.oauth": { "google": { "apiUrl": "https://x.example" } } } }),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::BAD_REQUEST);
+    assert_eq!(wrong.body["errors"][0]["field"], "auth.oauth.google.apiUrl");
+
+    // A provider given again replaces the stored one, keeping its secret.
+    let again = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "auth.oauth": { "github": { "enabled": false } } } }),
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert!(again.data()["auth.oauth"]["github"]["apiUrl"].is_null());
+    assert_eq!(
+        again.data()["auth.oauth"]["oidc"]["issuer"],
+        "https://id.example"
+    );
+    let stored = app
+        .db
+        .sql("SELECT value #>> '{github,clientSecret}' FROM svc.settings WHERE key = 'auth.oauth'")
+        .await;
+    assert_eq!(stored.as_deref(), Some("h-secret"));
+}
+
+#[tokio::test]
 async fn a_change_announced_by_another_instance_applies_at_once() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;

@@ -79,6 +79,32 @@ fn ensure_tool(tool: &str, packages: &[&str]) -> Result {
         .args(packages))
 }
 
+/// The OpenAPI tests check both documents with openapi-spec-validator (PyPI)
+/// and generate a TypeScript client with the versions pinned in
+/// `clients/typescript/package-lock.json` (npm).
+fn ensure_openapi_tools() -> Result {
+    let found = Command::new("python3")
+        .args(["-c", "import openapi_spec_validator"])
+        .output();
+    if !found.is_ok_and(|o| o.status.success()) {
+        eprintln!("xtask: installing openapi-spec-validator from PyPI");
+        run(Command::new("python3").args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "openapi-spec-validator==0.9.0",
+        ]))?;
+    }
+    // `cargo run` sets the manifest directory at run time; the compiled-in one
+    // may be another checkout sharing the build cache.
+    let xtask_dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    run(Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(format!("{xtask_dir}/../clients/typescript")))
+}
+
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
@@ -97,6 +123,7 @@ fn test() -> Result {
     let server = pg::ensure()?;
     // The browser tests drive Debian's headless Chromium.
     ensure_tool("chromedriver", &["chromium", "chromium-driver"])?;
+    ensure_openapi_tools()?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(cargo().args([
         "clippy",

@@ -67,6 +67,10 @@ pub struct Overrides {
     /// Most connections to PostgreSQL this instance holds (default 32).
     #[arg(long, env = "TESSERA_DATABASE_POOL_SIZE")]
     pub database_pool_size: Option<u32>,
+    /// PostgreSQL's `plan_cache_mode` on every connection: `auto`,
+    /// `force_generic_plan` (default) or `force_custom_plan`.
+    #[arg(long, env = "TESSERA_DATABASE_PLAN_CACHE_MODE")]
+    pub database_plan_cache_mode: Option<String>,
 }
 
 impl Overrides {
@@ -87,6 +91,9 @@ impl Overrides {
             listen_for_changes: self.listen_for_changes.or(other.listen_for_changes),
             workflow_lease_seconds: self.workflow_lease_seconds.or(other.workflow_lease_seconds),
             database_pool_size: self.database_pool_size.or(other.database_pool_size),
+            database_plan_cache_mode: self
+                .database_plan_cache_mode
+                .or(other.database_plan_cache_mode),
         }
     }
 }
@@ -126,6 +133,8 @@ pub struct Config {
     pub workflow_lease: std::time::Duration,
     /// Most connections to PostgreSQL this instance holds.
     pub database_pool_size: u32,
+    /// How PostgreSQL plans the prepared statements of this instance.
+    pub database_plan_cache_mode: store_pg::PlanCacheMode,
 }
 
 impl Config {
@@ -191,6 +200,10 @@ impl Config {
                 .database_pool_size
                 .unwrap_or(DEFAULT_DATABASE_POOL_SIZE)
                 .max(2),
+            database_plan_cache_mode: match o.database_plan_cache_mode {
+                Some(mode) => mode.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+                None => store_pg::PlanCacheMode::ForceGenericPlan,
+            },
         })
     }
 
@@ -210,6 +223,7 @@ impl Config {
             listen_for_changes: true,
             workflow_lease: std::time::Duration::from_secs(DEFAULT_WORKFLOW_LEASE_SECONDS),
             database_pool_size: DEFAULT_DATABASE_POOL_SIZE,
+            database_plan_cache_mode: store_pg::PlanCacheMode::ForceGenericPlan,
         }
     }
 }
@@ -253,5 +267,25 @@ mod tests {
         };
         assert!(Config::resolve(half, missing).is_err());
         std::fs::remove_file(&file).unwrap();
+
+        assert_eq!(
+            defaults.database_plan_cache_mode,
+            store_pg::PlanCacheMode::ForceGenericPlan
+        );
+        let auto = Overrides {
+            database_plan_cache_mode: Some("auto".into()),
+            ..Overrides::default()
+        };
+        assert_eq!(
+            Config::resolve(auto, missing)
+                .unwrap()
+                .database_plan_cache_mode,
+            store_pg::PlanCacheMode::Auto
+        );
+        let nonsense = Overrides {
+            database_plan_cache_mode: Some("fast".into()),
+            ..Overrides::default()
+        };
+        assert!(Config::resolve(nonsense, missing).is_err());
     }
 }

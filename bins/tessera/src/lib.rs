@@ -44,6 +44,7 @@ impl Services {
         database::create_if_missing(&config.database_url).await?;
         let pool = PoolOptions {
             max_connections: config.database_pool_size,
+            plan_cache_mode: config.database_plan_cache_mode,
             ..PoolOptions::default()
         };
         let db = store_pg::connect(&config.database_url, pool)

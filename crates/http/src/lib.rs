@@ -208,7 +208,42 @@ fn routes(
 
 /// The OpenAPI 3.1 document of every route, generated from the handlers.
 pub fn openapi_document() -> utoipa::openapi::OpenApi {
-    routes(None).split_for_parts().1
+    let mut document = routes(None).split_for_parts().1;
+    describe_responses(&mut document);
+    document
+}
+
+/// OpenAPI requires a description on every response: a response declared
+/// without one gets its status's reason phrase ("No Content", "Not Found").
+fn describe_responses(document: &mut utoipa::openapi::OpenApi) {
+    let operations = document.paths.paths.values_mut().flat_map(|item| {
+        [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ]
+        .into_iter()
+        .flatten()
+    });
+    for operation in operations {
+        for (status, response) in operation.responses.responses.iter_mut() {
+            if let utoipa::openapi::RefOr::T(response) = response
+                && response.description.is_empty()
+            {
+                let reason = status
+                    .parse::<u16>()
+                    .ok()
+                    .and_then(|code| actix_web::http::StatusCode::from_u16(code).ok())
+                    .and_then(|code| code.canonical_reason());
+                response.description = reason.unwrap_or("Response").to_owned();
+            }
+        }
+    }
 }
 
 /// The application of one worker.

@@ -112,15 +112,47 @@ const KEYS: &[Key] = &[
 ];
 
 const OAUTH_PROVIDERS: [&str; 3] = ["google", "github", "oidc"];
-const OAUTH_FIELDS: [&str; 7] = [
-    "enabled",
-    "clientId",
-    "clientSecret",
-    "issuer",
-    "authorizeUrl",
-    "tokenUrl",
-    "userinfoUrl",
-];
+/// The fields each provider of `auth.oauth` accepts (API.md section 3a).
+fn oauth_fields(provider: &str) -> &'static [&'static str] {
+    const ENDPOINTS: [&str; 6] = [
+        "enabled",
+        "clientId",
+        "clientSecret",
+        "authorizeUrl",
+        "tokenUrl",
+        "userinfoUrl",
+    ];
+    const GITHUB: [&str; 7] = [
+        "enabled",
+        "clientId",
+        "clientSecret",
+        "authorizeUrl",
+        "tokenUrl",
+        "userinfoUrl",
+        "apiUrl",
+    ];
+    match provider {
+        "github" => &GITHUB,
+        "oidc" => &["enabled", "clientId", "clientSecret", "issuer"],
+        _ => &ENDPOINTS,
+    }
+}
+
+/// A provider's settings before anything is configured: off, every field null.
+fn oauth_default(provider: &str) -> Value {
+    let fields = oauth_fields(provider)
+        .iter()
+        .map(|f| {
+            let value = if *f == "enabled" {
+                json!(false)
+            } else {
+                Value::Null
+            };
+            (f.to_string(), value)
+        })
+        .collect::<Map<_, _>>();
+    Value::Object(fields)
+}
 
 fn default_of(name: &str) -> Value {
     match name {
@@ -130,11 +162,11 @@ fn default_of(name: &str) -> Value {
         "auth.lockout_threshold" => json!(10),
         "auth.lockout_minutes" => json!(15),
         "auth.login_rate_limit_per_minute" => json!(60),
-        "auth.oauth" => {
-            let provider = json!({ "enabled": false, "clientId": null, "clientSecret": null,
-                "issuer": null, "authorizeUrl": null, "tokenUrl": null, "userinfoUrl": null });
-            json!({ "google": provider, "github": provider, "oidc": provider })
-        }
+        "auth.oauth" => OAUTH_PROVIDERS
+            .iter()
+            .map(|p| (p.to_string(), oauth_default(p)))
+            .collect::<Map<_, _>>()
+            .into(),
         "auth.redirect_allow_list" | "security.cors_origins" => json!([]),
         "workflows.max_sync_wait_ms" | "sql_console.timeout_ms" => json!(30_000),
         "workflows.public_rate_limit_per_minute" => json!(60),
@@ -243,6 +275,9 @@ fn check(key: &Key, value: &Value, current: &Settings) -> Result<Value, FieldErr
     }
 }
 
+/// Checks a PATCH of `auth.oauth`: each provider given replaces the stored
+/// one (fields not given take their defaults), except a `clientSecret` that is
+/// null or absent, which keeps the stored secret.
 fn check_oauth(value: &Value, stored: &Value) -> Result<Value, FieldError> {
     let Some(providers) = value.as_object() else {
         return Err(FieldError::new("auth.oauth", "must be an object"));
@@ -261,9 +296,11 @@ fn check_oauth(value: &Value, stored: &Value) -> Result<Value, FieldError> {
                 "must be an object",
             ));
         };
+        let mut replaced = oauth_default(provider);
+        replaced["clientSecret"] = stored[provider.as_str()]["clientSecret"].clone();
         for (name, v) in fields {
             let path = format!("auth.oauth.{provider}.{name}");
-            if !OAUTH_FIELDS.contains(&name.as_str()) {
+            if !oauth_fields(provider).contains(&name.as_str()) {
                 return Err(FieldError::new(path, "unknown field"));
             }
             let ok = match (name.as_str(), v) {
@@ -280,8 +317,9 @@ fn check_oauth(value: &Value, stored: &Value) -> Result<Value, FieldError> {
             if name == "clientSecret" && v.is_null() {
                 continue;
             }
-            merged[provider.as_str()][name.as_str()] = v.clone();
+            replaced[name.as_str()] = v.clone();
         }
+        merged[provider.as_str()] = replaced;
     }
     Ok(merged)
 }
@@ -496,5 +534,42 @@ mod tests {
         .unwrap();
         s.apply(&keep);
         assert_eq!(s.value("auth.oauth")["github"]["clientSecret"], "shh");
+    }
+
+    #[test]
+    fn oauth_fields_follow_the_provider() {
+        let mut s = Settings::default();
+        let github = patch(json!({ "auth.oauth": { "github": {
+            "enabled": true, "clientId": "id", "apiUrl": "https://ghe.example/api/v3" } } }))
+        .unwrap();
+        s.apply(&github);
+        assert_eq!(
+            s.value("auth.oauth")["github"]["apiUrl"],
+            "https://ghe.example/api/v3"
+        );
+        let oidc = json!({ "auth.oauth": { "oidc": { "issuer": "https://id.example" } } });
+        assert!(patch(oidc).is_ok());
+        for (provider, field) in [
+            ("google", "apiUrl"),
+            ("oidc", "tokenUrl"),
+            ("google", "issuer"),
+        ] {
+            let body = json!({ "auth.oauth": { provider: { field: "https://x.example" } } });
+            assert_eq!(
+                patch(body).unwrap_err().field,
+                format!("auth.oauth.{provider}.{field}")
+            );
+        }
+        // A provider given again replaces the stored one; its secret stays.
+        let again = SettingsPatch::parse(
+            json!({ "auth.oauth": { "github": { "enabled": false } } })
+                .as_object()
+                .unwrap(),
+            &s,
+        )
+        .unwrap();
+        s.apply(&again);
+        assert!(s.value("auth.oauth")["github"]["apiUrl"].is_null());
+        assert_eq!(s.value("auth.oauth")["github"]["clientId"], Value::Null);
     }
 }

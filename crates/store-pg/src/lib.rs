@@ -35,13 +35,15 @@ pub struct PgStore {
     reads: Arc<lane::ReadLane>,
 }
 
-/// Pool size and timeouts.
+/// Pool size, timeouts and how PostgreSQL plans the pool's statements.
 #[derive(Debug, Clone, Copy)]
 pub struct PoolOptions {
     /// Most connections held open.
     pub max_connections: u32,
     /// How long a request waits for a free connection.
     pub acquire_timeout: Duration,
+    /// PostgreSQL's `plan_cache_mode` on every connection.
+    pub plan_cache_mode: PlanCacheMode,
 }
 
 impl Default for PoolOptions {
@@ -49,7 +51,50 @@ impl Default for PoolOptions {
         Self {
             max_connections: 32,
             acquire_timeout: Duration::from_secs(5),
+            plan_cache_mode: PlanCacheMode::ForceGenericPlan,
         }
+    }
+}
+
+/// PostgreSQL's `plan_cache_mode` for the prepared statements of the pool.
+///
+/// Every statement is prepared once per connection. In PostgreSQL's `auto`
+/// mode the planner keeps planning it anew for each execution whenever its
+/// estimate of a plan for the given values is a little lower than of the
+/// reusable plan, which for the Data API's indexed reads is nearly always:
+/// the planning then costs about a third of PostgreSQL's time for the read.
+/// `ForceGenericPlan` plans each statement once per connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanCacheMode {
+    /// PostgreSQL's default choice between the two.
+    Auto,
+    /// Plan once, reuse for every value.
+    ForceGenericPlan,
+    /// Plan every execution for its values.
+    ForceCustomPlan,
+}
+
+impl PlanCacheMode {
+    /// The setting's value as PostgreSQL names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::ForceGenericPlan => "force_generic_plan",
+            Self::ForceCustomPlan => "force_custom_plan",
+        }
+    }
+}
+
+impl std::str::FromStr for PlanCacheMode {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        [Self::Auto, Self::ForceGenericPlan, Self::ForceCustomPlan]
+            .into_iter()
+            .find(|mode| mode.as_str() == value)
+            .ok_or_else(|| {
+                format!("unknown plan cache mode {value:?} (auto, force_generic_plan or force_custom_plan)")
+            })
     }
 }
 
@@ -63,6 +108,9 @@ pub async fn connect(url: &str, options: PoolOptions) -> Result<DatabaseConnecti
         .connect_timeout(options.acquire_timeout)
         // A ping only for connections idle a while, not a round trip per query.
         .test_before_acquire_if_idle_for(Duration::from_secs(30))
+        .map_sqlx_postgres_opts(move |pg| {
+            pg.options([("plan_cache_mode", options.plan_cache_mode.as_str())])
+        })
         .sqlx_logging(false);
     Database::connect(connect).await
 }

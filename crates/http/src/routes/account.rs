@@ -13,7 +13,7 @@ use crate::respond::{created, no_content};
 use crate::{AppState, convert};
 
 /// Creates an account while `auth.registration_enabled` is on.
-#[utoipa::path(tag = "auth", request_body = RegisterRequest,
+#[utoipa::path(operation_id = "register", tag = "auth", request_body = RegisterRequest,
     responses((status = 201, body = inline(api_types::DataEnvelope<User>)), (status = 400, body = ErrorEnvelope),
               (status = 403, description = "registration is off", body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[post("/register")]
@@ -31,7 +31,7 @@ pub async fn register(
 }
 
 /// Emails a reset link when the address has an account. Always 204.
-#[utoipa::path(tag = "auth", request_body = EmailRequest, responses((status = 204)))]
+#[utoipa::path(operation_id = "forgotPassword", tag = "auth", request_body = EmailRequest, responses((status = 204)))]
 #[post("/password/forgot")]
 pub async fn forgot_password(
     state: web::Data<AppState>,
@@ -43,7 +43,7 @@ pub async fn forgot_password(
 }
 
 /// Sets a new password with the token of a reset link; ends every session.
-#[utoipa::path(tag = "auth", request_body = TokenPasswordRequest,
+#[utoipa::path(operation_id = "resetPassword", tag = "auth", request_body = TokenPasswordRequest,
     responses((status = 204), (status = 400, description = "INVALID_TOKEN or a bad password", body = ErrorEnvelope)))]
 #[post("/password/reset")]
 pub async fn reset_password(
@@ -59,7 +59,7 @@ pub async fn reset_password(
 }
 
 /// Changes the signed-in user's password; their other sessions end.
-#[utoipa::path(tag = "auth", security(("bearer" = [])), request_body = ChangePasswordRequest,
+#[utoipa::path(operation_id = "changePassword", tag = "auth", security(("bearer" = [])), request_body = ChangePasswordRequest,
     responses((status = 204), (status = 400, description = "INVALID_CURRENT_PASSWORD or a bad new password", body = ErrorEnvelope),
               (status = 403, description = "the account has no password yet", body = ErrorEnvelope)))]
 #[post("/password/change")]
@@ -82,7 +82,7 @@ pub async fn change_password(
 }
 
 /// Marks the email verified with the token of a verification link.
-#[utoipa::path(tag = "auth", request_body = TokenRequest,
+#[utoipa::path(operation_id = "verifyEmail", tag = "auth", request_body = TokenRequest,
     responses((status = 204), (status = 400, description = "INVALID_TOKEN", body = ErrorEnvelope)))]
 #[post("/email/verify")]
 pub async fn verify_email(
@@ -96,7 +96,7 @@ pub async fn verify_email(
 
 /// Sends a new verification link: to the signed-in user, or (without a
 /// session) to the account behind `email`. Always 204.
-#[utoipa::path(tag = "auth", request_body = ResendRequest, responses((status = 204)))]
+#[utoipa::path(operation_id = "resendVerification", tag = "auth", request_body = ResendRequest, responses((status = 204)))]
 #[post("/email/resend")]
 pub async fn resend_verification(
     state: web::Data<AppState>,
@@ -112,7 +112,7 @@ pub async fn resend_verification(
 }
 
 /// Accepts an invitation: sets the password and creates the verified account.
-#[utoipa::path(tag = "auth", request_body = TokenPasswordRequest,
+#[utoipa::path(operation_id = "acceptInvitation", tag = "auth", request_body = TokenPasswordRequest,
     responses((status = 204), (status = 400, description = "INVALID_TOKEN or a bad password", body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[post("/invitations/accept")]
 pub async fn accept_invitation(

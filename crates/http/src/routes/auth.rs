@@ -15,7 +15,7 @@ use crate::respond::{created, no_content, ok};
 use crate::{AppState, convert};
 
 /// Signs in with email and password. Every failure answers the same 401.
-#[utoipa::path(tag = "auth", request_body = LoginRequest,
+#[utoipa::path(operation_id = "login", tag = "auth", request_body = LoginRequest,
     responses((status = 200, body = inline(api_types::DataEnvelope<LoginResponse>)),
               (status = 401, description = "Invalid email or password", body = ErrorEnvelope),
               (status = 403, description = "EMAIL_NOT_VERIFIED", body = ErrorEnvelope)))]
@@ -36,7 +36,7 @@ pub async fn login(
 }
 
 /// Ends the current session.
-#[utoipa::path(tag = "auth", security(("bearer" = [])), responses((status = 204), (status = 401, body = ErrorEnvelope)))]
+#[utoipa::path(operation_id = "logout", tag = "auth", security(("bearer" = [])), responses((status = 204), (status = 401, body = ErrorEnvelope)))]
 #[post("/logout")]
 pub async fn logout(
     state: web::Data<AppState>,
@@ -47,7 +47,7 @@ pub async fn logout(
 }
 
 /// The signed-in user.
-#[utoipa::path(tag = "auth", security(("bearer" = [])),
+#[utoipa::path(operation_id = "getMe", tag = "auth", security(("bearer" = [])),
     responses((status = 200, body = inline(api_types::DataEnvelope<User>)), (status = 401, body = ErrorEnvelope)))]
 #[get("/me")]
 pub async fn me(
@@ -59,7 +59,7 @@ pub async fn me(
 }
 
 /// Changes the signed-in user's name or time zone.
-#[utoipa::path(tag = "auth", security(("bearer" = [])), request_body = UpdateMeRequest,
+#[utoipa::path(operation_id = "updateMe", tag = "auth", security(("bearer" = [])), request_body = UpdateMeRequest,
     responses((status = 200, body = inline(api_types::DataEnvelope<User>)), (status = 400, body = ErrorEnvelope)))]
 #[patch("/me")]
 pub async fn update_me(
@@ -76,7 +76,7 @@ pub async fn update_me(
 }
 
 /// The signed-in user's live sessions.
-#[utoipa::path(tag = "auth", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Session>>))))]
+#[utoipa::path(operation_id = "listMySessions", tag = "auth", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Session>>))))]
 #[get("/sessions")]
 pub async fn sessions(
     state: web::Data<AppState>,
@@ -101,7 +101,7 @@ pub async fn sessions(
 }
 
 /// Ends one of the signed-in user's sessions.
-#[utoipa::path(tag = "auth", security(("bearer" = [])), params(("id" = Uuid, Path)), responses((status = 204), (status = 404, body = ErrorEnvelope)))]
+#[utoipa::path(operation_id = "endMySession", tag = "auth", security(("bearer" = [])), params(("id" = Uuid, Path)), responses((status = 204), (status = 404, body = ErrorEnvelope)))]
 #[delete("/sessions/{id}")]
 pub async fn end_session(
     state: web::Data<AppState>,
@@ -116,7 +116,7 @@ pub async fn end_session(
 }
 
 /// The signed-in user's tokens (never their secrets).
-#[utoipa::path(tag = "auth", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Token>>))))]
+#[utoipa::path(operation_id = "listMyTokens", tag = "auth", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Token>>))))]
 #[get("/tokens")]
 pub async fn tokens(
     state: web::Data<AppState>,
@@ -130,7 +130,7 @@ pub async fn tokens(
 }
 
 /// Creates a token for the signed-in user; the secret is in this answer only.
-#[utoipa::path(tag = "auth", security(("bearer" = [])), request_body = CreateTokenRequest,
+#[utoipa::path(operation_id = "createMyToken", tag = "auth", security(("bearer" = [])), request_body = CreateTokenRequest,
     responses((status = 201, body = inline(api_types::DataEnvelope<IssuedToken>)), (status = 400, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 #[post("/tokens")]
 pub async fn create_token(
@@ -157,7 +157,7 @@ pub async fn create_token(
 }
 
 /// Revokes one of the signed-in user's tokens.
-#[utoipa::path(tag = "auth", security(("bearer" = [])), params(("id" = Uuid, Path)), responses((status = 204), (status = 404, body = ErrorEnvelope)))]
+#[utoipa::path(operation_id = "revokeMyToken", tag = "auth", security(("bearer" = [])), params(("id" = Uuid, Path)), responses((status = 204), (status = 404, body = ErrorEnvelope)))]
 #[delete("/tokens/{id}")]
 pub async fn revoke_token(
     state: web::Data<AppState>,

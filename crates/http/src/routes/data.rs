@@ -71,7 +71,7 @@ fn json(status: actix_web::http::StatusCode, body: String) -> HttpResponse {
 }
 
 /// Rows of a table: `{ data: [row], meta: { limit, offset, total? } }`.
-#[utoipa::path(tag = "data", security(("bearer" = [])),
+#[utoipa::path(operation_id = "listRows", tag = "data", security(("bearer" = [])),
     params(("schema" = String, Path), ("table" = String, Path), ListQuery),
     responses((status = 200, description = "{ data: [row], meta }"), (status = 400, body = ErrorEnvelope),
         (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope), (status = 405, body = ErrorEnvelope)))]
@@ -104,7 +104,7 @@ pub async fn list(
 }
 
 /// One row by primary key (composite keys: values joined with commas).
-#[utoipa::path(tag = "data", security(("bearer" = [])),
+#[utoipa::path(operation_id = "getRow", tag = "data", security(("bearer" = [])),
     params(("schema" = String, Path), ("table" = String, Path), ("pk" = String, Path)),
     responses((status = 200, description = "{ data: row }"), (status = 404, body = ErrorEnvelope)))]
 #[get("/{schema}/{table}/{pk}")]
@@ -124,7 +124,7 @@ pub async fn get(
 }
 
 /// Inserts a row (an object) or rows (an array) in one transaction.
-#[utoipa::path(tag = "data", security(("bearer" = [])),
+#[utoipa::path(operation_id = "createRow", tag = "data", security(("bearer" = [])),
     params(("schema" = String, Path), ("table" = String, Path)),
     request_body(content = Object, description = "{ data: row or [row] }"),
     responses((status = 201, description = "{ data: row or [row] }"), (status = 400, body = ErrorEnvelope),
@@ -154,7 +154,7 @@ pub async fn create(
 }
 
 /// Changes columns of one row.
-#[utoipa::path(tag = "data", security(("bearer" = [])),
+#[utoipa::path(operation_id = "updateRow", tag = "data", security(("bearer" = [])),
     params(("schema" = String, Path), ("table" = String, Path), ("pk" = String, Path)),
     request_body(content = Object, description = "{ data: columns }"),
     responses((status = 200, description = "{ data: row }"), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
@@ -183,7 +183,7 @@ pub async fn update(
 }
 
 /// Deletes one row.
-#[utoipa::path(tag = "data", security(("bearer" = [])),
+#[utoipa::path(operation_id = "deleteRow", tag = "data", security(("bearer" = [])),
     params(("schema" = String, Path), ("table" = String, Path), ("pk" = String, Path)),
     responses((status = 204), (status = 404, body = ErrorEnvelope)))]
 #[delete("/{schema}/{table}/{pk}")]

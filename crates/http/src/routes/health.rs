@@ -6,7 +6,7 @@ use api_types::Health;
 use crate::AppState;
 
 /// The process is up.
-#[utoipa::path(tag = "health", responses((status = 200, body = Health)))]
+#[utoipa::path(operation_id = "getHealth", tag = "health", responses((status = 200, body = Health)))]
 #[get("/healthz")]
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(Health {
@@ -15,7 +15,7 @@ pub async fn healthz() -> HttpResponse {
 }
 
 /// The database answers.
-#[utoipa::path(tag = "health", responses((status = 200, body = Health), (status = 503, body = Health)))]
+#[utoipa::path(operation_id = "getReadiness", tag = "health", responses((status = 200, body = Health), (status = 503, body = Health)))]
 #[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     if (state.ready)().await {

@@ -12,7 +12,7 @@ use crate::respond::ok;
 use crate::{AppState, convert};
 
 /// Audit entries, newest first; `before` (an entry id or an RFC 3339 instant) pages back.
-#[utoipa::path(tag = "audit", security(("bearer" = [])), params(AuditListQuery),
+#[utoipa::path(operation_id = "listAuditEvents", tag = "audit", security(("bearer" = [])), params(AuditListQuery),
     responses((status = 200, body = inline(api_types::DataEnvelope<Vec<AuditEntry>>)), (status = 400, body = ErrorEnvelope)))]
 #[get("/audit")]
 pub async fn list(

@@ -23,7 +23,7 @@ fn grant(g: permissions::Grant) -> Grant {
 }
 
 /// Grants, optionally of one role or on one resource.
-#[utoipa::path(tag = "grants", security(("bearer" = [])), params(GrantListQuery),
+#[utoipa::path(operation_id = "listGrants", tag = "grants", security(("bearer" = [])), params(GrantListQuery),
     responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Grant>>))))]
 #[get("/grants")]
 pub async fn list(
@@ -41,7 +41,7 @@ pub async fn list(
 
 /// Gives a role an action on a resource (read, create, update, delete) or a
 /// workflow (invoke), with an optional row filter and column list.
-#[utoipa::path(tag = "grants", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateGrantRequest>),
+#[utoipa::path(operation_id = "createGrant", tag = "grants", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateGrantRequest>),
     responses((status = 201, body = inline(api_types::DataEnvelope<Grant>)), (status = 400, body = ErrorEnvelope)))]
 #[post("/grants")]
 pub async fn create(
@@ -66,7 +66,7 @@ pub async fn create(
 }
 
 /// Removes a grant.
-#[utoipa::path(tag = "grants", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(operation_id = "deleteGrant", tag = "grants", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 204), (status = 404, body = ErrorEnvelope)))]
 #[delete("/grants/{id}")]
 pub async fn remove(

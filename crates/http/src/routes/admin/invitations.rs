@@ -11,7 +11,7 @@ use crate::respond::{created, no_content, ok};
 use crate::{AppState, convert};
 
 /// Pending invitations, newest first.
-#[utoipa::path(tag = "invitations", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Invitation>>))))]
+#[utoipa::path(operation_id = "listInvitations", tag = "invitations", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Invitation>>))))]
 #[get("/invitations")]
 pub async fn list(
     state: web::Data<AppState>,
@@ -25,7 +25,7 @@ pub async fn list(
 }
 
 /// Invites someone; the email with the acceptance link is queued. 409 when the email has an account.
-#[utoipa::path(tag = "invitations", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateInvitationRequest>),
+#[utoipa::path(operation_id = "createInvitation", tag = "invitations", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateInvitationRequest>),
     responses((status = 201, body = inline(api_types::DataEnvelope<Invitation>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[post("/invitations")]
 pub async fn create(
@@ -47,7 +47,7 @@ pub async fn create(
 }
 
 /// Withdraws a pending invitation; its link stops working.
-#[utoipa::path(tag = "invitations", security(("bearer" = [])), params(("id" = Uuid, Path)), responses((status = 204), (status = 404, body = ErrorEnvelope)))]
+#[utoipa::path(operation_id = "deleteInvitation", tag = "invitations", security(("bearer" = [])), params(("id" = Uuid, Path)), responses((status = 204), (status = 404, body = ErrorEnvelope)))]
 #[delete("/invitations/{id}")]
 pub async fn remove(
     state: web::Data<AppState>,

@@ -23,7 +23,7 @@ pub struct RoleQuery {
 /// The Data API as the role sees it: only the exposed tables it has grants
 /// on, only the methods it may use, only the columns it reaches; the public
 /// webhooks and those it may invoke, with the result route.
-#[utoipa::path(tag = "data", security(("bearer" = [])), params(RoleQuery),
+#[utoipa::path(operation_id = "getDataDocument", tag = "data", security(("bearer" = [])), params(RoleQuery),
     responses((status = 200, description = "OpenAPI 3.1 document"), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 #[get("/openapi/data")]
 pub async fn document(
@@ -60,6 +60,7 @@ pub async fn document(
         .collect();
     let hooks = state.workflows.webhooks(admin, &granted).await?;
     describe_webhooks(&hooks, &mut paths, &mut schemas);
+    name_operations(&mut paths);
     Ok(HttpResponse::Ok().json(json!({
         "openapi": "3.1.0",
         "info": { "title": format!("Tessera Data API for role {}", role.name), "version": env!("CARGO_PKG_VERSION") },
@@ -197,6 +198,19 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
         operation["responses"]["401"] = answer("No valid credential", error.clone());
         operation["responses"]["403"] = answer("No grant covers this", error.clone());
     }
+    let subject = format!("{}{}", pascal(&table.schema), pascal(&table.name));
+    for (method, operation) in on_collection.iter_mut() {
+        let verb = if method == "get" { "list" } else { "create" };
+        operation["operationId"] = json!(format!("{verb}{subject}"));
+    }
+    for (method, operation) in on_item.iter_mut() {
+        let verb = match method.as_str() {
+            "get" => "get",
+            "patch" => "update",
+            _ => "delete",
+        };
+        operation["operationId"] = json!(format!("{verb}{subject}Row"));
+    }
     if !on_collection.is_empty() {
         paths.insert(collection, Value::Object(on_collection));
     }
@@ -254,8 +268,8 @@ fn describe_webhooks(
                 error.clone(),
             ),
         );
-        let mut operation =
-            json!({ "summary": format!("Run workflow {}", hook.name), "responses": responses });
+        let mut operation = json!({ "summary": format!("Run workflow {}", hook.name),
+            "operationId": format!("run{}Webhook", pascal(&hook.slug)), "responses": responses });
         if hook.public {
             operation["security"] = json!([]);
             operation["responses"]["429"] =
@@ -283,10 +297,75 @@ fn describe_webhooks(
         paths.insert(
             "/api/workflows/runs/{id}/result".into(),
             json!({ "get": {
+                "operationId": "getRunResult",
                 "summary": "The outcome of a run this caller started (while running and 24 hours after)",
                 "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string", "format": "uuid" } }],
                 "responses": { "200": answer("The run outcome", outcome), "401": answer("No valid credential", error.clone()),
                     "404": answer("No such run for this caller", error) } } }),
+        );
+    }
+}
+
+/// `order_lines` → `OrderLines`: the part of an operation id naming a table
+/// or a workflow.
+fn pascal(name: &str) -> String {
+    name.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        })
+        .collect()
+}
+
+/// Operation ids must be unique in a document: two names that read alike
+/// (`app.order_lines` and `app_order.lines`) get a number after the first,
+/// in path order, so the ids stay the same while the tables do.
+fn name_operations(paths: &mut Map<String, Value>) {
+    let mut seen = std::collections::HashSet::new();
+    for operation in paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+    {
+        let Some(id) = operation["operationId"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        let mut unique = id.clone();
+        let mut n = 2;
+        while !seen.insert(unique.clone()) {
+            unique = format!("{id}{n}");
+            n += 1;
+        }
+        operation["operationId"] = json!(unique);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_ids_are_telling_and_unique() {
+        assert_eq!(pascal("order_lines"), "OrderLines");
+        assert_eq!(pascal("v2-hook"), "V2Hook");
+        let mut paths = json!({
+            "/api/data/app/order_lines": { "get": { "operationId": "listAppOrderLines" } },
+            "/api/data/app_order/lines": { "get": { "operationId": "listAppOrderLines" } },
+        })
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+        name_operations(&mut paths);
+        assert_eq!(
+            paths["/api/data/app/order_lines"]["get"]["operationId"],
+            "listAppOrderLines"
+        );
+        assert_eq!(
+            paths["/api/data/app_order/lines"]["get"]["operationId"],
+            "listAppOrderLines2"
         );
     }
 }

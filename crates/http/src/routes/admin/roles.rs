@@ -10,7 +10,7 @@ use crate::respond::{created, no_content, ok};
 use crate::{AppState, convert};
 
 /// All roles, built-ins first.
-#[utoipa::path(tag = "roles", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Role>>))))]
+#[utoipa::path(operation_id = "listRoles", tag = "roles", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Role>>))))]
 #[get("/roles")]
 pub async fn list(
     state: web::Data<AppState>,
@@ -21,7 +21,7 @@ pub async fn list(
 }
 
 /// Creates a role.
-#[utoipa::path(tag = "roles", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateRoleRequest>),
+#[utoipa::path(operation_id = "createRole", tag = "roles", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateRoleRequest>),
     responses((status = 201, body = inline(api_types::DataEnvelope<Role>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[post("/roles")]
 pub async fn create(
@@ -44,7 +44,7 @@ pub async fn create(
 }
 
 /// One role.
-#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(operation_id = "getRole", tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 200, body = inline(api_types::DataEnvelope<Role>)), (status = 404, body = ErrorEnvelope)))]
 #[get("/roles/{id}")]
 pub async fn get(
@@ -56,7 +56,7 @@ pub async fn get(
 }
 
 /// Changes a role; built-in roles keep their name and API access.
-#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<UpdateRoleRequest>),
+#[utoipa::path(operation_id = "updateRole", tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<UpdateRoleRequest>),
     responses((status = 200, body = inline(api_types::DataEnvelope<Role>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 #[patch("/roles/{id}")]
 pub async fn update(
@@ -82,7 +82,7 @@ pub async fn update(
 }
 
 /// Deletes a role; built-in roles give 400.
-#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(operation_id = "deleteRole", tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 204), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 #[delete("/roles/{id}")]
 pub async fn remove(
@@ -98,7 +98,7 @@ pub async fn remove(
 }
 
 /// The members of a role.
-#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(operation_id = "listRoleMembers", tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 200, body = inline(api_types::DataEnvelope<Vec<User>>)), (status = 404, body = ErrorEnvelope)))]
 #[get("/roles/{id}/members")]
 pub async fn members(
@@ -111,9 +111,9 @@ pub async fn members(
 }
 
 /// Adds a user to a role (idempotent).
-#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path), ("userId" = Uuid, Path)),
+#[utoipa::path(operation_id = "addRoleMember", tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path), ("userId" = Uuid, Path)),
     responses((status = 204), (status = 404, body = ErrorEnvelope)))]
-#[put("/roles/{id}/members/{user_id}")]
+#[put("/roles/{id}/members/{userId}")]
 pub async fn add_member(
     state: web::Data<AppState>,
     caller: Caller<AdminPlane>,
@@ -128,9 +128,9 @@ pub async fn add_member(
 }
 
 /// Removes a user from a role (idempotent); the last administrator cannot be removed.
-#[utoipa::path(tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path), ("userId" = Uuid, Path)),
+#[utoipa::path(operation_id = "removeRoleMember", tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path), ("userId" = Uuid, Path)),
     responses((status = 204), (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
-#[delete("/roles/{id}/members/{user_id}")]
+#[delete("/roles/{id}/members/{userId}")]
 pub async fn remove_member(
     state: web::Data<AppState>,
     caller: Caller<AdminPlane>,

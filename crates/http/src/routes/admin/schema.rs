@@ -50,7 +50,7 @@ fn resource(r: schema::Resource) -> Resource {
 }
 
 /// Creates a table, hidden, with its resource; DDL, resource and audit entry in one transaction.
-#[utoipa::path(tag = "schema", security(("bearer" = [])), params(("schema" = String, Path)),
+#[utoipa::path(operation_id = "createTable", tag = "schema", security(("bearer" = [])), params(("schema" = String, Path)),
     request_body = inline(api_types::DataEnvelope<TableDefinition>),
     responses((status = 201, body = inline(api_types::DataEnvelope<TableCreated>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[post("/schema/{schema}/tables")]
@@ -72,7 +72,7 @@ pub async fn create_table(
 }
 
 /// The SQL create would run, after the same validation; changes nothing.
-#[utoipa::path(tag = "schema", security(("bearer" = [])), params(("schema" = String, Path)),
+#[utoipa::path(operation_id = "previewTable", tag = "schema", security(("bearer" = [])), params(("schema" = String, Path)),
     request_body = inline(api_types::DataEnvelope<TableDefinition>),
     responses((status = 200, body = inline(api_types::DataEnvelope<TablePreview>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[post("/schema/{schema}/tables/preview")]
@@ -90,7 +90,7 @@ pub async fn preview_table(
 }
 
 /// The tables of a schema, introspected from the catalog.
-#[utoipa::path(tag = "schema", security(("bearer" = [])), params(("schema" = String, Path)),
+#[utoipa::path(operation_id = "listTables", tag = "schema", security(("bearer" = [])), params(("schema" = String, Path)),
     responses((status = 200, body = inline(api_types::DataEnvelope<Vec<TableInfo>>)), (status = 400, body = ErrorEnvelope)))]
 #[get("/schema/{schema}/tables")]
 pub async fn tables(
@@ -111,7 +111,7 @@ pub async fn tables(
 }
 
 /// Adds one column, with the same validation as create.
-#[utoipa::path(tag = "schema", security(("bearer" = [])), params(("schema" = String, Path), ("table" = String, Path)),
+#[utoipa::path(operation_id = "addColumn", tag = "schema", security(("bearer" = [])), params(("schema" = String, Path), ("table" = String, Path)),
     request_body = inline(api_types::DataEnvelope<ColumnDefinition>),
     responses((status = 201, body = inline(api_types::DataEnvelope<TableCreated>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 #[post("/schema/{schema}/tables/{table}/columns")]
@@ -140,7 +140,7 @@ pub async fn add_column(
 }
 
 /// Drops a table; its resource and exposure go with it.
-#[utoipa::path(tag = "schema", security(("bearer" = [])), params(("schema" = String, Path), ("table" = String, Path)),
+#[utoipa::path(operation_id = "dropTable", tag = "schema", security(("bearer" = [])), params(("schema" = String, Path), ("table" = String, Path)),
     responses((status = 204), (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[delete("/schema/{schema}/tables/{table}")]
 pub async fn drop_table(
@@ -157,7 +157,7 @@ pub async fn drop_table(
 }
 
 /// Every resource.
-#[utoipa::path(tag = "resources", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Resource>>))))]
+#[utoipa::path(operation_id = "listResources", tag = "resources", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Resource>>))))]
 #[get("/resources")]
 pub async fn resources(
     state: web::Data<AppState>,
@@ -168,7 +168,7 @@ pub async fn resources(
 }
 
 /// Registers a table that exists already, hidden.
-#[utoipa::path(tag = "resources", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<RegisterResourceRequest>),
+#[utoipa::path(operation_id = "registerResource", tag = "resources", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<RegisterResourceRequest>),
     responses((status = 201, body = inline(api_types::DataEnvelope<Resource>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[post("/resources")]
 pub async fn register(
@@ -189,7 +189,7 @@ pub async fn register(
 }
 
 /// One resource.
-#[utoipa::path(tag = "resources", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(operation_id = "getResource", tag = "resources", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 200, body = inline(api_types::DataEnvelope<Resource>)), (status = 404, body = ErrorEnvelope)))]
 #[get("/resources/{id}")]
 pub async fn get_resource(
@@ -201,7 +201,7 @@ pub async fn get_resource(
 }
 
 /// Sets the methods the Data API answers for a resource.
-#[utoipa::path(tag = "resources", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<ExposeRequest>),
+#[utoipa::path(operation_id = "updateResource", tag = "resources", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<ExposeRequest>),
     responses((status = 200, body = inline(api_types::DataEnvelope<Resource>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 #[patch("/resources/{id}")]
 pub async fn expose(

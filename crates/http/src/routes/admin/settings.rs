@@ -9,7 +9,7 @@ use crate::extract::{AdminPlane, Caller, Data};
 use crate::respond::ok;
 
 /// Every setting with its value in force; write-only secrets read as null.
-#[utoipa::path(tag = "settings", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<SettingsMap>))))]
+#[utoipa::path(operation_id = "getSettings", tag = "settings", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<SettingsMap>))))]
 #[get("/settings")]
 pub async fn get(
     state: web::Data<AppState>,
@@ -20,7 +20,7 @@ pub async fn get(
 
 /// Changes settings; answers the full settings object. `mcp.*` and
 /// `sql_console.allow_api_tokens` need a session.
-#[utoipa::path(tag = "settings", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<SettingsMap>),
+#[utoipa::path(operation_id = "updateSettings", tag = "settings", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<SettingsMap>),
     responses((status = 200, body = inline(api_types::DataEnvelope<SettingsMap>)), (status = 400, body = ErrorEnvelope), (status = 403, body = ErrorEnvelope)))]
 #[patch("/settings")]
 pub async fn update(

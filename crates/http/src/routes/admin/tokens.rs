@@ -11,7 +11,7 @@ use crate::respond::{created, no_content, ok};
 use crate::{AppState, convert};
 
 /// Live tokens, of one user (`userId`) or of everyone.
-#[utoipa::path(tag = "tokens", security(("bearer" = [])), params(TokenListQuery),
+#[utoipa::path(operation_id = "listTokens", tag = "tokens", security(("bearer" = [])), params(TokenListQuery),
     responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Token>>))))]
 #[get("/tokens")]
 pub async fn list(
@@ -27,7 +27,7 @@ pub async fn list(
 }
 
 /// Creates a token for any user; the secret is in this answer only.
-#[utoipa::path(tag = "tokens", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<AdminCreateTokenRequest>),
+#[utoipa::path(operation_id = "createToken", tag = "tokens", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<AdminCreateTokenRequest>),
     responses((status = 201, body = inline(api_types::DataEnvelope<IssuedToken>)), (status = 400, body = ErrorEnvelope)))]
 #[post("/tokens")]
 pub async fn create(
@@ -49,7 +49,7 @@ pub async fn create(
 }
 
 /// Revokes a token at once.
-#[utoipa::path(tag = "tokens", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(operation_id = "revokeToken", tag = "tokens", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 204), (status = 404, body = ErrorEnvelope)))]
 #[delete("/tokens/{id}")]
 pub async fn revoke(

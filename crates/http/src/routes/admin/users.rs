@@ -15,7 +15,7 @@ use crate::respond::{created, no_content, ok};
 use crate::{AppState, convert};
 
 /// A page of users, optionally searched by email or name.
-#[utoipa::path(tag = "users", security(("bearer" = [])), params(UserListQuery),
+#[utoipa::path(operation_id = "listUsers", tag = "users", security(("bearer" = [])), params(UserListQuery),
     responses((status = 200, body = inline(PagedEnvelope<User>)), (status = 400, body = ErrorEnvelope)))]
 #[get("/users")]
 pub async fn list(
@@ -36,7 +36,7 @@ pub async fn list(
 }
 
 /// Creates a user. Without `roleIds` the user gets the `Users` role.
-#[utoipa::path(tag = "users", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateUserRequest>),
+#[utoipa::path(operation_id = "createUser", tag = "users", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateUserRequest>),
     responses((status = 201, body = inline(api_types::DataEnvelope<User>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[post("/users")]
 pub async fn create(
@@ -61,7 +61,7 @@ pub async fn create(
 }
 
 /// One user.
-#[utoipa::path(tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(operation_id = "getUser", tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 200, body = inline(api_types::DataEnvelope<User>)), (status = 404, body = ErrorEnvelope)))]
 #[get("/users/{id}")]
 pub async fn get(
@@ -73,7 +73,7 @@ pub async fn get(
 }
 
 /// Changes a user. A new password or deactivation ends the user's sessions.
-#[utoipa::path(tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<UpdateUserRequest>),
+#[utoipa::path(operation_id = "updateUser", tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<UpdateUserRequest>),
     responses((status = 200, body = inline(api_types::DataEnvelope<User>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[patch("/users/{id}")]
 pub async fn update(
@@ -100,7 +100,7 @@ pub async fn update(
 }
 
 /// Deletes a user with their sessions and tokens.
-#[utoipa::path(tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)),
+#[utoipa::path(operation_id = "deleteUser", tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)),
     responses((status = 204), (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[delete("/users/{id}")]
 pub async fn remove(

@@ -1,0 +1,37 @@
+// The example of docs/clients.md: the Admin API and the Data API through
+// clients generated from Tessera's OpenAPI documents. The openapi tests
+// generate `generated/admin` (from GET /admin/api/openapi) and
+// `generated/data` (from GET /admin/api/openapi/data?role=<id>, a role that
+// may read, insert, change and delete rows of app.notes), then type-check
+// this file against them.
+import { client as admin } from "./generated/admin/client.gen";
+import { createRole, listUsers, login } from "./generated/admin";
+import { client as data } from "./generated/data/client.gen";
+import { createAppNotes, listAppNotes, updateAppNotesRow } from "./generated/data";
+
+export async function tour(baseUrl: string, email: string, password: string): Promise<void> {
+  // Sign in; the session token authenticates both clients.
+  admin.setConfig({ baseUrl });
+  const session = await login({ body: { email, password }, throwOnError: true });
+  const token = session.data.data.token;
+  admin.setConfig({ baseUrl, auth: () => token });
+  data.setConfig({ baseUrl, auth: () => token });
+
+  // Admin API: create a role, list the users.
+  const role = await createRole({ body: { data: { name: "Editors", apiAccess: true } } });
+  if (role.error) {
+    throw new Error(role.error.errors.map((e) => e.message).join("; "));
+  }
+  const users = await listUsers({ query: { limit: 10 } });
+  console.log(users.data?.data.map((user) => user.email));
+
+  // Data API: insert a row, change it, read the open ones back.
+  await createAppNotes({ body: { data: { title: "Write the docs" } }, throwOnError: true });
+  await updateAppNotesRow({ path: { pk: "1" }, body: { data: { done: true } } });
+  const open = await listAppNotes({
+    query: { filter: JSON.stringify({ done: { eq: false } }), sort: "-id", limit: 20 },
+  });
+  for (const note of open.data?.data ?? []) {
+    console.log(note.id, note.title);
+  }
+}
