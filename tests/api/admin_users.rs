@@ -243,3 +243,25 @@ async fn non_administrators_are_refused() {
         .await;
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn paging_parameters_out_of_range_are_400_in_our_words() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let huge = app
+        .get("/admin/api/users?offset=9223372036854775808", &admin)
+        .await;
+    assert_eq!(huge.status, StatusCode::BAD_REQUEST);
+    assert_eq!(huge.body["errors"][0]["field"], "offset");
+    let largest = app
+        .get("/admin/api/users?offset=9223372036854775807", &admin)
+        .await;
+    assert_eq!(largest.status, StatusCode::OK);
+    assert_eq!(largest.data().as_array().map(Vec::len), Some(0));
+    let overflow = app
+        .get("/admin/api/audit?limit=99999999999999999999", &admin)
+        .await;
+    assert_eq!(overflow.status, StatusCode::BAD_REQUEST);
+    let message = overflow.body["errors"][0]["message"].as_str().unwrap();
+    assert!(!message.contains("deserialize"), "{message}");
+}

@@ -79,6 +79,22 @@ impl Browser {
             .unwrap();
     }
 
+    /// Waits up to 15 s for an element matching `css` and answers it.
+    async fn wait_for(&self, css: &str) -> fantoccini::elements::Element {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(found) = self.client.find(Locator::Css(css)).await {
+                return found;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{css} never appeared on {:?}",
+                self.client.current_url().await.map(|u| u.to_string())
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Waits for the status line to show `class` and answers its text.
     /// Waits until the page shows a `class` status containing `text`; an
     /// earlier status still on the page does not count.
@@ -303,4 +319,58 @@ async fn pages_forbid_referrers_and_framing() {
         .await
         .unwrap();
     assert_eq!(script.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_api_docs_sign_in_load_the_document_and_try_it_out() {
+    let app = spawn_app().await;
+    let browser = Browser::start().await;
+
+    // Without a session the docs send the visitor to sign in, then back.
+    browser
+        .client
+        .goto(&format!("{}/admin/docs/", app.address))
+        .await
+        .unwrap();
+    browser.wait_for("form[data-action=sign-in]").await;
+    assert!(
+        browser
+            .client
+            .current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("/admin/auth/sign-in?next=/admin/docs/")
+    );
+    browser.fill("email", testkit::ADMIN_EMAIL).await;
+    browser.fill("password", testkit::ADMIN_PASSWORD).await;
+    browser.submit().await;
+
+    // The document loads with the session: its operations are listed.
+    let me = browser
+        .wait_for("#operations-auth-getMe .opblock-summary")
+        .await;
+    browser.wait_for("#operations-users-listUsers").await;
+    me.click().await.unwrap();
+    browser
+        .wait_for("#operations-auth-getMe .try-out__btn")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for("#operations-auth-getMe .execute")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let status = browser
+        .wait_for("#operations-auth-getMe .live-responses-table tbody .response-col_status")
+        .await;
+    assert_eq!(status.text().await.unwrap().trim(), "200");
+    let body = browser
+        .wait_for("#operations-auth-getMe .live-responses-table .microlight")
+        .await;
+    assert!(body.text().await.unwrap().contains(testkit::ADMIN_EMAIL));
+    browser.client.close().await.unwrap();
 }

@@ -10,11 +10,31 @@ use testkit::spawn_app;
 use crate::data::{create_role, create_table, expose, grant};
 
 #[tokio::test]
+async fn the_documents_follow_the_admin_api_rule() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    app.create_user(&admin, "reader@example.com", "password-1", None)
+        .await;
+    let reader = app.login("reader@example.com", "password-1").await;
+    let data = format!("/admin/api/openapi/data?role={}", crate::USERS_ROLE);
+    for path in ["/admin/api/openapi", data.as_str()] {
+        let anonymous = app.call(Method::GET, path, None, None).await;
+        assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(anonymous.code(), "AUTHENTICATION_REQUIRED");
+        let refused = app.get(path, &reader).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{path}");
+        assert_eq!(app.get(path, &admin).await.status, StatusCode::OK, "{path}");
+    }
+    // The old place of the Swagger UI is gone.
+    let old = app.call(Method::GET, "/admin/api/docs/", None, None).await;
+    assert_eq!(old.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
 async fn the_document_lists_every_route() {
     let app = spawn_app().await;
-    let doc = app
-        .call(Method::GET, "/admin/api/openapi", None, None)
-        .await;
+    let admin = app.admin_session().await;
+    let doc = app.get("/admin/api/openapi", &admin).await;
     assert_eq!(doc.status, StatusCode::OK);
     assert!(doc.body["openapi"].as_str().unwrap().starts_with("3.1"));
     let paths = doc.body["paths"].as_object().unwrap();
@@ -56,6 +76,8 @@ async fn the_document_lists_every_route() {
         ("/admin/api/grants", "get"),
         ("/admin/api/grants", "post"),
         ("/admin/api/grants/{id}", "delete"),
+        ("/admin/api/openapi", "get"),
+        ("/admin/api/openapi/data", "get"),
     ] {
         assert!(
             paths.get(path).and_then(|p| p.get(method)).is_some(),
@@ -75,14 +97,14 @@ async fn the_docs_page_is_served_without_downloads() {
     let app = spawn_app().await;
     let redirect = app
         .client
-        .get(format!("{}/admin/api/docs", app.address))
+        .get(format!("{}/admin/docs", app.address))
         .send()
         .await
         .unwrap();
     assert_eq!(redirect.status(), StatusCode::PERMANENT_REDIRECT);
     let page = app
         .client
-        .get(format!("{}/admin/api/docs/", app.address))
+        .get(format!("{}/admin/docs/", app.address))
         .send()
         .await
         .unwrap();
@@ -90,10 +112,7 @@ async fn the_docs_page_is_served_without_downloads() {
     assert!(page.text().await.unwrap().contains("swagger-ui"));
     let bundle = app
         .client
-        .get(format!(
-            "{}/admin/api/docs/swagger-ui-bundle.js",
-            app.address
-        ))
+        .get(format!("{}/admin/docs/swagger-ui-bundle.js", app.address))
         .send()
         .await
         .unwrap();

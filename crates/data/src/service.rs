@@ -533,7 +533,12 @@ impl DataService {
             "GET" => Action::Read,
             "POST" => Action::Create,
             "PATCH" => Action::Update,
-            _ => Action::Delete,
+            "DELETE" => Action::Delete,
+            _ => {
+                return Err(DataError::MethodNotAllowed {
+                    allowed: table.exposed_methods.clone(),
+                });
+            }
         };
         Access::evaluate(caller, &table.scopes, action)?;
         Ok(())

@@ -23,11 +23,10 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_actix_web::scope::scope;
 use utoipa_actix_web::{AppExt, UtoipaApp};
-use utoipa_swagger_ui::SwaggerUi;
 
 use crate::error::ApiError;
 use crate::routes::{
-    account, admin, auth as auth_routes, data as data_routes, health, pages,
+    account, admin, auth as auth_routes, data as data_routes, docs, health, pages,
     workflows as workflow_routes,
 };
 
@@ -83,11 +82,8 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
-/// Every route; `docs` (the Swagger UI and the document) goes first, so that
-/// the `/admin/api` scope does not shadow it.
-fn routes(
-    docs: Option<SwaggerUi>,
-) -> UtoipaApp<
+/// Every route.
+fn routes() -> UtoipaApp<
     impl ServiceFactory<
         ServiceRequest,
         Config = (),
@@ -99,18 +95,8 @@ fn routes(
     App::new()
         .into_utoipa_app()
         .openapi(ApiDoc::openapi())
-        .map(|app| match docs {
-            Some(docs) => app.service(docs).route(
-                "/admin/api/docs",
-                web::get().to(|| async {
-                    actix_web::HttpResponse::PermanentRedirect()
-                        .insert_header((actix_web::http::header::LOCATION, "/admin/api/docs/"))
-                        .finish()
-                }),
-            ),
-            None => app,
-        })
         .map(pages::register)
+        .map(docs::register)
         .service(health::healthz)
         .service(health::readyz)
         .service(
@@ -176,6 +162,7 @@ fn routes(
                 .service(admin::workflows::publish)
                 .service(admin::workflows::test)
                 .service(admin::workflows::runs)
+                .service(admin::openapi::document)
                 .service(admin::openapi_data::document),
         )
         .service(
@@ -208,7 +195,7 @@ fn routes(
 
 /// The OpenAPI 3.1 document of every route, generated from the handlers.
 pub fn openapi_document() -> utoipa::openapi::OpenApi {
-    let mut document = routes(None).split_for_parts().1;
+    let mut document = routes().split_for_parts().1;
     describe_responses(&mut document);
     document
 }
@@ -260,13 +247,16 @@ pub fn app(
     >,
 > {
     let max_body = state.max_body_bytes;
-    let swagger = SwaggerUi::new("/admin/api/docs/{_:.*}").url("/admin/api/openapi", openapi);
-    let (app, _) = routes(Some(swagger)).split_for_parts();
+    let document = web::Data::new(admin::openapi::AdminDocument::new(&openapi));
+    let (app, _) = routes().split_for_parts();
     app.app_data(state)
+        .app_data(document)
         .app_data(web::PayloadConfig::new(max_body))
         .app_data(web::PathConfig::default().error_handler(|_, _| ApiError::not_found().into()))
         .app_data(web::QueryConfig::default().error_handler(|err, _| {
-            ApiError::new(Code::InvalidQuery, format!("Bad query parameter: {err}")).into()
+            let reason = err.to_string();
+            let reason = reason.trim_start_matches("Query deserialize error: ");
+            ApiError::new(Code::InvalidQuery, format!("Bad query parameter: {reason}")).into()
         }))
         .default_service(web::to(|| async {
             Err::<actix_web::HttpResponse, _>(ApiError::not_found())

@@ -9,6 +9,7 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers, Next};
 use actix_web::{HttpResponse, Result};
 use kernel::Code;
+use tracing::Instrument;
 
 use crate::error::ApiError;
 
@@ -66,10 +67,9 @@ pub async fn trace_request(
     let span = tracing::info_span!("request", request_id = %id);
     let method = req.method().clone();
     let path = req.path().to_owned();
-    let mut res = {
-        let _entered = span.enter();
-        next.call(req).await?
-    };
+    // The span follows the request's future: never entered across an await,
+    // where another request on the worker could log under it.
+    let mut res = next.call(req).instrument(span.clone()).await?;
     let status = res.status().as_u16();
     let route = res.request().match_pattern().unwrap_or(path);
     tracing::info!(parent: &span, %method, %route, status, latency_ms = started.elapsed().as_secs_f64() * 1000.0, "request");

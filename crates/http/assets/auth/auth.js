@@ -48,6 +48,13 @@ function body(action, form, token) {
   }
 }
 
+// Where to go after signing in: ?next= when it names a page of this
+// service under /admin/ (never another origin).
+function nextPage() {
+  const next = new URLSearchParams(location.search).get("next") ?? "";
+  return /^\/admin\/[A-Za-z0-9\/_-]*$/.test(next) ? next : null;
+}
+
 async function submit(event) {
   event.preventDefault();
   const form = event.currentTarget;
@@ -74,8 +81,11 @@ async function submit(event) {
     const answer = response.status === 204 ? null : await response.json().catch(() => null);
     if (response.ok) {
       markInvalid(form, null);
-      if (action === "sign-in") sessionStorage.setItem("tessera.session", answer.data.token);
-      else form.hidden = true;
+      if (action === "sign-in") {
+        sessionStorage.setItem("tessera.session", answer.data.token);
+        const next = nextPage();
+        if (next) { location.assign(next); return; }
+      } else form.hidden = true;
       show("success", SUCCESS[action](answer && answer.data));
       return;
     }

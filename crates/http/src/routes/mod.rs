@@ -4,6 +4,7 @@ pub mod account;
 pub mod admin;
 pub mod auth;
 pub mod data;
+pub mod docs;
 pub mod health;
 pub mod pages;
 pub mod workflows;

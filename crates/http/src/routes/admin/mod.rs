@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod grants;
 pub mod invitations;
+pub mod openapi;
 pub mod openapi_data;
 pub mod roles;
 pub mod schema;
@@ -18,6 +19,19 @@ use crate::error::ApiError;
 /// Default and largest page size of admin lists.
 const DEFAULT_LIMIT: u64 = 100;
 const MAX_LIMIT: u64 = 1000;
+
+/// Checks an `offset` query parameter: rows to skip, bound as a signed
+/// 64-bit integer.
+pub(crate) fn page_offset(offset: Option<u64>) -> Result<u64, ApiError> {
+    match offset.unwrap_or(0) {
+        n if i64::try_from(n).is_ok() => Ok(n),
+        _ => Err(ApiError::field(
+            Code::InvalidQuery,
+            "offset",
+            "must be from 0 to 9223372036854775807",
+        )),
+    }
+}
 
 /// Checks a `limit` query parameter.
 pub(crate) fn page_limit(limit: Option<u64>) -> Result<u64, ApiError> {

@@ -8,7 +8,7 @@ use api_types::{
 use auth::{ChangeUser, CreateUser};
 use uuid::Uuid;
 
-use super::page_limit;
+use super::{page_limit, page_offset};
 use crate::error::ApiError;
 use crate::extract::{AdminPlane, Caller, Data};
 use crate::respond::{created, no_content, ok};
@@ -27,7 +27,7 @@ pub async fn list(
     let limit = page_limit(query.limit)?;
     let page = state
         .auth
-        .users(query.search.as_deref(), limit, query.offset.unwrap_or(0))
+        .users(query.search.as_deref(), limit, page_offset(query.offset)?)
         .await?;
     Ok(HttpResponse::Ok().json(PagedEnvelope {
         data: page.users.into_iter().map(convert::user).collect(),

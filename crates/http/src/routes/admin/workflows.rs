@@ -185,7 +185,7 @@ pub async fn runs(
     let limit = super::page_limit(Some(query.limit.unwrap_or(50)))?;
     let runs = state
         .workflows
-        .runs(id.into_inner(), limit, query.offset.unwrap_or(0))
+        .runs(id.into_inner(), limit, super::page_offset(query.offset)?)
         .await?;
     let runs: Vec<WorkflowRun> = runs
         .into_iter()

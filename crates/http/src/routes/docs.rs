@@ -1,0 +1,77 @@
+//! The Admin API's Swagger UI under `/admin/docs/`, from the files embedded
+//! in the binary. The page signs in through `/admin/auth/sign-in` and sends
+//! the session with the document's request and every "Try it out".
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use actix_web::dev::{ServiceFactory, ServiceRequest};
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::web::Bytes;
+use actix_web::{App, HttpResponse, web};
+use utoipa_swagger_ui::Config;
+
+use crate::error::ApiError;
+
+const INITIALIZER: &str = include_str!("../../assets/docs/initializer.js");
+
+/// Security headers of the page and its files; Swagger UI draws with inline
+/// styles and data: images.
+fn secured(content_type: &str, body: Bytes) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, content_type))
+        .insert_header((header::REFERRER_POLICY, "no-referrer"))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::X_FRAME_OPTIONS, "DENY"))
+        .insert_header((
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+            ),
+        ))
+        .body(body)
+}
+
+async fn file(tail: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let tail = tail.into_inner();
+    if tail == "swagger-initializer.js" {
+        return Ok(secured(
+            "text/javascript; charset=utf-8",
+            Bytes::from_static(INITIALIZER.as_bytes()),
+        ));
+    }
+    // The configuration only feeds the initializer, which is ours.
+    let config = Arc::new(Config::new(["/admin/api/openapi"]));
+    match utoipa_swagger_ui::serve(&tail, config) {
+        Ok(Some(file)) => {
+            let body = match file.bytes {
+                Cow::Borrowed(bytes) => Bytes::from_static(bytes),
+                Cow::Owned(bytes) => Bytes::from(bytes),
+            };
+            let mut answer = secured(&file.content_type, body);
+            if file.gzpipped {
+                answer
+                    .headers_mut()
+                    .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            }
+            Ok(answer)
+        }
+        _ => Err(ApiError::not_found()),
+    }
+}
+
+/// Adds `/admin/docs/` (and a redirect from `/admin/docs`) to the application.
+pub fn register<T>(app: App<T>) -> App<T>
+where
+    T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
+{
+    app.route(
+        "/admin/docs",
+        web::get().to(|| async {
+            HttpResponse::PermanentRedirect()
+                .insert_header((header::LOCATION, "/admin/docs/"))
+                .finish()
+        }),
+    )
+    .route("/admin/docs/{tail:.*}", web::get().to(file))
+}
