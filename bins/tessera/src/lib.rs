@@ -150,8 +150,8 @@ impl Application {
         }
         tokio::spawn(mailer.run());
         tokio::spawn(services.workflows.clone().work());
-        let openapi = http::openapi_document();
-        let server = HttpServer::new(move || http::app(state.clone(), openapi.clone()))
+        let document = http::AdminDocument::shared(&http::openapi_document());
+        let server = HttpServer::new(move || http::app(state.clone(), document.clone()))
             .listen(listener)?
             .shutdown_timeout(30)
             .run();

@@ -8,6 +8,8 @@ mod middleware;
 mod respond;
 pub mod routes;
 
+pub use routes::admin::openapi::AdminDocument;
+
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -236,7 +238,7 @@ fn describe_responses(document: &mut utoipa::openapi::OpenApi) {
 /// The application of one worker.
 pub fn app(
     state: web::Data<AppState>,
-    openapi: utoipa::openapi::OpenApi,
+    document: web::Data<AdminDocument>,
 ) -> App<
     impl ServiceFactory<
         ServiceRequest,
@@ -247,7 +249,6 @@ pub fn app(
     >,
 > {
     let max_body = state.max_body_bytes;
-    let document = web::Data::new(admin::openapi::AdminDocument::new(&openapi));
     let (app, _) = routes().split_for_parts();
     app.app_data(state)
         .app_data(document)

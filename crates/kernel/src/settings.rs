@@ -483,7 +483,12 @@ mod tests {
     use super::*;
 
     fn patch(body: Value) -> Result<SettingsPatch, FieldError> {
-        SettingsPatch::parse(body.as_object().unwrap(), &Settings::default())
+        patch_over(body, &Settings::default())
+    }
+
+    /// A patch of `body` validated against the `current` settings.
+    fn patch_over(body: Value, current: &Settings) -> Result<SettingsPatch, FieldError> {
+        SettingsPatch::parse(body.as_object().unwrap(), current)
     }
 
     #[test]
@@ -525,13 +530,8 @@ mod tests {
         s.apply(&p);
         assert_eq!(s.value("auth.oauth")["github"]["clientSecret"], "shh");
         assert!(s.public_view()["auth.oauth"]["github"]["clientSecret"].is_null());
-        let keep = SettingsPatch::parse(
-            json!({ "auth.oauth": { "github": { "clientSecret": null } } })
-                .as_object()
-                .unwrap(),
-            &s,
-        )
-        .unwrap();
+        let keep = json!({ "auth.oauth": { "github": { "clientSecret": null } } });
+        let keep = patch_over(keep, &s).unwrap();
         s.apply(&keep);
         assert_eq!(s.value("auth.oauth")["github"]["clientSecret"], "shh");
     }
@@ -561,13 +561,8 @@ mod tests {
             );
         }
         // A provider given again replaces the stored one; its secret stays.
-        let again = SettingsPatch::parse(
-            json!({ "auth.oauth": { "github": { "enabled": false } } })
-                .as_object()
-                .unwrap(),
-            &s,
-        )
-        .unwrap();
+        let again = json!({ "auth.oauth": { "github": { "enabled": false } } });
+        let again = patch_over(again, &s).unwrap();
         s.apply(&again);
         assert!(s.value("auth.oauth")["github"]["apiUrl"].is_null());
         assert_eq!(s.value("auth.oauth")["github"]["clientId"], Value::Null);

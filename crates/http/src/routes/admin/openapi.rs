@@ -6,13 +6,15 @@ use api_types::ErrorEnvelope;
 
 use crate::extract::{AdminPlane, Caller};
 
-/// The document, serialized once per worker at start.
+/// The document, serialized once at start and shared by the workers.
 pub struct AdminDocument(Bytes);
 
 impl AdminDocument {
-    /// Serializes `openapi`.
-    pub fn new(openapi: &utoipa::openapi::OpenApi) -> Self {
-        Self(Bytes::from(serde_json::to_vec(openapi).unwrap_or_default()))
+    /// Serializes `openapi` for every worker to share.
+    pub fn shared(openapi: &utoipa::openapi::OpenApi) -> web::Data<Self> {
+        web::Data::new(Self(Bytes::from(
+            serde_json::to_vec(openapi).unwrap_or_default(),
+        )))
     }
 }
 
