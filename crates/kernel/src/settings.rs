@@ -112,16 +112,10 @@ const KEYS: &[Key] = &[
 ];
 
 const OAUTH_PROVIDERS: [&str; 3] = ["google", "github", "oidc"];
-/// The fields each provider of `auth.oauth` accepts (API.md section 3a).
+
+/// The fields each provider of `auth.oauth` accepts (API.md section 3a):
+/// Google takes GitHub's fields but `apiUrl`, OIDC only its issuer.
 fn oauth_fields(provider: &str) -> &'static [&'static str] {
-    const ENDPOINTS: [&str; 6] = [
-        "enabled",
-        "clientId",
-        "clientSecret",
-        "authorizeUrl",
-        "tokenUrl",
-        "userinfoUrl",
-    ];
     const GITHUB: [&str; 7] = [
         "enabled",
         "clientId",
@@ -134,7 +128,7 @@ fn oauth_fields(provider: &str) -> &'static [&'static str] {
     match provider {
         "github" => &GITHUB,
         "oidc" => &["enabled", "clientId", "clientSecret", "issuer"],
-        _ => &ENDPOINTS,
+        _ => &GITHUB[..6],
     }
 }
 

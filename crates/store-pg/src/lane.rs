@@ -5,8 +5,9 @@
 //! list route that second exchange cost PostgreSQL and the server about a
 //! fifth of the request. Reads keep up to half the pool's connections aside
 //! and reuse them without it. A connection goes back to the pool (and is
-//! checked there) when its read failed or was cancelled mid-way, or when it
-//! sat unused for [`IDLE`]; a read on a kept connection found broken runs
+//! checked there) when its read failed or was cancelled mid-way, or, at the
+//! next read, when it sat unused for [`IDLE`]; a read on a kept connection
+//! found broken runs
 //! again on one from the pool. The other half of the pool stays for
 //! everything else.
 

@@ -3,7 +3,6 @@
 //! the session with the document's request and every "Try it out".
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use actix_web::dev::{ServiceFactory, ServiceRequest};
 use actix_web::http::header::{self, HeaderValue};
@@ -32,7 +31,10 @@ fn secured(content_type: &str, body: Bytes) -> HttpResponse {
         .body(body)
 }
 
-async fn file(tail: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn file(
+    tail: web::Path<String>,
+    config: web::Data<Config<'static>>,
+) -> Result<HttpResponse, ApiError> {
     let tail = tail.into_inner();
     if tail == "swagger-initializer.js" {
         return Ok(secured(
@@ -40,9 +42,7 @@ async fn file(tail: web::Path<String>) -> Result<HttpResponse, ApiError> {
             Bytes::from_static(INITIALIZER.as_bytes()),
         ));
     }
-    // The configuration only feeds the initializer, which is ours.
-    let config = Arc::new(Config::new(["/admin/api/openapi"]));
-    match utoipa_swagger_ui::serve(&tail, config) {
+    match utoipa_swagger_ui::serve(&tail, config.into_inner()) {
         Ok(Some(file)) => {
             let body = match file.bytes {
                 Cow::Borrowed(bytes) => Bytes::from_static(bytes),
@@ -73,5 +73,10 @@ where
                 .finish()
         }),
     )
-    .route("/admin/docs/{tail:.*}", web::get().to(file))
+    .service(
+        web::resource("/admin/docs/{tail:.*}")
+            // The configuration only feeds Swagger UI's own initializer, which ours replaces.
+            .app_data(web::Data::new(Config::new(["/admin/api/openapi"])))
+            .route(web::get().to(file)),
+    )
 }
