@@ -248,3 +248,64 @@ async fn two_processes_share_one_sign_in_window() {
     }
     db.destroy().await;
 }
+
+#[tokio::test]
+async fn openapi_prints_the_served_document_without_a_database() {
+    let printed = tessera(&["openapi"], "postgres://nobody@127.0.0.1:1/none").await;
+    assert!(printed.status.success(), "{printed:?}");
+    let printed: serde_json::Value = serde_json::from_slice(&printed.stdout).unwrap();
+    let app = testkit::spawn_app().await;
+    let admin = app.admin_session().await;
+    let served = app.get("/admin/api/openapi", &admin).await;
+    assert_eq!(printed, served.body);
+}
+
+#[tokio::test]
+async fn json_logs_carry_each_request_id() {
+    use tokio::io::AsyncBufReadExt;
+    let db = testkit::TestDatabase::create().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(binary())
+        .arg("serve")
+        .env("TESSERA_DATABASE_URL", &db.url)
+        .env("TESSERA_BIND", format!("127.0.0.1:{port}"))
+        .env("TESSERA_LOG_FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut answered = None;
+    for _ in 0..100 {
+        if let Ok(response) = client.get(format!("{base}/healthz")).send().await {
+            answered = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let id = answered.unwrap().headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let logged = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let line: serde_json::Value =
+                serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"));
+            if line["span"]["request_id"] == id.as_str() {
+                return line;
+            }
+        }
+        panic!("the log ended before the request's line");
+    })
+    .await
+    .unwrap();
+    assert_eq!(logged["fields"]["route"], "/healthz");
+    assert_eq!(logged["fields"]["status"], 200);
+}

@@ -1086,6 +1086,40 @@ async fn the_data_openapi_document_shows_what_a_role_may_do() {
             .get("post")
             .is_some()
     );
+    // Every operation the document shows is served: each answers 2xx.
+    let owner = app.get("/api/auth/me", &admin).await.data()["id"].clone();
+    let row = json!({ "data": { "owner_id": owner, "title": "probe" } });
+    let first = app.post("/api/data/app/notes", &admin, row.clone()).await;
+    let pk = &first.data()["id"].to_string();
+    let mut operations: Vec<(String, String)> = everything.body["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .unwrap()
+                .keys()
+                .map(move |method| (method.clone(), path.replace("{pk}", pk)))
+        })
+        .collect();
+    operations.sort_by_key(|(method, _)| method == "delete");
+    assert_eq!(operations.len(), 4, "{operations:?}");
+    for (method, path) in operations {
+        let body = (method == "post").then(|| row.clone());
+        let answer = app
+            .call(
+                method.to_uppercase().parse().unwrap(),
+                &path,
+                Some(&admin),
+                body,
+            )
+            .await;
+        assert!(
+            answer.status.is_success(),
+            "{method} {path}: {:?}",
+            answer.body
+        );
+    }
     assert_eq!(
         app.get(
             &format!("/admin/api/openapi/data?role={}", uuid::Uuid::now_v7()),
@@ -1694,4 +1728,58 @@ async fn connections_plan_their_statements_as_configured() {
         assert_eq!(row.try_get_by_index::<String>(0).unwrap(), shown);
         db.close().await.unwrap();
     }
+}
+
+/// Whether `text` has whitespace outside its JSON strings.
+fn spaced(text: &str) -> bool {
+    let (mut in_string, mut escaped) = (false, false);
+    text.chars().any(|c| {
+        let outside = !in_string;
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => in_string = !in_string,
+            _ => {}
+        }
+        outside && c.is_whitespace()
+    })
+}
+
+#[tokio::test]
+async fn data_answers_are_compact_json() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    items(&app, &admin).await;
+    let raw = |method: Method, path: &'static str, body: Option<Value>| {
+        let mut request = app
+            .client
+            .request(method, format!("{}{path}", app.address))
+            .bearer_auth(&admin);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        async move { request.send().await.unwrap().text().await.unwrap() }
+    };
+    let batch = json!({ "data": [{ "id": 5, "name": "elder berry" }, { "id": 6, "name": "fig" }] });
+    for (method, path, body) in [
+        (Method::GET, "/api/data/app/items", None),
+        (Method::GET, "/api/data/app/items?count=exact", None),
+        (
+            Method::GET,
+            "/api/data/app/items?count=exact&offset=10",
+            None,
+        ),
+        (Method::GET, "/api/data/app/items/1", None),
+        (Method::POST, "/api/data/app/items", Some(batch)),
+        (
+            Method::PATCH,
+            "/api/data/app/items/6",
+            Some(json!({ "data": { "qty": 2 } })),
+        ),
+    ] {
+        let text = raw(method.clone(), path, body).await;
+        serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
+        assert!(!spaced(&text), "{method} {path}: {text}");
+    }
+    assert!(spaced("{\"a\" : 1}") && !spaced("{\"a\":\" \\\" x\"}"));
 }

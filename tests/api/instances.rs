@@ -13,23 +13,43 @@ use crate::data::{create_role, create_table, encode, expose, grant, member};
 /// Rounds of each kind of change; every round makes two changes.
 const ROUNDS: usize = 50;
 
-#[tokio::test]
-async fn every_change_on_one_instance_holds_on_the_next_request_of_another() {
+/// A test app, its administrator's session, another instance that does
+/// not listen for change notifications, and table `app.notes` (`id`, `title`).
+struct Setup {
+    app: testkit::TestApp,
+    admin: String,
+    _other: tokio::process::Child,
+    other: String,
+    client: reqwest::Client,
+    resource: String,
+}
+
+async fn setup(id: Value) -> Setup {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
     let (_other, other) = serve_with(&app.db.url, &[("TESSERA_LISTEN_FOR_CHANGES", "false")]).await;
-    let client = reqwest::Client::new();
-    let resource = create_table(
-        &app,
-        &admin,
-        "app",
-        "notes",
-        json!([
-            { "name": "id", "dataType": "bigint", "primaryKey": true },
-            { "name": "title", "dataType": "text" },
-        ]),
-    )
-    .await;
+    let columns = json!([id, { "name": "title", "dataType": "text" }]);
+    let resource = create_table(&app, &admin, "app", "notes", columns).await;
+    Setup {
+        app,
+        admin,
+        _other,
+        other,
+        client: reqwest::Client::new(),
+        resource,
+    }
+}
+
+#[tokio::test]
+async fn every_change_on_one_instance_holds_on_the_next_request_of_another() {
+    let Setup {
+        app,
+        admin,
+        _other,
+        other,
+        client,
+        resource,
+    } = setup(json!({ "name": "id", "dataType": "bigint", "primaryKey": true })).await;
     expose(&app, &admin, &resource, &["GET"]).await;
     app.db
         .sql("INSERT INTO app.notes VALUES (1, 'one') RETURNING title")
@@ -167,4 +187,64 @@ async fn every_change_on_one_instance_holds_on_the_next_request_of_another() {
         StatusCode::FORBIDDEN,
         "after leaving the role: {body}"
     );
+}
+
+#[tokio::test]
+async fn a_write_on_another_instance_follows_the_grants_of_the_moment() {
+    let Setup {
+        app,
+        admin,
+        _other,
+        other,
+        client,
+        resource,
+    } = setup(
+        json!({ "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" }),
+    )
+    .await;
+    expose(&app, &admin, &resource, &["GET", "POST"]).await;
+    let role = create_role(&app, &admin, "Writers").await;
+    let (_, writer) = member(&app, &admin, "writer@example.com", &role).await;
+    let write = || {
+        client
+            .post(format!("{other}/api/data/app/notes"))
+            .bearer_auth(&writer)
+            .json(&json!({ "data": { "title": "t" } }))
+            .send()
+    };
+    let rows = || async { app.db.sql("SELECT count(*)::text FROM app.notes").await };
+    // The other instance learns the caller and the table before the changes.
+    assert_eq!(write().await.unwrap().status(), StatusCode::FORBIDDEN);
+    for round in 0..ROUNDS / 5 {
+        let id = grant(
+            &app,
+            &admin,
+            &role,
+            &resource,
+            "create",
+            Value::Null,
+            Value::Null,
+        )
+        .await;
+        let created = write().await.unwrap();
+        assert_eq!(
+            created.status(),
+            StatusCode::CREATED,
+            "round {round} after grant"
+        );
+        assert_eq!(rows().await, Some((round + 1).to_string()));
+        let revoked = app.delete(&format!("/admin/api/grants/{id}"), &admin).await;
+        assert_eq!(revoked.status, StatusCode::NO_CONTENT);
+        let refused = write().await.unwrap();
+        assert_eq!(
+            refused.status(),
+            StatusCode::FORBIDDEN,
+            "round {round} after revoke"
+        );
+        assert_eq!(
+            rows().await,
+            Some((round + 1).to_string()),
+            "a refused write wrote"
+        );
+    }
 }

@@ -30,60 +30,17 @@ async fn the_documents_follow_the_admin_api_rule() {
     assert_eq!(old.status, StatusCode::NOT_FOUND);
 }
 
+/// That the document lists exactly the mounted routes is proved against the
+/// router itself (`tessera-http`'s unit test); here, the served document.
 #[tokio::test]
-async fn the_document_lists_every_route() {
+async fn the_served_document_describes_bodies_answers_and_security() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
     let doc = app.get("/admin/api/openapi", &admin).await;
     assert_eq!(doc.status, StatusCode::OK);
     assert!(doc.body["openapi"].as_str().unwrap().starts_with("3.1"));
     let paths = doc.body["paths"].as_object().unwrap();
-    for (path, method) in [
-        ("/api/auth/login", "post"),
-        ("/api/auth/logout", "post"),
-        ("/api/auth/me", "get"),
-        ("/api/auth/me", "patch"),
-        ("/api/auth/sessions", "get"),
-        ("/api/auth/sessions/{id}", "delete"),
-        ("/api/auth/tokens", "post"),
-        ("/api/auth/tokens/{id}", "delete"),
-        ("/admin/api/users", "get"),
-        ("/admin/api/users/{id}", "patch"),
-        ("/admin/api/roles/{id}/members/{userId}", "put"),
-        ("/admin/api/tokens", "post"),
-        ("/admin/api/settings", "patch"),
-        ("/admin/api/audit", "get"),
-        ("/healthz", "get"),
-        ("/api/auth/register", "post"),
-        ("/api/auth/password/forgot", "post"),
-        ("/api/auth/password/reset", "post"),
-        ("/api/auth/password/change", "post"),
-        ("/api/auth/email/verify", "post"),
-        ("/api/auth/email/resend", "post"),
-        ("/api/auth/invitations/accept", "post"),
-        ("/admin/api/invitations", "get"),
-        ("/admin/api/invitations", "post"),
-        ("/admin/api/invitations/{id}", "delete"),
-        ("/admin/api/schema/{schema}/tables", "post"),
-        ("/admin/api/schema/{schema}/tables", "get"),
-        ("/admin/api/schema/{schema}/tables/preview", "post"),
-        ("/admin/api/schema/{schema}/tables/{table}/columns", "post"),
-        ("/admin/api/schema/{schema}/tables/{table}", "delete"),
-        ("/admin/api/resources", "get"),
-        ("/admin/api/resources", "post"),
-        ("/admin/api/resources/{id}", "get"),
-        ("/admin/api/resources/{id}", "patch"),
-        ("/admin/api/grants", "get"),
-        ("/admin/api/grants", "post"),
-        ("/admin/api/grants/{id}", "delete"),
-        ("/admin/api/openapi", "get"),
-        ("/admin/api/openapi/data", "get"),
-    ] {
-        assert!(
-            paths.get(path).and_then(|p| p.get(method)).is_some(),
-            "{method} {path} missing"
-        );
-    }
+    assert!(paths["/admin/api/openapi"].get("get").is_some());
     assert!(doc.body["components"]["securitySchemes"]["bearer"].is_object());
     let create = &paths["/admin/api/schema/{schema}/tables"]["post"];
     assert!(

@@ -62,10 +62,10 @@ async fn sessions_expire_after_the_ttl_and_use_does_not_extend_them() {
 }
 
 #[tokio::test]
-async fn a_tiny_fractional_ttl_expires_in_real_time() {
-    let app = spawn_app().await;
+async fn a_tiny_fractional_ttl_expires_to_the_second() {
+    let app = spawn_app_with_clock().await;
     let admin = app.admin_session().await;
-    // 0.0003 h is about one second.
+    // 0.0003 h is 1.08 seconds.
     let set = app
         .patch(
             "/admin/api/settings",
@@ -75,7 +75,12 @@ async fn a_tiny_fractional_ttl_expires_in_real_time() {
         .await;
     assert_eq!(set.status, StatusCode::OK);
     let session = app.admin_session().await;
-    tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+    app.advance(chrono::Duration::milliseconds(1000));
+    assert_eq!(
+        app.get("/api/auth/me", &session).await.status,
+        StatusCode::OK
+    );
+    app.advance(chrono::Duration::milliseconds(100));
     assert_eq!(
         app.get("/api/auth/me", &session).await.code(),
         "SESSION_EXPIRED"

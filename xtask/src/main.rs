@@ -1,4 +1,4 @@
-//! Developer tasks: `cargo xtask <dev|test|lint|db-up|bench>`.
+//! Developer tasks: `cargo xtask <dev|test|lint|db-up|bench|openapi>`.
 //!
 //! Uses only the standard library so that it builds in seconds on a fresh machine.
 
@@ -21,6 +21,7 @@ const DOMAIN_CRATES: &[&str] = &[
     "permissions",
     "audit",
     "api-types",
+    "mail",
 ];
 const FORBIDDEN_IN_DOMAIN: &[&str] = &["actix-web", "sea-orm", "sqlx"];
 
@@ -32,8 +33,9 @@ fn main() -> ExitCode {
         Some("lint") => lint(),
         Some("db-up") => pg::ensure().map(|url| println!("PostgreSQL ready at {url}")),
         Some("bench") => bench::suite(args.get(1).map(String::as_str)),
+        Some("openapi") => openapi(args.get(1).map_or("target/openapi", String::as_str)),
         _ => Err(
-            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | peer | workflows]>".into(),
+            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | peer | workflows] | openapi [dir]>".into(),
         ),
     };
     match result {
@@ -43,6 +45,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes the Admin API's OpenAPI document to `dir/admin.json` for client
+/// generators (the per-role Data documents come from a running server:
+/// `GET /admin/api/openapi/data?role=<id>`, see docs/clients.md).
+fn openapi(dir: &str) -> Result {
+    let output = Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "-p", "tessera", "--", "openapi"])
+        .output()
+        .map_err(|e| format!("cargo run: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "tessera openapi failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{dir}: {e}"))?;
+    let path = format!("{dir}/admin.json");
+    std::fs::write(&path, output.stdout).map_err(|e| format!("{path}: {e}"))?;
+    eprintln!("xtask: wrote {path}");
+    Ok(())
 }
 
 /// Runs a command, failing with its name when it does not succeed.

@@ -24,8 +24,10 @@ pub use crate::config::Config;
 pub struct Services {
     /// The store behind every service.
     pub store: PgStore,
-    /// Sign-in, credentials, users and settings.
+    /// Sign-in, credentials and users.
     pub auth: AuthService,
+    /// The runtime settings.
+    pub settings: auth::SettingsService,
     /// Roles.
     pub roles: RoleService,
     /// Tables and resources.
@@ -51,11 +53,12 @@ impl Services {
             .await
             .context("cannot connect to the database")?;
         database::migrate(&db).await?;
-        let store = PgStore::new(db);
+        let store = PgStore::new(db, clock.clone());
         if config.listen_for_changes {
             store.watch_caches();
         }
         let auth = AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url);
+        let settings = auth::SettingsService::new(Arc::new(store.clone()));
         let data = data::DataService::new(Arc::new(store.clone()), clock.clone(), auth.clone());
         let workflow_store: Arc<dyn workflows::WorkflowStore> = Arc::new(store.clone());
         let ports = workflows::Ports {
@@ -78,11 +81,13 @@ impl Services {
             workflows: workflows::WorkflowService::new(
                 workflow_store,
                 auth.clone(),
+                settings.clone(),
                 ports,
                 options,
             ),
             data,
             auth,
+            settings,
             roles: RoleService::new(Arc::new(store.clone()), clock.clone()),
             schema: schema::SchemaService::new(Arc::new(store.clone()), clock.clone()),
             grants: permissions::GrantService::new(Arc::new(store.clone()), clock),
@@ -120,7 +125,7 @@ impl Application {
     /// server over `services`. Must run inside the Tokio runtime.
     pub fn build(config: &Config, services: &Services) -> anyhow::Result<Self> {
         let mailer = mail::MailWorker::new(
-            services.store.connection().clone(),
+            Arc::new(services.store.clone()),
             config.smtp_url.as_deref(),
             &config.smtp_from,
             config.mail_poll,
@@ -135,6 +140,7 @@ impl Application {
         });
         let state = web::Data::new(AppState {
             auth: services.auth.clone(),
+            settings: services.settings.clone(),
             roles: services.roles.clone(),
             schema: services.schema.clone(),
             grants: services.grants.clone(),

@@ -43,6 +43,8 @@ enum Command {
     },
     /// Only migrates the database.
     Migrate,
+    /// Prints the Admin API's OpenAPI document (no database needed).
+    Openapi,
     /// Administrator accounts.
     Admin {
         #[command(subcommand)]
@@ -82,10 +84,15 @@ fn random_password() -> String {
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Command::Openapi = cli.command {
+        println!("{}", http::openapi_document().to_pretty_json()?);
+        return Ok(());
+    }
     let config = Config::resolve(cli.overrides, &cli.config)?;
     init_tracing(&config.log);
     let services = Services::start(&config, Arc::new(SystemClock)).await?;
     match cli.command {
+        Command::Openapi => {}
         Command::Migrate => {
             tracing::info!("migrations applied");
         }

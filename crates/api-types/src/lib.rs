@@ -46,6 +46,18 @@ pub struct PageMeta {
     pub total: u64,
 }
 
+/// Paging facts of a page of Data API rows.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RowsMeta {
+    /// The page size.
+    pub limit: u32,
+    /// Rows skipped.
+    pub offset: u64,
+    /// Rows matching, over all pages (with `count=exact`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<i64>,
+}
+
 /// One error of a failed request.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ErrorObject {

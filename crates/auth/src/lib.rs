@@ -9,6 +9,7 @@ mod hasher;
 mod model;
 pub mod secret;
 mod service;
+mod settings;
 mod store;
 
 pub use account::InviteRequest;
@@ -16,4 +17,5 @@ pub use error::AuthError;
 pub use hasher::HashPool;
 pub use model::*;
 pub use service::{AuthService, ChangeUser, CreateUser, MAX_TOKEN_DAYS, TokenRequest};
+pub use settings::SettingsService;
 pub use store::AuthStore;

@@ -2,11 +2,11 @@ use std::sync::Arc;
 
 use audit::{Actor, AuditEvent};
 use chrono::{DateTime, Duration, Utc};
-use kernel::settings::{Settings, SettingsPatch};
+use kernel::settings::Settings;
 use kernel::validate::{Email, NAME_MAX, NewPassword, TimeZoneName, short_text};
 use kernel::{Clock, FieldError, new_id};
 use permissions::{Credential, Plane, Principal};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use uuid::Uuid;
 
 use crate::model::*;
@@ -135,6 +135,18 @@ impl AuthService {
         Ok(self.resolve(bearer).await?.principal)
     }
 
+    /// The caller `bearer` stands for, with its user, in one round trip
+    /// (`GET /api/auth/me`).
+    pub async fn me(&self, bearer: &str) -> Result<(Principal, User), AuthError> {
+        let lookup = CredentialLookup::of(bearer);
+        let (_, found) = self
+            .store
+            .credential_with_user(lookup.kind, &lookup.hash)
+            .await?;
+        let (record, user) = found.ok_or(AuthError::AuthenticationRequired)?;
+        Ok((self.principal(lookup.kind, record)?, user))
+    }
+
     /// [`AuthService::authenticate`], also answering the shared state's
     /// versions read in the same round trip and the credential's end.
     pub async fn resolve(&self, bearer: &str) -> Result<Resolved, AuthError> {
@@ -148,18 +160,10 @@ impl AuthService {
         })
     }
 
-    /// Lets the caches heed every change answered before this call, for a
-    /// request without a credential (whose resolution would do it): one small
-    /// round trip.
-    pub async fn heed_changes(&self) -> Result<(), AuthError> {
-        self.store.versions().await?;
-        Ok(())
-    }
-
     /// The settings for a flow that resolves no credential (sign-in,
     /// registration, reset, invitation), after heeding every change.
     pub(crate) async fn heeded_settings(&self) -> Result<Arc<Settings>, AuthError> {
-        self.heed_changes().await?;
+        self.store.versions().await?;
         Ok(self.store.settings().await?)
     }
 
@@ -640,47 +644,5 @@ impl AuthService {
                 self.update_user(None, existing.user_id, input, None).await
             }
         }
-    }
-
-    /// The settings in force, secrets blanked.
-    pub async fn settings(&self) -> Result<Map<String, Value>, AuthError> {
-        Ok(self.store.settings().await?.public_view())
-    }
-
-    /// The settings in force, for other services (shared, not copied).
-    pub async fn current_settings(&self) -> Result<Arc<Settings>, AuthError> {
-        Ok(self.store.settings().await?)
-    }
-
-    /// Validates and stores setting changes; session-only keys refuse tokens.
-    pub async fn update_settings(
-        &self,
-        caller: &Principal,
-        body: &Map<String, Value>,
-        ip: Option<String>,
-    ) -> Result<Map<String, Value>, AuthError> {
-        let mut settings = Settings::clone(&*self.store.settings().await?);
-        let patch = SettingsPatch::parse(body, &settings)?;
-        if patch.needs_session() && !caller.is_session() {
-            return Err(AuthError::PermissionDenied(
-                "This setting can only be changed by an administrator signed in with a session",
-            ));
-        }
-        if let Some(role) = patch.registration_role_id()
-            && !self.store.role_exists(role).await?
-        {
-            return Err(FieldError::new("auth.registration_role_id", "no such role").into());
-        }
-        let keys: Vec<&String> = patch.values.keys().collect();
-        let event = AuditEvent::new(
-            caller.actor(),
-            "settings.update",
-            Some("settings".into()),
-            ip,
-        )
-        .with_details(json!({ "keys": keys }));
-        self.store.save_settings(&patch, event).await?;
-        settings.apply(&patch);
-        Ok(settings.public_view())
     }
 }

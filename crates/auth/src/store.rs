@@ -33,6 +33,13 @@ pub trait AuthStore: Send + Sync + 'static {
         kind: CredentialKind,
         hash: &[u8; 32],
     ) -> Result<(Versions, Option<CredentialRecord>), StoreError>;
+    /// [`AuthStore::credential`] with the whole user behind it, in the
+    /// same round trip (`GET /api/auth/me`).
+    async fn credential_with_user(
+        &self,
+        kind: CredentialKind,
+        hash: &[u8; 32],
+    ) -> Result<(Versions, Option<(CredentialRecord, User)>), StoreError>;
     /// Reads the shared state's current versions, so the store's caches heed
     /// every change answered before: for a request that has no credential to
     /// resolve.

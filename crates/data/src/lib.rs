@@ -1,10 +1,19 @@
 //! The Data API: rows of exposed tables under the caller's grants, with the
 //! filter language, `$USER` and `$PERIOD` variables, sorting and paging.
 
+mod callers;
+mod checks;
+mod error;
 mod query;
+mod role_view;
 mod service;
 mod table;
 
-pub use query::{Change, Context, DataStore, ListQuery, Output, Predicate, Read, Write};
-pub use service::{Caller, DataError, DataService, ListParams, ReadRequest, RoleView, user_column};
+pub use checks::user_column;
+pub use error::DataError;
+pub use query::{Change, Context, DataStore, Found, ListQuery, Output, Predicate, Read, Write};
+pub use role_view::RoleView;
+pub use service::{
+    Answer, Caller, DataRequest, DataService, LIMIT_DEFAULT, LIMIT_MAX, ListParams, Op, Page,
+};
 pub use table::{Column, Kind, SERVICE_SCHEMA, SERVICE_TABLES, Table, service_columns};

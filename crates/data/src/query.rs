@@ -96,6 +96,16 @@ pub enum Read<'a> {
     },
 }
 
+/// What a read found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Found {
+    /// The rows as JSON text: a list's array, or one row's object; `None`
+    /// when no row matched.
+    pub json: Option<String>,
+    /// Every row matching a list read, when it asked for the count.
+    pub total: Option<i64>,
+}
+
 /// A change to rows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change<'a> {
@@ -145,17 +155,18 @@ pub trait DataStore: Send + Sync + 'static {
     async fn tables(&self) -> Result<Vec<Arc<Table>>, StoreError>;
     /// The `system.timezone` setting, with the settings version it was read at.
     async fn system_timezone(&self) -> Result<(Option<String>, i64), StoreError>;
-    /// Runs a read in one statement: the list answer (`{ data, meta }`) or
-    /// one row, as JSON text (`None`: no row). The statement first checks
-    /// that `context.versions` are current ([`StoreError::Stale`] if not).
+    /// Runs a read in one statement. The statement first checks that
+    /// `context.versions` are current ([`StoreError::Stale`] if not).
     async fn read(
         &self,
         table: &Table,
         read: &Read<'_>,
         context: &Context,
-    ) -> Result<Option<String>, StoreError>;
+    ) -> Result<Found, StoreError>;
     /// Runs the writes in one transaction; answers, per write, the JSON array
-    /// of the rows written (`None` when it matched no row).
+    /// of the rows written (`None` when it matched no row). Each statement
+    /// first checks that `context.versions` are current
+    /// ([`StoreError::Stale`], nothing written, if not).
     async fn write(
         &self,
         table: &Table,

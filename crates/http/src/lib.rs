@@ -7,20 +7,15 @@ pub mod extract;
 mod middleware;
 mod respond;
 pub mod routes;
+mod state;
 
 pub use routes::admin::openapi::AdminDocument;
-
-use std::net::IpAddr;
-use std::sync::Arc;
+pub use state::{AppState, ReadinessCheck};
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{App, web};
-use audit::AuditStore;
-use auth::AuthService;
-use futures_util::future::BoxFuture;
 use kernel::Code;
-use permissions::RoleService;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_actix_web::scope::scope;
@@ -31,33 +26,6 @@ use crate::routes::{
     account, admin, auth as auth_routes, data as data_routes, docs, health, pages,
     workflows as workflow_routes,
 };
-
-/// Answers whether the database is reachable.
-pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
-
-/// Everything the handlers need, shared by all workers.
-pub struct AppState {
-    /// Sign-in, credentials, users and settings.
-    pub auth: AuthService,
-    /// Roles and memberships.
-    pub roles: RoleService,
-    /// Tables and resources.
-    pub schema: schema::SchemaService,
-    /// Grants.
-    pub grants: permissions::GrantService,
-    /// The Data API.
-    pub data: data::DataService,
-    /// Workflows.
-    pub workflows: workflows::WorkflowService,
-    /// The audit log.
-    pub audit: Arc<dyn AuditStore>,
-    /// The readiness probe.
-    pub ready: ReadinessCheck,
-    /// Proxies whose `X-Forwarded-For` is believed.
-    pub trusted_proxies: Vec<IpAddr>,
-    /// Largest request body accepted.
-    pub max_body_bytes: usize,
-}
 
 #[derive(OpenApi)]
 #[openapi(
@@ -265,4 +233,124 @@ pub fn app(
         .wrap(middleware::envelope_errors())
         .wrap(actix_web::middleware::from_fn(middleware::trace_request))
         .wrap(actix_web::middleware::from_fn(middleware::cors))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
+    use std::rc::Rc;
+
+    use actix_web::{HttpRequest, HttpResponse, test};
+
+    use super::*;
+
+    /// Paths served outside the Admin API: the HTML pages and their assets.
+    const PAGES: [&str; 2] = ["/admin/auth/", "/admin/docs"];
+
+    /// The end of the bracket group opening at `open`, string literals skipped.
+    fn group_end(text: &str, open: usize) -> usize {
+        let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+        for (i, c) in text.char_indices().skip_while(|(i, _)| *i < open) {
+            match (in_string, escaped, c) {
+                (true, true, _) => escaped = false,
+                (true, false, '\\') => escaped = true,
+                (_, false, '"') => in_string = !in_string,
+                (false, _, '{' | '[' | '(') => depth += 1,
+                (false, _, '}' | ']' | ')') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return i;
+                    }
+                }
+                _ => {}
+            }
+        }
+        text.len()
+    }
+
+    /// The full pattern of every resource under the `ResourceMap` whose Debug
+    /// text is `node` (actix offers no listing of its routes).
+    fn leaves(node: &str, prefix: &str, out: &mut BTreeSet<String>) {
+        let start = node.find("patterns: Single(\"").unwrap() + 18;
+        let end = start + node[start..].find("\")").unwrap();
+        let pattern = format!("{prefix}{}", &node[start..end]);
+        // Named resources are listed twice; the tree is in `nodes`.
+        let named = node.find("named: {").unwrap() + 7;
+        let rest = &node[group_end(node, named)..];
+        let children = rest.find("nodes: ").unwrap() + 7;
+        if rest[children..].starts_with("None") {
+            out.insert(pattern);
+            return;
+        }
+        let mut at = children;
+        while let Some(found) = rest[at..].find("ResourceMap {") {
+            let open = at + found + 12;
+            let close = group_end(rest, open);
+            leaves(&rest[at + found..=close], &pattern, out);
+            at = close;
+        }
+    }
+
+    /// `{name}` segments as `{}`, so actix's and OpenAPI's spellings compare.
+    fn shape(path: &str) -> String {
+        path.split('/')
+            .map(|s| if s.starts_with('{') { "{}" } else { s })
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    #[actix_web::test]
+    async fn the_admin_document_lists_exactly_the_routes_the_server_mounts() {
+        let map = Rc::new(RefCell::new(String::new()));
+        let seen = map.clone();
+        let (app, _) = routes().split_for_parts();
+        let app = test::init_service(app.default_service(web::to(move |req: HttpRequest| {
+            *seen.borrow_mut() = format!("{:?}", req.resource_map());
+            async { HttpResponse::ImATeapot().finish() }
+        })))
+        .await;
+        let document = openapi_document();
+        // Every documented operation is routed (not left to the default service).
+        for (path, item) in &document.paths.paths {
+            let sample = path
+                .split('/')
+                .map(|s| if s.starts_with('{') { "0" } else { s })
+                .collect::<Vec<_>>()
+                .join("/");
+            let methods = [
+                ("GET", item.get.is_some()),
+                ("POST", item.post.is_some()),
+                ("PUT", item.put.is_some()),
+                ("PATCH", item.patch.is_some()),
+                ("DELETE", item.delete.is_some()),
+            ];
+            for (method, _) in methods.iter().filter(|(_, documented)| *documented) {
+                let request = test::TestRequest::default()
+                    .method(method.parse().unwrap())
+                    .uri(&sample)
+                    .to_request();
+                let status = test::call_service(&app, request).await.status();
+                assert!(
+                    status != 418 && status != 405,
+                    "{method} {path} is documented but not routed"
+                );
+            }
+        }
+        test::call_service(
+            &app,
+            test::TestRequest::get().uri("/nothing/here").to_request(),
+        )
+        .await;
+        let mut mounted = BTreeSet::new();
+        leaves(&map.borrow(), "", &mut mounted);
+        let api: BTreeSet<String> = mounted
+            .iter()
+            .filter(|path| !PAGES.iter().any(|page| path.starts_with(page)))
+            .map(|path| shape(path))
+            .collect();
+        let documented: BTreeSet<String> = document.paths.paths.keys().map(|p| shape(p)).collect();
+        assert!(api.len() > 40, "{mounted:?}");
+        assert_eq!(api, documented, "mounted routes and the document differ");
+    }
 }

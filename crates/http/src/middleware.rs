@@ -1,13 +1,15 @@
 //! Cross-cutting middleware: every error answer in the envelope, one log
 //! line per request with its id, and CORS.
 
+use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers, Next};
-use actix_web::{HttpResponse, Result};
+use actix_web::{HttpResponse, ResponseError, Result};
+use futures_util::FutureExt;
 use kernel::Code;
 use tracing::Instrument;
 
@@ -56,8 +58,13 @@ pub fn envelope_errors<B: MessageBody + 'static>() -> ErrorHandlers<B> {
     })
 }
 
+/// The header answering each request's id.
+const REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
+
 /// Logs method, route, status and latency of each request under a request id,
-/// which is also returned in `X-Request-Id`.
+/// which is also returned in `X-Request-Id`. A handler that panics answers
+/// 500 INTERNAL (logged with the panic under the request id) instead of
+/// dropping the connection.
 pub async fn trace_request(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
@@ -69,13 +76,35 @@ pub async fn trace_request(
     let path = req.path().to_owned();
     // The span follows the request's future: never entered across an await,
     // where another request on the worker could log under it.
-    let mut res = next.call(req).instrument(span.clone()).await?;
+    let outcome = AssertUnwindSafe(next.call(req))
+        .catch_unwind()
+        .instrument(span.clone())
+        .await;
+    let mut res = match outcome {
+        Ok(res) => res?,
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("a panic without a message");
+            tracing::error!(parent: &span, %method, %path, status = 500, panic = why, "request panicked");
+            let mut response = ApiError::new(Code::Internal, "Internal error").error_response();
+            if let Ok(value) = HeaderValue::from_str(&id) {
+                response.headers_mut().insert(REQUEST_ID, value);
+            }
+            // The request went down with the handler: the answer travels as
+            // an error the connection's dispatcher writes out as it is.
+            return Err(
+                actix_web::error::InternalError::from_response(why.to_owned(), response).into(),
+            );
+        }
+    };
     let status = res.status().as_u16();
     let route = res.request().match_pattern().unwrap_or(path);
     tracing::info!(parent: &span, %method, %route, status, latency_ms = started.elapsed().as_secs_f64() * 1000.0, "request");
     if let Ok(value) = HeaderValue::from_str(&id) {
-        res.headers_mut()
-            .insert(header::HeaderName::from_static("x-request-id"), value);
+        res.headers_mut().insert(REQUEST_ID, value);
     }
     Ok(res)
 }
@@ -128,10 +157,10 @@ pub async fn cors(
     {
         // Without a credential to resolve, nothing else would heed them; a
         // failure leaves the handler to answer the database's state.
-        let _ = state.auth.heed_changes().await;
+        let _ = state.settings.heed_changes().await;
     }
     let allowed_for = |state: Option<actix_web::web::Data<crate::AppState>>| async move {
-        let settings = state?.auth.current_settings().await.ok()?;
+        let settings = state?.settings.current().await.ok()?;
         if settings.cors_origins().any(|o| o == origin) {
             HeaderValue::from_str(&origin).ok().map(AllowOrigin::Echo)
         } else if settings.cors_origins().any(|o| o == "*") {
@@ -191,4 +220,182 @@ pub async fn cors(
         HeaderValue::from_static("X-Request-Id"),
     );
     Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
+
+    use actix_web::{App, HttpServer, dev::Service, test, web};
+    use serde_json::Value;
+
+    use super::*;
+
+    /// Log lines written by the subscriber of the test, as JSON.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn lines(&self) -> Vec<Value> {
+            let bytes = self.0.lock().unwrap();
+            String::from_utf8_lossy(&bytes)
+                .lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect()
+        }
+
+        /// The request ids of the events with field `marker` = `value`.
+        fn ids_of(&self, marker: &str) -> Vec<String> {
+            self.lines()
+                .iter()
+                .filter(|line| line["fields"]["marker"] == marker)
+                .map(|line| line["span"]["request_id"].as_str().unwrap_or("").to_owned())
+                .collect()
+        }
+    }
+
+    fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_writer(move || writer.clone())
+            .finish();
+        (captured, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// Logs, yields to the other request, logs again.
+    async fn slow(marker: web::Path<String>) -> HttpResponse {
+        let marker = marker.into_inner();
+        tracing::info!(marker = %marker, "before");
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(20)).await;
+        tracing::info!(marker = %marker, "after");
+        HttpResponse::Ok().finish()
+    }
+
+    async fn boom() -> HttpResponse {
+        panic!("the handler broke")
+    }
+
+    fn app() -> App<
+        impl actix_web::dev::ServiceFactory<
+            ServiceRequest,
+            Config = (),
+            Response = ServiceResponse<impl MessageBody>,
+            Error = actix_web::Error,
+            InitError = (),
+        >,
+    > {
+        App::new()
+            .route("/slow/{marker}", web::get().to(slow))
+            .route("/boom", web::get().to(boom))
+            .wrap(actix_web::middleware::from_fn(trace_request))
+    }
+
+    fn request_id(headers: &header::HeaderMap) -> String {
+        headers
+            .get(REQUEST_ID)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[actix_web::test]
+    async fn interleaved_requests_log_under_their_own_ids() {
+        let (captured, _guard) = capture();
+        let app = test::init_service(app()).await;
+        let (a, b) = futures_util::future::join(
+            test::call_service(&app, test::TestRequest::get().uri("/slow/a").to_request()),
+            test::call_service(&app, test::TestRequest::get().uri("/slow/b").to_request()),
+        )
+        .await;
+        let (a, b) = (request_id(a.headers()), request_id(b.headers()));
+        assert_ne!(a, b);
+        assert_eq!(captured.ids_of("a"), vec![a.clone(), a]);
+        assert_eq!(captured.ids_of("b"), vec![b.clone(), b]);
+        // The two requests did interleave: b began before a ended.
+        let messages: Vec<String> = captured
+            .lines()
+            .iter()
+            .filter_map(|line| {
+                let fields = &line["fields"];
+                Some(format!(
+                    "{} {}",
+                    fields["marker"].as_str()?,
+                    fields["message"].as_str()?
+                ))
+            })
+            .collect();
+        assert_eq!(messages, ["a before", "b before", "a after", "b after"]);
+    }
+
+    #[actix_web::test]
+    async fn a_panic_answers_500_with_the_request_id_logged() {
+        let (captured, _guard) = capture();
+        let app = test::init_service(app()).await;
+        let error = app
+            .call(test::TestRequest::get().uri("/boom").to_request())
+            .await
+            .err()
+            .unwrap();
+        let response = error.error_response();
+        assert_eq!(response.status(), 500);
+        let id = request_id(response.headers());
+        let logged = captured.lines();
+        let panicked = logged
+            .iter()
+            .find(|line| line["fields"]["message"] == "request panicked")
+            .unwrap();
+        assert_eq!(panicked["span"]["request_id"], id);
+        assert_eq!(panicked["fields"]["panic"], "the handler broke");
+        assert_eq!(panicked["level"], "ERROR");
+    }
+
+    /// Over a real connection: the client gets the answer, the server goes on.
+    #[actix_web::test]
+    async fn a_panic_never_drops_the_connection() {
+        let server = HttpServer::new(app)
+            .workers(1)
+            .bind(("127.0.0.1", 0))
+            .unwrap();
+        let address = server.addrs()[0];
+        let running = server.run();
+        let handle = running.handle();
+        actix_web::rt::spawn(running);
+        let fetch = move |path: &'static str| {
+            actix_web::rt::task::spawn_blocking(move || {
+                let mut stream = std::net::TcpStream::connect(address).unwrap();
+                write!(
+                    stream,
+                    "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                )
+                .unwrap();
+                let mut answer = String::new();
+                stream.read_to_string(&mut answer).unwrap();
+                answer
+            })
+        };
+        let answer = fetch("/boom").await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
+        assert!(answer.contains("x-request-id: "), "{answer}");
+        assert!(
+            answer.ends_with(r#"{"errors":[{"code":"INTERNAL","message":"Internal error"}]}"#),
+            "{answer}"
+        );
+        assert!(fetch("/slow/c").await.unwrap().starts_with("HTTP/1.1 200"));
+        handle.stop(false).await;
+    }
 }

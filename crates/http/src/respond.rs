@@ -1,6 +1,8 @@
 //! Success answers in the envelope.
 
 use actix_web::HttpResponse;
+use actix_web::http::StatusCode;
+use actix_web::http::header::ContentType;
 use serde::Serialize;
 
 /// 200 `{ "data": data }`.
@@ -16,4 +18,37 @@ pub fn created<T: Serialize>(data: T) -> HttpResponse {
 /// 204 with no body.
 pub fn no_content() -> HttpResponse {
     HttpResponse::NoContent().finish()
+}
+
+/// `{ "data": <data> }` around JSON text written by the store (Data API rows).
+pub fn json_data(status: StatusCode, data: &str) -> HttpResponse {
+    enveloped(status, data, None)
+}
+
+/// 200 `{ "data": [rows], "meta": { limit, offset, total? } }` of a Data API page.
+pub fn json_page(page: data::Page) -> HttpResponse {
+    let meta = api_types::RowsMeta {
+        limit: page.limit,
+        offset: page.offset,
+        total: page.total,
+    };
+    // Serializing numbers into a string cannot fail.
+    let meta = serde_json::to_string(&meta).unwrap_or_default();
+    enveloped(StatusCode::OK, &page.rows, Some(&meta))
+}
+
+/// The envelope of the JSON texts `data` and `meta`.
+fn enveloped(status: StatusCode, data: &str, meta: Option<&str>) -> HttpResponse {
+    let meta_len = meta.map_or(0, |m| m.len() + 8);
+    let mut body = String::with_capacity(data.len() + meta_len + 10);
+    body.push_str("{\"data\":");
+    body.push_str(data);
+    if let Some(meta) = meta {
+        body.push_str(",\"meta\":");
+        body.push_str(meta);
+    }
+    body.push('}');
+    HttpResponse::build(status)
+        .insert_header(ContentType::json())
+        .body(body)
 }

@@ -1,27 +1,32 @@
-//! Email delivery from the outbox `svc.email_outbox`.
+//! Email delivery from the outbox (`svc.email_outbox`, through [`Outbox`]).
 //!
 //! Emails are written to the outbox in the transaction of the change that
-//! causes them. This worker claims due rows with `FOR UPDATE SKIP LOCKED`
-//! (so several instances can share one database), sends them over SMTP and
+//! causes them. This worker claims due emails (the store claims them so that
+//! several instances can share one database), sends them over SMTP and
 //! marks them sent; a failure is retried later with exponential backoff, so
 //! nothing is lost while the mail server is down. Without an SMTP URL the
 //! worker logs each email and its link once instead.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
+use kernel::StoreError;
 use lettre::message::{Mailbox, MultiPart};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryResult, Statement, Value,
-};
 use uuid::Uuid;
 
-/// Rows claimed per round.
-const BATCH: i64 = 20;
+/// Emails claimed per round.
+const BATCH: u32 = 20;
 /// Attempts after which an email is left alone (with its last error).
-const MAX_ATTEMPTS: i32 = 20;
+const MAX_ATTEMPTS: u32 = 20;
 /// Longest wait between two attempts.
-const MAX_BACKOFF_SECS: i64 = 600;
+const MAX_BACKOFF_SECS: u64 = 600;
+/// How long a claimed email is held by its sender: a crashed sender's
+/// emails come back by themselves after it.
+const LEASE: Duration = Duration::from_secs(60);
+/// Longest error kept with an email.
+const ERROR_MAX_CHARS: usize = 1000;
 
 /// A configuration problem of the worker.
 #[derive(Debug, thiserror::Error)]
@@ -44,57 +49,62 @@ enum Delivery {
 
 /// The delivery worker.
 pub struct MailWorker {
-    db: DatabaseConnection,
+    outbox: Arc<dyn Outbox>,
     delivery: Delivery,
     from: Mailbox,
     poll: Duration,
 }
 
-struct Claimed {
-    id: Uuid,
-    to: String,
-    subject: String,
-    text: String,
-    html: String,
-    link: Option<String>,
-    attempts: i32,
+/// An email claimed from the outbox.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The outbox row.
+    pub id: Uuid,
+    /// The recipient.
+    pub to: String,
+    /// The subject.
+    pub subject: String,
+    /// The plain-text body.
+    pub text: String,
+    /// The HTML body.
+    pub html: String,
+    /// The link the email carries, for the log.
+    pub link: Option<String>,
+    /// Attempts so far, this one included.
+    pub attempts: u32,
 }
 
-fn claimed(row: &QueryResult) -> Result<Claimed, DbErr> {
-    Ok(Claimed {
-        id: row.try_get("", "id")?,
-        to: row.try_get("", "to_address")?,
-        subject: row.try_get("", "subject")?,
-        text: row.try_get("", "body_text")?,
-        html: row.try_get("", "body_html")?,
-        link: row.try_get("", "link")?,
-        attempts: row.try_get("", "attempts")?,
-    })
+/// Where emails wait: claimed without blocking other instances, with every
+/// attempt counted.
+#[async_trait]
+pub trait Outbox: Send + Sync + 'static {
+    /// Claims up to `batch` emails never logged, and marks them logged.
+    async fn claim_for_log(&self, batch: u32) -> Result<Vec<Claimed>, StoreError>;
+    /// Claims up to `batch` due emails with fewer than `max_attempts`
+    /// attempts: counts an attempt and holds each for `lease`.
+    async fn claim_for_sending(
+        &self,
+        batch: u32,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> Result<Vec<Claimed>, StoreError>;
+    /// The email went out.
+    async fn mark_sent(&self, id: Uuid) -> Result<(), StoreError>;
+    /// The email did not go out: keeps `error`, tries again after `retry_in`.
+    async fn mark_failed(
+        &self,
+        id: Uuid,
+        error: &str,
+        retry_in: Duration,
+    ) -> Result<(), StoreError>;
 }
-
-fn stmt(sql: &str, values: impl IntoIterator<Item = Value>) -> Statement {
-    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
-}
-
-/// Claims due rows for sending: each gets a lease of `lease` seconds (its
-/// next attempt), so a crashed sender's rows come back by themselves.
-const CLAIM_FOR_SMTP: &str = "UPDATE svc.email_outbox SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $2) \
-     WHERE id IN (SELECT id FROM svc.email_outbox WHERE sent_at IS NULL AND attempts < $3 AND next_attempt_at <= now() \
-                  ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
-     RETURNING id, to_address, subject, body_text, body_html, link, attempts";
-
-/// Claims rows that were never logged (no SMTP configured).
-const CLAIM_FOR_LOG: &str = "UPDATE svc.email_outbox SET logged_at = now() \
-     WHERE id IN (SELECT id FROM svc.email_outbox WHERE sent_at IS NULL AND logged_at IS NULL \
-                  ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
-     RETURNING id, to_address, subject, body_text, body_html, link, attempts";
 
 impl MailWorker {
-    /// A worker over `db`, sending through `smtp_url` (`smtp://host:port`,
+    /// A worker over `outbox`, sending through `smtp_url` (`smtp://host:port`,
     /// `smtp://user:pass@host:587?tls=required`, `smtps://host`) or, without
     /// one, logging. `poll` is the pause between rounds.
     pub fn new(
-        db: DatabaseConnection,
+        outbox: Arc<dyn Outbox>,
         smtp_url: Option<&str>,
         from: &str,
         poll: Duration,
@@ -112,7 +122,7 @@ impl MailWorker {
             .parse()
             .map_err(|e: lettre::address::AddressError| MailError::From(e.to_string()))?;
         Ok(Self {
-            db,
+            outbox,
             delivery,
             from,
             poll,
@@ -132,34 +142,26 @@ impl MailWorker {
     }
 
     /// One round: claims due emails and delivers them; answers how many it handled.
-    pub async fn deliver_due(&self) -> Result<usize, DbErr> {
+    pub async fn deliver_due(&self) -> Result<usize, StoreError> {
         match &self.delivery {
             Delivery::Log => {
-                let rows = self
-                    .db
-                    .query_all_raw(stmt(CLAIM_FOR_LOG, [BATCH.into()]))
-                    .await?;
-                for row in &rows {
-                    let email = claimed(row)?;
+                let emails = self.outbox.claim_for_log(BATCH).await?;
+                for email in &emails {
                     tracing::info!(to = %email.to, subject = %email.subject, link = ?email.link,
                         "no TESSERA_SMTP_URL: email kept in the outbox and logged");
                 }
-                Ok(rows.len())
+                Ok(emails.len())
             }
             Delivery::Smtp(transport) => {
-                let lease = 60.0_f64;
-                let rows = self
-                    .db
-                    .query_all_raw(stmt(
-                        CLAIM_FOR_SMTP,
-                        [BATCH.into(), lease.into(), MAX_ATTEMPTS.into()],
-                    ))
+                let emails = self
+                    .outbox
+                    .claim_for_sending(BATCH, LEASE, MAX_ATTEMPTS)
                     .await?;
-                for row in &rows {
-                    let email = claimed(row)?;
+                let count = emails.len();
+                for email in emails {
                     self.send(transport, email).await?;
                 }
-                Ok(rows.len())
+                Ok(count)
             }
         }
     }
@@ -168,7 +170,7 @@ impl MailWorker {
         &self,
         transport: &AsyncSmtpTransport<Tokio1Executor>,
         email: Claimed,
-    ) -> Result<(), DbErr> {
+    ) -> Result<(), StoreError> {
         let outcome = match email.to.parse::<Mailbox>() {
             Err(e) => Err(format!("bad recipient: {e}")),
             Ok(to) => match Message::builder()
@@ -189,23 +191,15 @@ impl MailWorker {
         };
         match outcome {
             Ok(()) => {
-                self.db
-                    .execute_raw(stmt("UPDATE svc.email_outbox SET sent_at = now(), last_error = NULL WHERE id = $1", [email.id.into()]))
-                    .await?;
+                self.outbox.mark_sent(email.id).await?;
                 tracing::info!(to = %email.to, subject = %email.subject, "email sent");
             }
             Err(error) => {
-                let backoff = 2_i64
-                    .saturating_pow(u32::try_from(email.attempts).unwrap_or(0))
-                    .min(MAX_BACKOFF_SECS);
+                let backoff = 2_u64.saturating_pow(email.attempts).min(MAX_BACKOFF_SECS);
                 tracing::warn!(to = %email.to, attempts = email.attempts, retry_in_secs = backoff, %error, "email not sent; will retry");
-                #[allow(clippy::cast_precision_loss, reason = "backoff is at most 600")]
-                let backoff = backoff as f64;
-                self.db
-                    .execute_raw(stmt(
-                        "UPDATE svc.email_outbox SET last_error = $2, next_attempt_at = now() + make_interval(secs => $3) WHERE id = $1",
-                        [email.id.into(), error.chars().take(1000).collect::<String>().into(), backoff.into()],
-                    ))
+                let error: String = error.chars().take(ERROR_MAX_CHARS).collect();
+                self.outbox
+                    .mark_failed(email.id, &error, Duration::from_secs(backoff))
                     .await?;
             }
         }

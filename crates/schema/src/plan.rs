@@ -137,10 +137,7 @@ pub fn schema_name(raw: &str) -> Result<String, FieldError> {
     Ok(name)
 }
 
-/// `"name"`; names are already restricted to characters that need no escaping.
-pub fn quote(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
+pub use kernel::sql::quote_ident as quote;
 
 fn qualified(schema: &str, table: &str) -> String {
     format!("{}.{}", quote(schema), quote(table))
@@ -247,7 +244,7 @@ fn column(
         (Some(m), Some(_)) if m.trim().is_empty() || m.chars().count() > MESSAGE_MAX => {
             return Err(FieldError::new(
                 at("checkMessage"),
-                "must be 1 to 500 characters",
+                format!("must be 1 to {MESSAGE_MAX} characters"),
             ));
         }
         (Some(m), Some(_)) => Some(m.trim().to_owned()),

@@ -117,7 +117,7 @@ pub(crate) async fn redeem_reset(
         .exec(&txn)
         .await
         .map_err(map_err)?;
-    commit_with_audit(txn, with_actor(event, user_id)).await?;
+    commit_with_audit(txn, with_actor(event, user_id), now).await?;
     Ok(Some(user_id))
 }
 
@@ -139,7 +139,7 @@ pub(crate) async fn redeem_verification(
         .exec(&txn)
         .await
         .map_err(map_err)?;
-    commit_with_audit(txn, with_actor(event, user_id)).await?;
+    commit_with_audit(txn, with_actor(event, user_id), now).await?;
     Ok(Some(user_id))
 }
 
@@ -191,11 +191,11 @@ pub(crate) async fn redeem_invitation(
         .into_iter()
         .map(|r| r.id)
         .collect();
-    add_memberships(&txn, user_id, &existing).await?;
+    add_memberships(&txn, user_id, &existing, now).await?;
     let mut accepted: invitation::ActiveModel = invite.into();
     accepted.accepted_at = Set(Some(now));
     accepted.update(&txn).await.map_err(map_err)?;
-    commit_with_audit(txn, with_actor(event, user_id)).await?;
+    commit_with_audit(txn, with_actor(event, user_id), now).await?;
     Ok(Some(user_id))
 }
 
@@ -232,6 +232,7 @@ pub(crate) async fn create_invitation(
     new: Invitation,
     mail: TokenMail,
     event: AuditEvent,
+    now: DateTime<Utc>,
 ) -> Result<Invitation, StoreError> {
     let txn = db.begin().await.map_err(map_err)?;
     let taken = txn
@@ -274,7 +275,7 @@ pub(crate) async fn create_invitation(
     .await
     .map_err(map_err)?;
     insert_mail(&txn, mail).await?;
-    commit_with_audit(txn, event).await?;
+    commit_with_audit(txn, event, now).await?;
     Ok(to_invitation(model))
 }
 
@@ -283,6 +284,7 @@ pub(crate) async fn delete_invitation(
     db: &DatabaseConnection,
     id: Uuid,
     event: AuditEvent,
+    now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let txn = db.begin().await.map_err(map_err)?;
     let deleted = invitation::Entity::delete_many()
@@ -295,6 +297,6 @@ pub(crate) async fn delete_invitation(
     if deleted == 0 {
         return Ok(false);
     }
-    commit_with_audit(txn, event).await?;
+    commit_with_audit(txn, event, now).await?;
     Ok(true)
 }

@@ -45,6 +45,6 @@ impl AuditStore for PgStore {
     }
 
     async fn record(&self, event: AuditEvent) -> Result<(), StoreError> {
-        write_audit(&self.db, event).await
+        write_audit(&self.db, event, self.now()).await
     }
 }

@@ -33,16 +33,20 @@ const USER_SELECT: &str = "SELECT u.id, u.email, u.name, u.email_verified, u.act
 /// The credential resolver's query: credential, user state and roles in one round trip.
 /// The credential behind `$1` (a hash), beside the shared state's versions:
 /// always one row, whose credential columns are NULL when there is none.
+/// `$extra` adds columns of the user (`u`) and its roles (`r`).
 macro_rules! credential_sql {
     ($table:literal, $plane:literal) => {
+        credential_sql!($table, $plane, "")
+    };
+    ($table:literal, $plane:literal, $extra:expr) => {
         concat!(
             "SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, k.* ",
             "FROM svc.cache_version v LEFT JOIN LATERAL (",
             "SELECT c.id, c.user_id, c.expires_at, c.revoked_at IS NOT NULL AS revoked, ", $plane, " AS plane, ",
             "u.active, u.timezone, ",
             "coalesce(array_agg(r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS role_ids, ",
-            "coalesce(bool_or(r.api_access), false) AS api_access, coalesce(bool_or(r.admin_access), false) AS admin ",
-            "FROM ", $table, " c JOIN svc.users u ON u.id = c.user_id ",
+            "coalesce(bool_or(r.api_access), false) AS api_access, coalesce(bool_or(r.admin_access), false) AS admin",
+            $extra, " FROM ", $table, " c JOIN svc.users u ON u.id = c.user_id ",
             "LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id ",
             "WHERE c.token_hash = $1 GROUP BY c.id, u.id) k ON true"
         )
@@ -50,6 +54,15 @@ macro_rules! credential_sql {
 }
 const SESSION_CREDENTIAL_SQL: &str = credential_sql!("svc.sessions", "NULL::text");
 const TOKEN_CREDENTIAL_SQL: &str = credential_sql!("svc.api_tokens", "c.plane");
+/// The user's own columns beside the credential's, for `GET /api/auth/me`.
+macro_rules! user_columns {
+    () => {
+        ", u.email, u.name, u.email_verified, u.created_at, \
+         coalesce(json_agg(json_build_object('id', r.id, 'name', r.name) ORDER BY r.name) FILTER (WHERE r.id IS NOT NULL), '[]') AS roles"
+    };
+}
+const SESSION_USER_SQL: &str = credential_sql!("svc.sessions", "NULL::text", user_columns!());
+const TOKEN_USER_SQL: &str = credential_sql!("svc.api_tokens", "c.plane", user_columns!());
 
 /// Takes an attempt of `$1` under the limit `$2` (`svc.take_rate`), and clears
 /// up to 100 windows that ended; answers 0 or the seconds to wait.
@@ -59,6 +72,27 @@ const TAKE_ATTEMPT_SQL: &str = "WITH ended AS ( \
     SELECT svc.take_rate($1, $2) AS wait";
 
 impl PgStore {
+    /// The row of the credential resolver's query; the caches heed the
+    /// versions it read.
+    async fn credential_row(
+        &self,
+        kind: CredentialKind,
+        hash: &[u8; 32],
+        with_user: bool,
+    ) -> Result<QueryResult, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                credential_sql(kind, with_user),
+                [hash.to_vec().into()],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
+        self.seen.observe(versions_of(&row, "v_")?);
+        Ok(row)
+    }
+
     /// Takes an attempt of `key` under `limit` per 60 s for every instance;
     /// answers the seconds to wait when refused.
     pub(crate) async fn take_rate_attempt(
@@ -80,11 +114,14 @@ impl PgStore {
     }
 }
 
-/// The credential resolver's query for `kind`; its one parameter `$1` is the secret's hash.
-fn credential_sql(kind: CredentialKind) -> &'static str {
-    match kind {
-        CredentialKind::Session => SESSION_CREDENTIAL_SQL,
-        CredentialKind::Token => TOKEN_CREDENTIAL_SQL,
+/// The credential resolver's query for `kind`, with the whole user when
+/// `with_user`; its one parameter `$1` is the secret's hash.
+fn credential_sql(kind: CredentialKind, with_user: bool) -> &'static str {
+    match (kind, with_user) {
+        (CredentialKind::Session, false) => SESSION_CREDENTIAL_SQL,
+        (CredentialKind::Token, false) => TOKEN_CREDENTIAL_SQL,
+        (CredentialKind::Session, true) => SESSION_USER_SQL,
+        (CredentialKind::Token, true) => TOKEN_USER_SQL,
     }
 }
 
@@ -108,7 +145,8 @@ fn credential_record(row: &QueryResult) -> Result<Option<CredentialRecord>, Stor
     }))
 }
 
-fn user_from_row(row: &QueryResult) -> Result<User, StoreError> {
+/// A user of a row whose `id_column` holds the user's id.
+fn user_from_row(row: &QueryResult, id_column: &str) -> Result<User, StoreError> {
     let get_err = |e: sea_orm::DbErr| StoreError::Internal(e.to_string());
     let roles: serde_json::Value = row.try_get("", "roles").map_err(get_err)?;
     let roles = roles
@@ -126,7 +164,7 @@ fn user_from_row(row: &QueryResult) -> Result<User, StoreError> {
         })
         .unwrap_or_default();
     Ok(User {
-        id: row.try_get("", "id").map_err(get_err)?,
+        id: row.try_get("", id_column).map_err(get_err)?,
         email: row.try_get("", "email").map_err(get_err)?,
         name: row.try_get("", "name").map_err(get_err)?,
         email_verified: row.try_get("", "email_verified").map_err(get_err)?,
@@ -145,7 +183,7 @@ async fn load_user(conn: &impl ConnectionTrait, id: Uuid) -> Result<Option<User>
         .query_one_raw(stmt(&sql, [id.into()]))
         .await
         .map_err(map_err)?;
-    row.as_ref().map(user_from_row).transpose()
+    row.as_ref().map(|row| user_from_row(row, "id")).transpose()
 }
 
 /// Replaces a user's roles; an unknown role id is an invalid field.
@@ -153,6 +191,7 @@ async fn set_roles(
     conn: &impl ConnectionTrait,
     user_id: Uuid,
     role_ids: &[Uuid],
+    now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     role_member::Entity::delete_many()
         .filter(role_member::Column::UserId.eq(user_id))
@@ -179,7 +218,7 @@ async fn set_roles(
     if usize::try_from(known).unwrap_or(0) != distinct.len() {
         return Err(FieldError::new("roleIds", "contains an unknown role id").into());
     }
-    add_memberships(conn, user_id, &distinct).await
+    add_memberships(conn, user_id, &distinct, now).await
 }
 
 fn token_info(model: api_token::Model) -> TokenInfo {
@@ -234,7 +273,7 @@ impl AuthStore for PgStore {
         event: AuditEvent,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        let now = Utc::now();
+        let now = self.now();
         for (key, value) in &patch.values {
             let row = setting::ActiveModel {
                 key: Set(key.clone()),
@@ -258,7 +297,7 @@ impl AuthStore for PgStore {
         ))
         .await
         .map_err(map_err)?;
-        commit_with_audit(txn, event).await?;
+        commit_with_audit(txn, event, self.now()).await?;
         self.settings.clear();
         Ok(())
     }
@@ -276,15 +315,21 @@ impl AuthStore for PgStore {
         kind: CredentialKind,
         hash: &[u8; 32],
     ) -> Result<(Versions, Option<CredentialRecord>), StoreError> {
-        let row = self
-            .db
-            .query_one_raw(stmt(credential_sql(kind), [hash.to_vec().into()]))
-            .await
-            .map_err(map_err)?
-            .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
-        let versions = versions_of(&row, "v_")?;
-        self.seen.observe(versions);
-        Ok((versions, credential_record(&row)?))
+        let row = self.credential_row(kind, hash, false).await?;
+        Ok((versions_of(&row, "v_")?, credential_record(&row)?))
+    }
+
+    async fn credential_with_user(
+        &self,
+        kind: CredentialKind,
+        hash: &[u8; 32],
+    ) -> Result<(Versions, Option<(CredentialRecord, User)>), StoreError> {
+        let row = self.credential_row(kind, hash, true).await?;
+        let found = match credential_record(&row)? {
+            Some(record) => Some((record, user_from_row(&row, "user_id")?)),
+            None => None,
+        };
+        Ok((versions_of(&row, "v_")?, found))
     }
 
     async fn versions(&self) -> Result<Versions, StoreError> {
@@ -340,7 +385,7 @@ impl AuthStore for PgStore {
             }
             update.exec(&txn).await.map_err(map_err)?;
         }
-        commit_with_audit(txn, event).await
+        commit_with_audit(txn, event, self.now()).await
     }
 
     async fn create_session(&self, new: NewSession, event: AuditEvent) -> Result<(), StoreError> {
@@ -368,7 +413,7 @@ impl AuthStore for PgStore {
             .exec(&txn)
             .await
             .map_err(map_err)?;
-        commit_with_audit(txn, event).await
+        commit_with_audit(txn, event, self.now()).await
     }
 
     async fn end_session(
@@ -392,7 +437,7 @@ impl AuthStore for PgStore {
         if ended == 0 {
             return Ok(false);
         }
-        commit_with_audit(txn, event).await?;
+        commit_with_audit(txn, event, self.now()).await?;
         Ok(true)
     }
 
@@ -443,7 +488,7 @@ impl AuthStore for PgStore {
             .map_err(map_err)?;
         let users = rows
             .iter()
-            .map(user_from_row)
+            .map(|row| user_from_row(row, "id"))
             .collect::<Result<Vec<_>, _>>()?;
         let count_sql = format!("SELECT count(*) AS n FROM svc.users u {filter}");
         let total: i64 = self
@@ -481,7 +526,7 @@ impl AuthStore for PgStore {
             return Ok(None);
         }
         rows.iter()
-            .map(user_from_row)
+            .map(|row| user_from_row(row, "id"))
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
@@ -489,7 +534,7 @@ impl AuthStore for PgStore {
     async fn issue_mail(&self, mail: TokenMail, event: AuditEvent) -> Result<(), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
         crate::account_store::insert_mail(&txn, mail).await?;
-        commit_with_audit(txn, event).await
+        commit_with_audit(txn, event, self.now()).await
     }
 
     async fn redeem_reset(
@@ -539,11 +584,11 @@ impl AuthStore for PgStore {
         mail: TokenMail,
         event: AuditEvent,
     ) -> Result<Invitation, StoreError> {
-        crate::account_store::create_invitation(&self.db, invitation, mail, event).await
+        crate::account_store::create_invitation(&self.db, invitation, mail, event, self.now()).await
     }
 
     async fn delete_invitation(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
-        crate::account_store::delete_invitation(&self.db, id, event).await
+        crate::account_store::delete_invitation(&self.db, id, event, self.now()).await
     }
 
     async fn create_user(
@@ -569,11 +614,11 @@ impl AuthStore for PgStore {
         .insert(&txn)
         .await
         .map_err(map_err)?;
-        set_roles(&txn, new.id, &new.role_ids).await?;
+        set_roles(&txn, new.id, &new.role_ids, self.now()).await?;
         if let Some(mail) = mail {
             crate::account_store::insert_mail(&txn, mail).await?;
         }
-        write_audit(&txn, event).await?;
+        write_audit(&txn, event, self.now()).await?;
         let user = load_user(&txn, new.id).await?.ok_or(StoreError::NotFound)?;
         txn.commit().await.map_err(map_err)?;
         Ok(user)
@@ -620,7 +665,7 @@ impl AuthStore for PgStore {
         row.updated_at = Set(now);
         row.update(&txn).await.map_err(map_err)?;
         if let Some(roles) = &changes.role_ids {
-            set_roles(&txn, id, roles).await?;
+            set_roles(&txn, id, roles, self.now()).await?;
         }
         if new_password || deactivated {
             let mut end = session::Entity::update_many()
@@ -635,7 +680,7 @@ impl AuthStore for PgStore {
         if was_admin {
             ensure_admin_remains(&txn).await?;
         }
-        write_audit(&txn, event).await?;
+        write_audit(&txn, event, self.now()).await?;
         let user = load_user(&txn, id).await?.ok_or(StoreError::NotFound)?;
         txn.commit().await.map_err(map_err)?;
         Ok(user)
@@ -655,7 +700,7 @@ impl AuthStore for PgStore {
         if was_admin {
             ensure_admin_remains(&txn).await?;
         }
-        commit_with_audit(txn, event).await
+        commit_with_audit(txn, event, self.now()).await
     }
 
     async fn tokens(
@@ -698,7 +743,7 @@ impl AuthStore for PgStore {
         .insert(&txn)
         .await
         .map_err(map_err)?;
-        commit_with_audit(txn, event).await?;
+        commit_with_audit(txn, event, self.now()).await?;
         Ok(token_info(model))
     }
 
@@ -720,7 +765,7 @@ impl AuthStore for PgStore {
         if update.exec(&txn).await.map_err(map_err)?.rows_affected == 0 {
             return Ok(false);
         }
-        commit_with_audit(txn, event).await?;
+        commit_with_audit(txn, event, self.now()).await?;
         Ok(true)
     }
 }

@@ -47,6 +47,37 @@ impl Cell {
     }
 }
 
+/// Appends the JSON `text` without whitespace between its tokens: PostgreSQL
+/// writes `jsonb` as `{"a": 1}`, and a `json` value keeps the spacing it was
+/// stored with; every answer of the API is compact.
+pub(crate) fn push_compact(out: &mut String, text: &str) {
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !c.is_ascii_whitespace() {
+            out.push(c);
+        }
+    }
+}
+
+/// [`push_compact`] for JSON text built by PostgreSQL; kept as it is when
+/// it has no whitespace outside strings.
+pub(crate) fn compact(text: String) -> String {
+    let mut out = String::with_capacity(text.len());
+    push_compact(&mut out, &text);
+    if out.len() == text.len() { text } else { out }
+}
+
 fn bad(what: &str) -> StoreError {
     StoreError::Internal(format!("cannot read a {what} value"))
 }
@@ -118,7 +149,7 @@ fn write_value(out: &mut String, cell: Cell, bytes: &[u8]) -> Result<(), StoreEr
             "+00:00",
         ),
         Cell::Numeric => write_numeric(out, bytes)?,
-        Cell::Json => out.push_str(std::str::from_utf8(bytes).map_err(|_| bad("json"))?),
+        Cell::Json => push_compact(out, std::str::from_utf8(bytes).map_err(|_| bad("json"))?),
     }
     Ok(())
 }
@@ -379,6 +410,11 @@ mod tests {
             "\"-infinity\""
         );
         assert_eq!(written(Cell::Json, b"[1,{\"a\":2}]"), "[1,{\"a\":2}]");
+        assert_eq!(
+            written(Cell::Json, b"{\"a b\": [1, 2],\n \"c\": \"x \\\" y\"}"),
+            "{\"a b\":[1,2],\"c\":\"x \\\" y\"}"
+        );
+        assert_eq!(compact("{\"a\": 1}".to_owned()), "{\"a\":1}");
         // 0045-03-15 and a year past 9999: four digits, then chrono's own form.
         assert_eq!(
             written(Cell::Date, &(-713_975i32).to_be_bytes()),

@@ -9,6 +9,7 @@ mod entity;
 mod grant_store;
 mod json_rows;
 mod lane;
+mod outbox_store;
 mod role_store;
 mod schema_store;
 mod workflow_store;
@@ -26,13 +27,14 @@ use sea_orm::{
 use uuid::Uuid;
 
 /// The store of the whole service over one connection pool.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PgStore {
     db: DatabaseConnection,
     settings: Arc<cache::VersionedCache<kernel::settings::Settings>>,
     catalog: Arc<cache::VersionedCache<data_store::Catalog>>,
     seen: Arc<cache::SeenVersions>,
     reads: Arc<lane::ReadLane>,
+    clock: Arc<dyn kernel::Clock>,
 }
 
 /// Pool size, timeouts and how PostgreSQL plans the pool's statements.
@@ -146,9 +148,15 @@ fn loopback_without_tls(url: &str) -> String {
     parsed.into()
 }
 
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").finish_non_exhaustive()
+    }
+}
+
 impl PgStore {
-    /// A store over an open pool.
-    pub fn new(db: DatabaseConnection) -> Self {
+    /// A store over an open pool; the times it writes come from `clock`.
+    pub fn new(db: DatabaseConnection, clock: Arc<dyn kernel::Clock>) -> Self {
         let reads = Arc::new(lane::ReadLane::new(
             db.get_postgres_connection_pool().clone(),
         ));
@@ -158,7 +166,13 @@ impl PgStore {
             settings: Arc::default(),
             catalog: Arc::default(),
             seen: Arc::default(),
+            clock,
         }
+    }
+
+    /// The time of a write.
+    pub(crate) fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
     }
 
     /// Starts the task that drops the caches (settings, resources and
@@ -358,10 +372,11 @@ pub(crate) async fn execute(
 pub(crate) async fn write_audit(
     conn: &impl ConnectionTrait,
     event: AuditEvent,
+    at: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), StoreError> {
     entity::audit_log::ActiveModel {
         id: Set(new_id()),
-        at: Set(chrono::Utc::now()),
+        at: Set(at),
         actor_type: Set(event.actor.kind.as_str().to_owned()),
         actor_id: Set(event.actor.id),
         action: Set(event.action.to_owned()),
@@ -379,8 +394,9 @@ pub(crate) async fn write_audit(
 pub(crate) async fn commit_with_audit(
     txn: DatabaseTransaction,
     event: AuditEvent,
+    at: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), StoreError> {
-    write_audit(&txn, event).await?;
+    write_audit(&txn, event, at).await?;
     txn.commit().await.map_err(map_err)
 }
 
@@ -393,7 +409,7 @@ impl PgStore {
         txn: DatabaseTransaction,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
-        commit_with_audit(txn, event).await?;
+        commit_with_audit(txn, event, self.now()).await?;
         self.catalog.clear();
         Ok(())
     }
@@ -404,11 +420,11 @@ pub(crate) async fn add_memberships(
     conn: &impl ConnectionTrait,
     user_id: Uuid,
     role_ids: &[Uuid],
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), StoreError> {
     if role_ids.is_empty() {
         return Ok(());
     }
-    let now = chrono::Utc::now();
     let rows = role_ids
         .iter()
         .map(|&role_id| entity::role_member::ActiveModel {

@@ -78,7 +78,7 @@ impl RoleStore for PgStore {
         .insert(&txn)
         .await
         .map_err(map_err)?;
-        commit_with_audit(txn, event).await?;
+        commit_with_audit(txn, event, self.now()).await?;
         Ok(to_role(model))
     }
 
@@ -105,7 +105,7 @@ impl RoleStore for PgStore {
             row.api_access = Set(api_access);
         }
         let model = row.update(&txn).await.map_err(map_err)?;
-        commit_with_audit(txn, event).await?;
+        commit_with_audit(txn, event, self.now()).await?;
         Ok(to_role(model))
     }
 
@@ -130,8 +130,8 @@ impl RoleStore for PgStore {
     ) -> Result<(), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
         ensure_role_and_user(&txn, role_id, user_id).await?;
-        add_memberships(&txn, user_id, &[role_id]).await?;
-        commit_with_audit(txn, event).await
+        add_memberships(&txn, user_id, &[role_id], self.now()).await?;
+        commit_with_audit(txn, event, self.now()).await
     }
 
     async fn remove_member(
@@ -152,6 +152,6 @@ impl RoleStore for PgStore {
         if removed > 0 && role_id == kernel::ADMINISTRATORS_ROLE_ID {
             ensure_admin_remains(&txn).await?;
         }
-        commit_with_audit(txn, event).await
+        commit_with_audit(txn, event, self.now()).await
     }
 }

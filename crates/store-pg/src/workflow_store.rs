@@ -245,7 +245,7 @@ impl WorkflowStore for PgStore {
             .map_err(map_err)?
             .ok_or(StoreError::NotFound)?;
         let created = workflow(&row)?;
-        commit_with_audit(txn, event).await?;
+        commit_with_audit(txn, event, self.now()).await?;
         Ok(created)
     }
 
@@ -278,7 +278,7 @@ impl WorkflowStore for PgStore {
             return Ok(None);
         };
         let updated = workflow(&row)?;
-        commit_with_audit(txn, event).await?;
+        commit_with_audit(txn, event, self.now()).await?;
         Ok(Some(updated))
     }
 
@@ -321,7 +321,7 @@ impl WorkflowStore for PgStore {
             return Ok(None);
         };
         let published = workflow(&row)?;
-        commit_with_audit(txn, event).await?;
+        commit_with_audit(txn, event, self.now()).await?;
         Ok(Some(published))
     }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use audit::AuditEvent;
-use auth::AuthService;
+use auth::{AuthService, SettingsService};
 use chrono::{DateTime, Utc};
 use kernel::{FieldError, new_id};
 use permissions::{Plane, Principal};
@@ -93,6 +93,7 @@ impl Default for RunnerOptions {
 pub struct WorkflowService {
     store: Arc<dyn WorkflowStore>,
     auth: AuthService,
+    settings: SettingsService,
     ports: Ports,
     owner: Uuid,
     options: RunnerOptions,
@@ -120,12 +121,14 @@ impl WorkflowService {
     pub fn new(
         store: Arc<dyn WorkflowStore>,
         auth: AuthService,
+        settings: SettingsService,
         ports: Ports,
         options: RunnerOptions,
     ) -> Self {
         Self {
             store,
             auth,
+            settings,
             ports,
             owner: new_id(),
             options,
@@ -149,7 +152,7 @@ impl WorkflowService {
 
     /// Parses and checks a definition against the store (users, resources).
     async fn checked(&self, trigger: &Value, steps: &Value) -> Result<Definition, WorkflowError> {
-        let settings = self.auth.current_settings().await?;
+        let settings = self.settings.current().await?;
         let definition = Definition::parse(trigger, steps, settings.max_sync_wait_ms())?;
         match &definition.trigger {
             Trigger::Webhook(hook) => {
@@ -307,7 +310,7 @@ impl WorkflowService {
             Trigger::Webhook(hook) => hook.execute_as.unwrap_or(caller.user_id),
             Trigger::DbEvent(event) => event.execute_as.unwrap_or(caller.user_id),
         };
-        let settings = self.auth.current_settings().await?;
+        let settings = self.settings.current().await?;
         let (run, handle) = self
             .start(RunStart {
                 workflow_id: current.id,
@@ -418,7 +421,7 @@ impl WorkflowService {
                 )
             }
         };
-        let settings = self.auth.current_settings().await?;
+        let settings = self.settings.current().await?;
         let body = match call.body {
             None => Value::Null,
             Some(bytes) => match serde_json::from_slice::<Value>(bytes) {
@@ -631,7 +634,7 @@ impl WorkflowService {
     /// One pass of the background work.
     pub async fn pass(&self, tick: u64) -> Result<(), WorkflowError> {
         let lease = self.options.lease;
-        let settings = self.auth.current_settings().await?;
+        let settings = self.settings.current().await?;
         for claimed in self
             .store
             .claim_events(self.owner, lease, CLAIM_BATCH)

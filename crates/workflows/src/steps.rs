@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use data::{Caller, DataError, DataService, ListParams};
+use data::{Caller, DataError, DataService, ListParams, Op};
 use kernel::{Code, ErrorCode, StoreError};
 use permissions::{Credential, Plane, Principal};
 use serde_json::{Value, json};
@@ -13,7 +13,7 @@ use crate::engine::{RunUser, StepData};
 use crate::run::RunError;
 use crate::store::WorkflowStore;
 
-/// Reads planned again when shared state changes under them.
+/// Steps planned again when shared state changes under them.
 const STALE_RETRIES: usize = 3;
 
 /// [`StepData`] over the Data API service.
@@ -55,14 +55,31 @@ impl DataSteps {
             .map_err(|e| refused(&e))?;
         Ok((principal, record.auth_version))
     }
-}
 
-/// The Data API caller of a run user.
-fn as_caller(principal: &Principal) -> Caller<'_> {
-    Caller {
-        principal,
-        zone_header: None,
-        ip: None,
+    /// Runs `op` on `resource` as the run user, read afresh, and again
+    /// while the shared state changes under it (each statement checks its
+    /// versions, so a stale attempt wrote nothing); the answer as JSON.
+    async fn as_run_user(
+        &self,
+        user: RunUser,
+        resource: &str,
+        op: Op<'_>,
+    ) -> Result<Value, RunError> {
+        let (schema, name) = table(resource);
+        for _ in 0..STALE_RETRIES {
+            let (principal, version) = self.caller(user).await?;
+            let caller = Caller {
+                principal: &principal,
+                zone_header: None,
+                ip: None,
+            };
+            match self.data.run_as(caller, version, schema, name, op).await {
+                Err(DataError::Store(StoreError::Stale)) => continue,
+                Err(e) => return Err(refused(&e)),
+                Ok(answer) => return parsed(&answer.into_json()),
+            }
+        }
+        Err(refused(&StoreError::Stale))
     }
 }
 
@@ -74,10 +91,8 @@ fn table(resource: &str) -> (&str, &str) {
     resource.split_once('.').unwrap_or(("", resource))
 }
 
-fn data_of(answer: &str) -> Result<Value, RunError> {
-    let mut parsed: Value = serde_json::from_str(answer)
-        .map_err(|_| RunError::new(Code::Internal.as_str(), "Internal error"))?;
-    Ok(parsed["data"].take())
+fn parsed(json: &str) -> Result<Value, RunError> {
+    serde_json::from_str(json).map_err(|_| RunError::new(Code::Internal.as_str(), "Internal error"))
 }
 
 #[async_trait]
@@ -90,43 +105,17 @@ impl StepData for DataSteps {
         sort: Option<String>,
         limit: Option<String>,
     ) -> Result<Value, RunError> {
-        let (schema, name) = table(resource);
         let params = ListParams {
             filter: filter.map(Value::to_string),
             sort,
             limit,
             ..ListParams::default()
         };
-        for _ in 0..STALE_RETRIES {
-            let (principal, version) = self.caller(user).await?;
-            let caller = Caller {
-                principal: &principal,
-                zone_header: None,
-                ip: None,
-            };
-            match self
-                .data
-                .list_as(caller, version, schema, name, &params)
-                .await
-            {
-                Err(DataError::Store(StoreError::Stale)) => continue,
-                Err(e) => return Err(refused(&e)),
-                Ok(answer) => return data_of(&answer),
-            }
-        }
-        Err(refused(&StoreError::Stale))
+        self.as_run_user(user, resource, Op::List(&params)).await
     }
 
     async fn insert(&self, user: RunUser, resource: &str, body: &Value) -> Result<Value, RunError> {
-        let (schema, name) = table(resource);
-        let (principal, _) = self.caller(user).await?;
-        let caller = as_caller(&principal);
-        let answer = self
-            .data
-            .create(caller, schema, name, body)
-            .await
-            .map_err(|e| refused(&e))?;
-        data_of(&answer)
+        self.as_run_user(user, resource, Op::Create { body }).await
     }
 
     async fn update(
@@ -136,25 +125,12 @@ impl StepData for DataSteps {
         key: &str,
         body: &Value,
     ) -> Result<Value, RunError> {
-        let (schema, name) = table(resource);
-        let (principal, _) = self.caller(user).await?;
-        let caller = as_caller(&principal);
-        let answer = self
-            .data
-            .update(caller, schema, name, key, body)
+        self.as_run_user(user, resource, Op::Update { key, body })
             .await
-            .map_err(|e| refused(&e))?;
-        data_of(&answer)
     }
 
     async fn delete(&self, user: RunUser, resource: &str, key: &str) -> Result<Value, RunError> {
-        let (schema, name) = table(resource);
-        let (principal, _) = self.caller(user).await?;
-        let caller = as_caller(&principal);
-        self.data
-            .delete(caller, schema, name, key)
-            .await
-            .map_err(|e| refused(&e))?;
+        self.as_run_user(user, resource, Op::Delete { key }).await?;
         Ok(json!({ "deleted": true }))
     }
 }

@@ -10,7 +10,7 @@ use auth::TokenRequest;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::{Body, Caller, ClientOrigin, SessionOnly};
+use crate::extract::{Bearer, Body, Caller, ClientOrigin, Policy, SessionOnly};
 use crate::respond::{created, no_content, ok};
 use crate::{AppState, convert};
 
@@ -50,11 +50,9 @@ pub async fn logout(
 #[utoipa::path(operation_id = "getMe", tag = "auth", security(("bearer" = [])),
     responses((status = 200, body = inline(api_types::DataEnvelope<User>)), (status = 401, body = ErrorEnvelope)))]
 #[get("/me")]
-pub async fn me(
-    state: web::Data<AppState>,
-    caller: Caller<SessionOnly>,
-) -> Result<HttpResponse, ApiError> {
-    let user = state.auth.user(caller.principal.user_id).await?;
+pub async fn me(state: web::Data<AppState>, bearer: Bearer) -> Result<HttpResponse, ApiError> {
+    let (principal, user) = state.auth.me(&bearer.secret).await?;
+    principal.authorize(SessionOnly::PLANE, SessionOnly::SESSION_ONLY)?;
     Ok(ok(convert::user(user)))
 }
 

@@ -1,16 +1,17 @@
 //! The Data API: rows of exposed tables under the caller's grants. The JSON of
 //! each answer is built by PostgreSQL and sent as it comes.
 
-use actix_web::http::header::ContentType;
+use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, web};
 use api_types::ErrorEnvelope;
-use data::{Caller as DataCaller, DataError, ListParams, ReadRequest};
+use data::{DataError, DataRequest, ListParams};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{ApiPlane, Bearer, Caller, Data};
+use crate::extract::{Bearer, ClientOrigin, Data};
+use crate::respond::{json_data, json_page};
 
 /// The list route's query parameters.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -32,18 +33,17 @@ pub struct ListQuery {
 
 const ZONE_HEADER: &str = "x-service-timezone";
 
-fn caller<'a>(caller: &'a Caller<ApiPlane>, req: &'a HttpRequest) -> DataCaller<'a> {
-    DataCaller {
-        principal: &caller.principal,
-        zone_header: zone_header(req),
-        ip: caller.origin.ip.as_deref(),
-    }
-}
-
-fn read_request<'a>(bearer: &'a Bearer, req: &'a HttpRequest) -> ReadRequest<'a> {
-    ReadRequest {
+/// The request as the Data API service takes it; `origin` for writes,
+/// which name the client's address in the audit log.
+fn request<'a>(
+    bearer: &'a Bearer,
+    req: &'a HttpRequest,
+    origin: Option<&'a ClientOrigin>,
+) -> DataRequest<'a> {
+    DataRequest {
         bearer: &bearer.secret,
         zone_header: zone_header(req),
+        ip: origin.and_then(|o| o.0.ip.as_deref()),
     }
 }
 
@@ -62,12 +62,6 @@ fn data_error(err: DataError) -> ApiError {
         Some(methods) => answer.with_allow(methods),
         None => answer,
     }
-}
-
-fn json(status: actix_web::http::StatusCode, body: String) -> HttpResponse {
-    HttpResponse::build(status)
-        .insert_header(ContentType::json())
-        .body(body)
 }
 
 /// Rows of a table: `{ data: [row], meta: { limit, offset, total? } }`.
@@ -95,12 +89,12 @@ pub async fn list(
         offset: given(q.offset),
         count: given(q.count),
     };
-    let body = state
+    let page = state
         .data
-        .list(read_request(&bearer, &req), &schema, &table, &params)
+        .list(request(&bearer, &req, None), &schema, &table, &params)
         .await
         .map_err(data_error)?;
-    Ok(json(actix_web::http::StatusCode::OK, body))
+    Ok(json_page(page))
 }
 
 /// One row by primary key (composite keys: values joined with commas).
@@ -115,12 +109,12 @@ pub async fn get(
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table, key) = path.into_inner();
-    let body = state
+    let row = state
         .data
-        .get(read_request(&bearer, &req), &schema, &table, &key)
+        .get(request(&bearer, &req, None), &schema, &table, &key)
         .await
         .map_err(data_error)?;
-    Ok(json(actix_web::http::StatusCode::OK, body))
+    Ok(json_data(StatusCode::OK, &row))
 }
 
 /// Inserts a row (an object) or rows (an array) in one transaction.
@@ -132,7 +126,8 @@ pub async fn get(
 #[post("/{schema}/{table}")]
 pub async fn create(
     state: web::Data<AppState>,
-    who: Caller<ApiPlane>,
+    bearer: Bearer,
+    origin: ClientOrigin,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     body: Result<Data<Value>, ApiError>,
@@ -141,16 +136,21 @@ pub async fn create(
     // Exposure and grants are decided before the body is looked at.
     state
         .data
-        .check_method(&who.principal, &schema, &table, "POST")
+        .check_method(request(&bearer, &req, None), &schema, &table, "POST")
         .await
         .map_err(data_error)?;
     let body = body?;
-    let body = state
+    let rows = state
         .data
-        .create(caller(&who, &req), &schema, &table, &body.0)
+        .create(
+            request(&bearer, &req, Some(&origin)),
+            &schema,
+            &table,
+            &body.0,
+        )
         .await
         .map_err(data_error)?;
-    Ok(json(actix_web::http::StatusCode::CREATED, body))
+    Ok(json_data(StatusCode::CREATED, &rows))
 }
 
 /// Changes columns of one row.
@@ -161,7 +161,8 @@ pub async fn create(
 #[patch("/{schema}/{table}/{pk}")]
 pub async fn update(
     state: web::Data<AppState>,
-    who: Caller<ApiPlane>,
+    bearer: Bearer,
+    origin: ClientOrigin,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
     body: Result<Data<Value>, ApiError>,
@@ -170,16 +171,22 @@ pub async fn update(
     // Exposure and grants are decided before the body is looked at.
     state
         .data
-        .check_method(&who.principal, &schema, &table, "PATCH")
+        .check_method(request(&bearer, &req, None), &schema, &table, "PATCH")
         .await
         .map_err(data_error)?;
     let body = body?;
-    let body = state
+    let row = state
         .data
-        .update(caller(&who, &req), &schema, &table, &key, &body.0)
+        .update(
+            request(&bearer, &req, Some(&origin)),
+            &schema,
+            &table,
+            &key,
+            &body.0,
+        )
         .await
         .map_err(data_error)?;
-    Ok(json(actix_web::http::StatusCode::OK, body))
+    Ok(json_data(StatusCode::OK, &row))
 }
 
 /// Deletes one row.
@@ -189,14 +196,15 @@ pub async fn update(
 #[delete("/{schema}/{table}/{pk}")]
 pub async fn remove(
     state: web::Data<AppState>,
-    who: Caller<ApiPlane>,
+    bearer: Bearer,
+    origin: ClientOrigin,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table, key) = path.into_inner();
     state
         .data
-        .delete(caller(&who, &req), &schema, &table, &key)
+        .delete(request(&bearer, &req, Some(&origin)), &schema, &table, &key)
         .await
         .map_err(data_error)?;
     Ok(HttpResponse::NoContent().finish())
@@ -206,14 +214,19 @@ pub async fn remove(
 /// it is hidden or unknown.
 pub async fn other_method(
     state: web::Data<AppState>,
-    who: Caller<ApiPlane>,
+    bearer: Bearer,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let schema = req.match_info().get("schema").unwrap_or_default();
     let table = req.match_info().get("table").unwrap_or_default();
     state
         .data
-        .check_method(&who.principal, schema, table, req.method().as_str())
+        .check_method(
+            request(&bearer, &req, None),
+            schema,
+            table,
+            req.method().as_str(),
+        )
         .await
         .map_err(data_error)?;
     Err(ApiError::new(

@@ -17,8 +17,8 @@ use kernel::Code;
 use crate::error::ApiError;
 
 /// Default and largest page size of admin lists.
-const DEFAULT_LIMIT: u64 = 100;
-const MAX_LIMIT: u64 = 1000;
+const DEFAULT_LIMIT: u64 = kernel::page::LIMIT_DEFAULT as u64;
+const MAX_LIMIT: u64 = kernel::page::LIMIT_MAX as u64;
 
 /// Checks an `offset` query parameter: rows to skip, bound as a signed
 /// 64-bit integer.
@@ -28,7 +28,7 @@ pub(crate) fn page_offset(offset: Option<u64>) -> Result<u64, ApiError> {
         _ => Err(ApiError::field(
             Code::InvalidQuery,
             "offset",
-            "must be from 0 to 9223372036854775807",
+            format!("must be from 0 to {}", i64::MAX),
         )),
     }
 }
@@ -40,7 +40,7 @@ pub(crate) fn page_limit(limit: Option<u64>) -> Result<u64, ApiError> {
         _ => Err(ApiError::field(
             Code::InvalidQuery,
             "limit",
-            "must be from 1 to 1000",
+            format!("must be from 1 to {MAX_LIMIT}"),
         )),
     }
 }

@@ -2,7 +2,7 @@
 
 use actix_web::{HttpResponse, get, web};
 use api_types::ErrorEnvelope;
-use data::{Column, Kind, RoleView};
+use data::{Column, Kind, LIMIT_DEFAULT, LIMIT_MAX, RoleView};
 use kernel::{ADMINISTRATORS_ROLE_ID, Code};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -152,7 +152,7 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
                         parameter("select", "Columns, comma separated", text.clone()),
                         parameter("filter", "JSON filter", json!({ "type": "string", "contentMediaType": "application/json" })),
                         parameter("sort", "Columns, comma separated; - for descending", text),
-                        parameter("limit", "1 to 1000, default 100", json!({ "type": "integer", "minimum": 1, "maximum": 1000 })),
+                        parameter("limit", &format!("1 to {LIMIT_MAX}, default {LIMIT_DEFAULT}"), json!({ "type": "integer", "minimum": 1, "maximum": LIMIT_MAX })),
                         parameter("offset", "Rows to skip", json!({ "type": "integer", "minimum": 0 })),
                         parameter("count", "exact adds meta.total", json!({ "type": "string", "enum": ["exact"] })),
                     ],

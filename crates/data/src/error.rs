@@ -1,0 +1,93 @@
+//! Why a Data API request fails, with the code of each reason.
+
+use std::borrow::Cow;
+
+use auth::AuthError;
+use kernel::{Code, ErrorCode, FieldError, StoreError};
+use permissions::Denied;
+
+/// Why a Data API request fails.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// A query parameter is wrong.
+    #[error("{}", .0.message)]
+    Query(FieldError),
+    /// The body is wrong.
+    #[error("{}", .0.message)]
+    Payload(FieldError),
+    /// The credential is missing, unknown or expired.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// No grant allows it.
+    #[error(transparent)]
+    Denied(#[from] Denied),
+    /// No such (visible) table or row.
+    #[error("not found")]
+    NotFound,
+    /// The table is not exposed for this method.
+    #[error("this table is not exposed for this method")]
+    MethodNotAllowed {
+        /// The methods it is exposed for.
+        allowed: Vec<String>,
+    },
+    /// A CHECK constraint failed; the message is the column's check message.
+    #[error("{0}")]
+    Check(String),
+    /// The store failed or refused.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl ErrorCode for DataError {
+    fn code(&self) -> Code {
+        match self {
+            DataError::Query(_) => Code::InvalidQuery,
+            DataError::Payload(_) => Code::InvalidPayload,
+            DataError::Auth(e) => e.code(),
+            DataError::Denied(_) => Code::PermissionDenied,
+            DataError::NotFound => Code::NotFound,
+            DataError::MethodNotAllowed { .. } => Code::MethodNotAllowed,
+            DataError::Check(_) => Code::CheckViolation,
+            DataError::Store(e) => e.code(),
+        }
+    }
+
+    fn message(&self) -> Cow<'_, str> {
+        match self {
+            DataError::Store(e) => e.message(),
+            DataError::Auth(e) => e.message(),
+            DataError::NotFound => "Not found".into(),
+            other => other.to_string().into(),
+        }
+    }
+
+    fn field(&self) -> Option<&str> {
+        match self {
+            DataError::Query(e) | DataError::Payload(e) => Some(&e.field),
+            DataError::Store(e) => e.field(),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn query_error(
+    field: impl Into<Cow<'static, str>>,
+    message: impl Into<Cow<'static, str>>,
+) -> DataError {
+    DataError::Query(FieldError::new(field, message))
+}
+
+pub(crate) fn payload_error(
+    field: impl Into<Cow<'static, str>>,
+    message: impl Into<Cow<'static, str>>,
+) -> DataError {
+    DataError::Payload(FieldError::new(field, message))
+}
+
+/// A store failure of a read: a value the database could not parse is the query's fault.
+pub(crate) fn read_error(err: StoreError) -> DataError {
+    match err {
+        StoreError::BadValue => query_error("filter", "a value does not fit its column's type"),
+        other => DataError::Store(other),
+    }
+}

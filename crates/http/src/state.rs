@@ -1,0 +1,39 @@
+//! What the handlers share: the services, and the facts of the deployment
+//! they need.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use audit::AuditStore;
+use auth::AuthService;
+use futures_util::future::BoxFuture;
+use permissions::RoleService;
+
+/// Answers whether the database is reachable.
+pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
+
+/// Everything the handlers need, shared by all workers.
+pub struct AppState {
+    /// Sign-in, credentials and users.
+    pub auth: AuthService,
+    /// The runtime settings.
+    pub settings: auth::SettingsService,
+    /// Roles and memberships.
+    pub roles: RoleService,
+    /// Tables and resources.
+    pub schema: schema::SchemaService,
+    /// Grants.
+    pub grants: permissions::GrantService,
+    /// The Data API.
+    pub data: data::DataService,
+    /// Workflows.
+    pub workflows: workflows::WorkflowService,
+    /// The audit log.
+    pub audit: Arc<dyn AuditStore>,
+    /// The readiness probe.
+    pub ready: ReadinessCheck,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+}

@@ -1,0 +1,163 @@
+//! The Data API's store: the catalog of resources (columns, key, grants),
+//! cached per instance and checked by version, and one SQL statement per
+//! request, built with sea-query from checked column names and bound values.
+//! Reads select rows in binary and write the JSON in Rust (`json_rows`);
+//! writes and counted lists have their JSON built by PostgreSQL.
+
+mod catalog;
+mod sql;
+mod write;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use data::{Context, DataStore, Found, Read, Table, Write};
+use kernel::StoreError;
+use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, TransactionTrait};
+
+use crate::json_rows::{compact, write_object};
+use crate::{PgStore, map_err};
+
+pub(crate) use catalog::Catalog;
+use sql::Rows;
+use write::write_sql;
+
+impl PgStore {
+    /// Runs one statement answering at most one row.
+    async fn row(
+        &self,
+        conn: &impl ConnectionTrait,
+        (sql, values): (String, sea_orm::sea_query::Values),
+    ) -> Result<Option<QueryResult>, StoreError> {
+        conn.query_one_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            sql,
+            values,
+        ))
+        .await
+        .map_err(map_err)
+    }
+
+    /// Runs one statement whose single column `body` is JSON text.
+    async fn body(
+        &self,
+        conn: &impl ConnectionTrait,
+        statement: (String, sea_orm::sea_query::Values),
+    ) -> Result<Option<String>, StoreError> {
+        match self.row(conn, statement).await? {
+            Some(row) => json_of(&row),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The JSON PostgreSQL built in column `body`, compact.
+fn json_of(row: &QueryResult) -> Result<Option<String>, StoreError> {
+    let body: Option<String> = row.try_get("", "body").map_err(map_err)?;
+    Ok(body.map(compact))
+}
+
+#[async_trait]
+impl DataStore for PgStore {
+    async fn table(&self, schema: &str, name: &str) -> Result<Option<Arc<Table>>, StoreError> {
+        Ok(self
+            .catalog()
+            .await?
+            .schemas
+            .get(schema)
+            .and_then(|tables| tables.get(name))
+            .cloned())
+    }
+
+    async fn tables(&self) -> Result<Vec<Arc<Table>>, StoreError> {
+        let catalog = self.catalog().await?;
+        let mut tables: Vec<Arc<Table>> = catalog
+            .schemas
+            .values()
+            .flat_map(|tables| tables.values().cloned())
+            .collect();
+        tables.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
+        Ok(tables)
+    }
+
+    async fn system_timezone(&self) -> Result<(Option<String>, i64), StoreError> {
+        let (settings, version) = self.versioned_settings().await?;
+        Ok((settings.system_timezone().map(str::to_owned), version))
+    }
+
+    async fn read(
+        &self,
+        table: &Table,
+        read: &Read<'_>,
+        context: &Context,
+    ) -> Result<Found, StoreError> {
+        let rows = Rows::of(read);
+        if let Read::List(query) = read
+            && query.count
+        {
+            let row = self
+                .row(&self.db, rows.sql(table, context, true))
+                .await?
+                .ok_or_else(|| StoreError::Internal("the count answered no row".into()))?;
+            return Ok(Found {
+                json: json_of(&row)?,
+                total: row.try_get("", "total").map_err(map_err)?,
+            });
+        }
+        let (sql, values) = rows.sql(table, context, false);
+        let found = self.reads.rows(&sql, values).await.map_err(|e| {
+            map_err(sea_orm::DbErr::Query(sea_orm::RuntimeErr::SqlxError(
+                Arc::new(e),
+            )))
+        })?;
+        if found.is_empty() && self.read_versions().await? != context.versions {
+            return Err(StoreError::Stale);
+        }
+        let list = matches!(read, Read::List(_));
+        if found.is_empty() && !list {
+            return Ok(Found::default());
+        }
+        let (keys, cells) = rows.layout();
+        let mut out = String::with_capacity(2 + found.len() * 32 * keys.len().max(1));
+        if list {
+            out.push('[');
+        }
+        for (i, row) in found.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_object(&mut out, row, &keys, &cells)?;
+        }
+        if list {
+            out.push(']');
+        }
+        Ok(Found {
+            json: Some(out),
+            total: None,
+        })
+    }
+
+    async fn write(
+        &self,
+        table: &Table,
+        writes: &[Write<'_>],
+        context: &Context,
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        let mut statements = writes
+            .iter()
+            .map(|w| write_sql(table, w, context))
+            .collect::<Result<Vec<_>, _>>()?;
+        if statements.len() == 1
+            && let Some(statement) = statements.pop()
+        {
+            return Ok(vec![self.body(&self.db, statement).await?]);
+        }
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let mut out = Vec::with_capacity(statements.len());
+        for statement in statements {
+            out.push(self.body(&txn, statement).await?);
+        }
+        txn.commit().await.map_err(map_err)?;
+        Ok(out)
+    }
+}

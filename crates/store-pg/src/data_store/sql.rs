@@ -1,0 +1,519 @@
+//! The read statements of the Data API, and the expressions reads and
+//! writes share, built with sea-query from checked names and bound values.
+
+use std::fmt::Write as _;
+
+use data::{Column, Context, Kind, Output, Predicate, Read, Table, user_column};
+use kernel::Versions;
+use kernel::filter::{Filter, Op, Operand};
+use permissions::zone::Period;
+use sea_orm::sea_query::{
+    Alias, Cond, Expr, ExprTrait, Func, Order, PostgresQueryBuilder, Query, QueryBuilder,
+    SelectStatement, SqlWriterValues,
+};
+use serde_json::Value;
+
+use crate::json_rows::{Cell, write_string};
+
+/// Which relation column references point at.
+#[derive(Clone, Copy)]
+pub(super) enum Rel<'a> {
+    /// An alias, such as `r` or the CTE `w`.
+    Alias(&'static str),
+    /// The schema-qualified table (UPDATE and DELETE targets).
+    Table(&'a Table),
+}
+
+/// Turns the Data API's parsed queries into sea-query expressions.
+pub(super) struct Sql<'a> {
+    pub(super) table: &'a Table,
+    pub(super) context: &'a Context,
+    pub(super) rel: Rel<'a>,
+    /// Masked columns, for the caller's own filter and sort.
+    pub(super) masks: &'a [Output<'a>],
+}
+
+impl Sql<'_> {
+    pub(super) fn col(&self, column: &Column) -> Expr {
+        match self.rel {
+            Rel::Alias(alias) => Expr::col((Alias::new(alias), Alias::new(&column.name))),
+            Rel::Table(t) => Expr::col((
+                Alias::new(&t.schema),
+                Alias::new(&t.name),
+                Alias::new(&column.name),
+            )),
+        }
+    }
+
+    /// A text value cast to the column's type.
+    pub(super) fn cast(column: &Column, text: String) -> Expr {
+        Func::cast_as(Expr::val(text), Alias::new(&column.sql_type)).into()
+    }
+
+    pub(super) fn predicate(&self, predicate: &Predicate<'_>) -> Expr {
+        match predicate {
+            Predicate::All(parts) => self.join(parts.iter().map(|p| self.predicate(p)), true),
+            Predicate::Any(parts) => self.join(parts.iter().map(|p| self.predicate(p)), false),
+            Predicate::Filter(filter) => self.filter(filter, false),
+            Predicate::Own(filter) => self.filter(filter, true),
+            Predicate::Key(pairs) => self.join(
+                pairs
+                    .iter()
+                    .map(|(c, v)| self.col(c).eq(Self::cast(c, (*v).to_owned()))),
+                true,
+            ),
+        }
+    }
+
+    pub(super) fn join(&self, parts: impl Iterator<Item = Expr>, all: bool) -> Expr {
+        let mut cond = if all { Cond::all() } else { Cond::any() };
+        let mut empty = true;
+        for part in parts {
+            cond = cond.add(part);
+            empty = false;
+        }
+        match (empty, all) {
+            (true, true) => Expr::cust("TRUE"),
+            (true, false) => Expr::cust("FALSE"),
+            _ => cond.into(),
+        }
+    }
+
+    /// A filter; `masked` reads columns through their masks (the caller's own filter).
+    pub(super) fn filter(&self, filter: &Filter, masked: bool) -> Expr {
+        match filter {
+            Filter::And(items) => self.join(items.iter().map(|f| self.filter(f, masked)), true),
+            Filter::Or(items) => self.join(items.iter().map(|f| self.filter(f, masked)), false),
+            Filter::Not(inner) => self.filter(inner, masked).not(),
+            Filter::Condition {
+                column,
+                op,
+                operand,
+            } => match self.table.column(column) {
+                Some(column) if masked => self.condition(self.shown(column), column, *op, operand),
+                Some(column) => self.condition(self.col(column), column, *op, operand),
+                // A grant naming a column dropped since matches nothing.
+                None => Expr::cust("FALSE"),
+            },
+        }
+    }
+
+    /// A column as the caller sees it: masked on rows its grants do not show it.
+    pub(super) fn shown(&self, column: &Column) -> Expr {
+        match self.masks.iter().find(|m| m.column.name == column.name) {
+            Some(mask) => self.output(mask),
+            None => self.col(column),
+        }
+    }
+
+    pub(super) fn condition(&self, col: Expr, column: &Column, op: Op, operand: &Operand) -> Expr {
+        if let Operand::Period(name) = operand {
+            let period = Period::resolve(name, self.context.now, self.context.zone);
+            if period.is_span() {
+                let start = Self::cast(column, instant(column, period.start));
+                let end = Self::cast(column, instant(column, period.end));
+                return match op {
+                    Op::Eq | Op::In => col.clone().gte(start).and(col.lt(end)),
+                    Op::Neq | Op::Nin => col.clone().lt(start).or(col.gte(end)),
+                    Op::Gt => col.gte(end),
+                    Op::Gte => col.gte(start),
+                    Op::Lt => col.lt(start),
+                    Op::Lte => col.lt(end),
+                    _ => Expr::cust("FALSE"),
+                };
+            }
+        }
+        match (op, operand) {
+            (Op::IsNull, Operand::Literal(Value::Bool(true))) => col.is_null(),
+            (Op::IsNull, _) => col.is_not_null(),
+            (Op::Eq, Operand::Literal(Value::Null)) => col.is_null(),
+            (Op::Neq, Operand::Literal(Value::Null)) => col.is_not_null(),
+            (Op::In | Op::Nin, Operand::List(items)) if items.is_empty() => {
+                Expr::cust(if op == Op::In { "FALSE" } else { "TRUE" })
+            }
+            (Op::In, Operand::List(items)) => {
+                col.is_in(items.iter().map(|i| self.operand(column, i)))
+            }
+            (Op::Nin, Operand::List(items)) => {
+                col.is_not_in(items.iter().map(|i| self.operand(column, i)))
+            }
+            (Op::Like, _) => col.like_expr(self.operand(column, operand), "LIKE"),
+            (Op::Ilike, _) => col.like_expr(self.operand(column, operand), "ILIKE"),
+            (op, operand) => {
+                let value = self.operand(column, operand);
+                match op {
+                    Op::Eq => col.eq(value),
+                    Op::Neq => col.ne(value),
+                    Op::Gt => col.gt(value),
+                    Op::Gte => col.gte(value),
+                    Op::Lt => col.lt(value),
+                    _ => col.lte(value),
+                }
+            }
+        }
+    }
+
+    pub(super) fn operand(&self, column: &Column, operand: &Operand) -> Expr {
+        match operand {
+            Operand::Literal(Value::Null) => Expr::cust("NULL"),
+            Operand::Literal(value) => Self::cast(column, literal_text(column.kind, value)),
+            Operand::User(name) if name == "id" => Func::cast_as(
+                Expr::val(self.context.user_id),
+                Alias::new(&column.sql_type),
+            )
+            .into(),
+            Operand::User(name) if user_column(name) => {
+                let lookup = Query::select()
+                    .expr(Expr::col((Alias::new("caller"), Alias::new(name))))
+                    .from_as(
+                        (Alias::new("svc"), Alias::new("users")),
+                        Alias::new("caller"),
+                    )
+                    .and_where(
+                        Expr::col((Alias::new("caller"), Alias::new("id")))
+                            .eq(self.context.user_id),
+                    )
+                    .to_owned();
+                Func::cast_as(
+                    Expr::SubQuery(None, Box::new(lookup.into())),
+                    Alias::new(&column.sql_type),
+                )
+                .into()
+            }
+            Operand::User(_) | Operand::List(_) => Expr::cust("NULL"),
+            Operand::Period(name) => {
+                let period = Period::resolve(name, self.context.now, self.context.zone);
+                Self::cast(column, instant(column, period.start))
+            }
+        }
+    }
+
+    /// An answer column; masked columns show only on rows their grants reach.
+    pub(super) fn output(&self, output: &Output<'_>) -> Expr {
+        match &output.mask {
+            None => self.col(output.column),
+            Some(filters) => Expr::case(
+                self.join(filters.iter().map(|f| self.filter(f, false)), false),
+                self.col(output.column),
+            )
+            .into(),
+        }
+    }
+
+    /// `SELECT <outputs>` as [`Cell`]s read them: common types as they are,
+    /// others as `to_json(<value>)::text`.
+    pub(super) fn cells(&self, outputs: &[Output<'_>]) -> SelectStatement {
+        let mut select = Query::select();
+        for output in outputs {
+            let value = self.output(output);
+            select.expr(match Cell::of(output.column) {
+                Cell::Json => Func::cast_as(
+                    Func::cust(Alias::new("to_json")).arg(value),
+                    Alias::new("text"),
+                )
+                .into(),
+                _ => value,
+            });
+        }
+        if outputs.is_empty() {
+            select.expr(Expr::cust("1"));
+        }
+        select
+    }
+
+    /// `SELECT <outputs> FROM <rel>`, aliased `x` by the caller.
+    pub(super) fn outputs(&self, outputs: &[Output<'_>]) -> SelectStatement {
+        let mut select = Query::select();
+        for output in outputs {
+            select.expr_as(self.output(output), Alias::new(&output.column.name));
+        }
+        if outputs.is_empty() {
+            select.expr_as(Expr::cust("1"), Alias::new("n"));
+        }
+        select
+    }
+}
+
+trait LikeExpr {
+    fn like_expr(self, pattern: Expr, op: &'static str) -> Expr;
+}
+
+impl LikeExpr for Expr {
+    fn like_expr(self, pattern: Expr, op: &'static str) -> Expr {
+        let template = if op == "LIKE" {
+            "$1 LIKE $2"
+        } else {
+            "$1 ILIKE $2"
+        };
+        Expr::cust_with_exprs(template, [self, pattern])
+    }
+}
+
+/// A JSON literal as the text PostgreSQL parses into the column's type.
+fn literal_text(kind: Kind, value: &Value) -> String {
+    match (kind, value) {
+        (Kind::Json | Kind::Jsonb, v) => v.to_string(),
+        (_, Value::String(s)) => s.clone(),
+        (_, v) => v.to_string(),
+    }
+}
+
+/// An instant as text for a date, timestamp or timestamptz column.
+fn instant(column: &Column, at: chrono::DateTime<chrono_tz::Tz>) -> String {
+    match column.kind {
+        Kind::Date => at.date_naive().to_string(),
+        Kind::Timestamp => at.naive_local().format("%Y-%m-%d %H:%M:%S%.f").to_string(),
+        _ => at.to_rfc3339(),
+    }
+}
+
+pub(super) fn table_ref(table: &Table) -> (Alias, Alias) {
+    (Alias::new(&table.schema), Alias::new(&table.name))
+}
+
+pub(super) fn build(
+    statement: &impl sea_orm::sea_query::QueryStatementBuilder,
+) -> (String, sea_orm::sea_query::Values) {
+    statement.build_any(&PostgresQueryBuilder)
+}
+
+/// A compact JSON array of the rows, NULL when there are none.
+pub(super) const JSON_ARRAY: &str = "'[' || string_agg(row_to_json(\"x\")::text, ',') || ']'";
+
+/// `SELECT <JSON_ARRAY> AS body FROM (<rows>) AS x`.
+pub(super) fn aggregate(rows: SelectStatement) -> SelectStatement {
+    Query::select()
+        .expr_as(Expr::cust(JSON_ARRAY), Alias::new("body"))
+        .from_subquery(rows, Alias::new("x"))
+        .to_owned()
+}
+
+/// The shared state is at `versions`, compared in one InitPlan on
+/// `svc.cache_version`: with `raise`, a mismatch fails the statement with
+/// `TS412` ([`StoreError::Stale`]); without, the guarded read returns no row
+/// and an empty answer is checked again by the caller (cheaper for
+/// PostgreSQL than calling the raising function on every read).
+pub(super) fn current(versions: Versions, raise: bool) -> Expr {
+    let version = |name: &str| Expr::col(Alias::new(name));
+    let same = version("auth")
+        .eq(versions.auth)
+        .and(version("catalog").eq(versions.catalog))
+        .and(version("settings").eq(versions.settings));
+    let check = Query::select()
+        .expr(if raise {
+            Func::cust(Alias::new("svc.cache_current")).arg(same).into()
+        } else {
+            same
+        })
+        .from((Alias::new("svc"), Alias::new("cache_version")))
+        .to_owned();
+    Expr::SubQuery(None, Box::new(check.into()))
+}
+
+/// A read's rows: `select` of the rows matching `predicate` (checked against
+/// the context's versions), in `sort` order, at most `limit` from `offset`.
+/// `LIMIT` and `OFFSET` are written as numbers (checked integers, not input
+/// text): bound, they keep PostgreSQL from costing a reusable plan, so it
+/// plans the statement afresh on every execution.
+pub(super) struct Rows<'q, 'a> {
+    select: &'q [Output<'a>],
+    predicate: &'q Predicate<'a>,
+    sort: &'q [(&'a Column, bool)],
+    masks: &'q [Output<'a>],
+    limit: u64,
+    offset: u64,
+}
+
+impl Rows<'_, '_> {
+    pub(super) fn of<'q, 'a>(read: &'q Read<'a>) -> Rows<'q, 'a> {
+        match read {
+            Read::List(query) => Rows {
+                select: &query.select,
+                predicate: &query.predicate,
+                sort: &query.sort,
+                masks: &query.masks,
+                limit: u64::from(query.limit),
+                offset: query.offset,
+            },
+            Read::One { select, predicate } => Rows {
+                select,
+                predicate,
+                sort: &[],
+                masks: &[],
+                limit: 1,
+                offset: 0,
+            },
+        }
+    }
+
+    /// The statement, its columns read as [`Cell`]s, or, with `json`, the
+    /// JSON array of the rows built by PostgreSQL (`body`) with their
+    /// total (`total`).
+    pub(super) fn sql(
+        &self,
+        table: &Table,
+        context: &Context,
+        json: bool,
+    ) -> (String, sea_orm::sea_query::Values) {
+        let sql = Sql {
+            table,
+            context,
+            rel: Rel::Alias("r"),
+            masks: self.masks,
+        };
+        let condition = sql
+            .predicate(self.predicate)
+            .and(current(context.versions, json));
+        let mut rows = if json {
+            sql.outputs(self.select)
+        } else {
+            sql.cells(self.select)
+        };
+        rows.from_as(table_ref(table), Alias::new("r"))
+            .and_where(condition.clone());
+        for (column, descending) in self.sort {
+            rows.order_by_expr(
+                sql.shown(column),
+                if *descending { Order::Desc } else { Order::Asc },
+            );
+        }
+        let (limit, offset) = (self.limit, self.offset);
+        let mut out = SqlWriterValues::new("$", true);
+        // Writing to a string cannot fail.
+        if !json {
+            PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
+            let _ = write!(out, " LIMIT {limit} OFFSET {offset}");
+            return out.into_parts();
+        }
+        let count = Query::select()
+            .expr(Expr::cust("count(*)"))
+            .from_as(table_ref(table), Alias::new("r"))
+            .and_where(condition)
+            .to_owned();
+        let _ = write!(out, "SELECT {JSON_ARRAY} AS \"body\", (");
+        PostgresQueryBuilder.prepare_select_statement(&count, &mut out);
+        let _ = out.write_str(") AS \"total\" FROM (");
+        PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
+        let _ = write!(out, " LIMIT {limit} OFFSET {offset}) AS \"x\"");
+        out.into_parts()
+    }
+
+    /// `"name":` of each answer column, and how each is read.
+    pub(super) fn layout(&self) -> (Vec<String>, Vec<Cell>) {
+        self.select
+            .iter()
+            .map(|output| {
+                let mut key = String::with_capacity(output.column.name.len() + 3);
+                write_string(&mut key, &output.column.name);
+                key.push(':');
+                (key, Cell::of(output.column))
+            })
+            .unzip()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+    use data::ListQuery;
+    use serde_json::json;
+
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn column(name: &str, sql_type: &str, kind: Kind) -> Column {
+        Column {
+            name: name.into(),
+            sql_type: sql_type.into(),
+            kind,
+            nullable: true,
+            has_default: false,
+            writable: true,
+        }
+    }
+
+    fn table() -> Table {
+        Table {
+            resource_id: kernel::new_id(),
+            schema: "app".into(),
+            name: "notes".into(),
+            exposed_methods: vec!["GET".into()],
+            columns: vec![
+                column("id", "bigint", Kind::Integer),
+                column("owner_id", "uuid", Kind::Uuid),
+                column("title", "text", Kind::Text),
+                column("at", "timestamp with time zone", Kind::TimestampTz),
+            ],
+            key: vec![0],
+            check_messages: BTreeMap::new(),
+            scopes: Vec::new(),
+            version: 1,
+        }
+    }
+
+    #[test]
+    fn values_are_bound_and_names_quoted() {
+        let table = table();
+        let hostile = "x'); DROP TABLE app.notes; --";
+        let filter = Filter::parse(
+            &json!({ "or": [ { "title": { "like": hostile } }, { "owner_id": { "eq": "$USER.id" } },
+                { "at": { "eq": "$PERIOD.today" } }, { "title": { "eq": "$USER.email" } } ] }),
+            "filter",
+        )
+        .unwrap();
+        let context = Context {
+            user_id: kernel::new_id(),
+            now: Utc.with_ymd_and_hms(2026, 3, 10, 20, 0, 0).unwrap(),
+            zone: chrono_tz::Tz::Pacific__Auckland,
+            versions: Versions::default(),
+        };
+        let query = ListQuery {
+            select: table
+                .columns
+                .iter()
+                .map(|column| Output { column, mask: None })
+                .collect(),
+            predicate: Predicate::Own(&filter),
+            sort: vec![(&table.columns[2], true)],
+            masks: Vec::new(),
+            limit: 10,
+            offset: 0,
+            count: true,
+        };
+        let (sql, values) = Rows::of(&Read::List(query)).sql(&table, &context, true);
+        assert!(!sql.contains("DROP"), "{sql}");
+        assert!(sql.contains(r#"FROM "app"."notes" AS "r""#), "{sql}");
+        assert!(sql.contains(r#"CAST($"#), "{sql}");
+        assert!(sql.contains(r#"FROM "svc"."users" AS "caller""#), "{sql}");
+        assert!(sql.contains(r#"ORDER BY "r"."title" DESC"#), "{sql}");
+        assert!(sql.contains(r#") AS "total" FROM"#), "{sql}");
+        let bound = format!("{values:?}");
+        assert!(bound.contains("DROP TABLE"), "{bound}");
+        // Auckland's day, as timestamptz bounds an index can use.
+        assert!(bound.contains("2026-03-11T00:00:00+13:00"), "{bound}");
+        assert!(bound.contains("2026-03-12T00:00:00+13:00"), "{bound}");
+    }
+
+    #[test]
+    fn day_bounds_fit_the_column_type() {
+        let at = Utc
+            .with_ymd_and_hms(2026, 3, 10, 11, 0, 0)
+            .unwrap()
+            .with_timezone(&chrono_tz::Tz::Pacific__Auckland);
+        assert_eq!(instant(&column("d", "date", Kind::Date), at), "2026-03-11");
+        assert_eq!(
+            instant(
+                &column("t", "timestamp without time zone", Kind::Timestamp),
+                at
+            ),
+            "2026-03-11 00:00:00"
+        );
+        assert_eq!(
+            instant(
+                &column("z", "timestamp with time zone", Kind::TimestampTz),
+                at
+            ),
+            "2026-03-11T00:00:00+13:00"
+        );
+    }
+}

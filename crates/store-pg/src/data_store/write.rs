@@ -1,0 +1,186 @@
+//! The statement of one Data API write.
+
+use data::{Change, Context, Table, Write};
+use kernel::StoreError;
+use kernel::sql::quote_ident;
+use sea_orm::sea_query::{Alias, CommonTableExpression, Expr, Func, Query, WithClause};
+
+use super::sql::{Rel, Sql, aggregate, build, current, table_ref};
+
+/// The SQL of one write: a data-modifying CTE `w`, the audit entry when a row
+/// changed, and the rows as JSON, each checked against the grants.
+pub(crate) fn write_sql(
+    table: &Table,
+    write: &Write<'_>,
+    context: &Context,
+) -> Result<(String, sea_orm::sea_query::Values), StoreError> {
+    let change = change(table, write, context)?;
+    let written = Sql {
+        table,
+        context,
+        rel: Rel::Alias("w"),
+        masks: &[],
+    };
+    let audit = audit(table, write, context, &written)?;
+    let mut rows = written.outputs(&write.returning);
+    // Planned on current state, or the statement fails and nothing is
+    // written (the check gates the scan of `w`, before the change runs).
+    rows.from(Alias::new("w"))
+        .and_where(current(context.versions, true));
+    if let Some(filters) = &write.check {
+        rows.and_where(Expr::cust_with_exprs(
+            "svc.permit($1)",
+            [written.join(filters.iter().map(|f| written.filter(f, false)), false)],
+        ));
+    }
+    let with = WithClause::new()
+        .cte(
+            CommonTableExpression::new()
+                .query(change)
+                .table_name(Alias::new("w"))
+                .to_owned(),
+        )
+        .cte(
+            CommonTableExpression::new()
+                .query(audit)
+                .table_name(Alias::new("audit"))
+                .to_owned(),
+        )
+        .to_owned();
+    Ok(build(&aggregate(rows).with(with)))
+}
+
+/// The change itself, returning every column of the rows it wrote.
+fn change(
+    table: &Table,
+    write: &Write<'_>,
+    context: &Context,
+) -> Result<sea_orm::sea_query::SubQueryStatement, StoreError> {
+    let target = Sql {
+        table,
+        context,
+        rel: Rel::Table(table),
+        masks: &[],
+    };
+    let record_type = format!(
+        "NULL::{}.{}",
+        quote_ident(&table.schema),
+        quote_ident(&table.name)
+    );
+    let all_columns = || table.columns.iter().map(|c| Alias::new(&c.name));
+    Ok(match &write.change {
+        // Rows that name no column take every default.
+        Change::Insert { columns, rows } if columns.is_empty() => Query::insert()
+            .into_table(table_ref(table))
+            .or_default_values_many(u32::try_from(rows.len()).unwrap_or(u32::MAX))
+            .returning(Query::returning().columns(all_columns()))
+            .to_owned()
+            .into(),
+        Change::Insert { columns, rows } => {
+            let json =
+                serde_json::to_string(rows).map_err(|e| StoreError::Internal(e.to_string()))?;
+            let source = Func::cust(Alias::new("json_populate_recordset"))
+                .arg(Expr::cust(record_type))
+                .arg(Func::cast_as(Expr::val(json), Alias::new("json")));
+            let mut select = Query::select();
+            for column in columns {
+                select.expr(Expr::col((Alias::new("j"), Alias::new(&column.name))));
+            }
+            select.from_function(source, Alias::new("j"));
+            Query::insert()
+                .into_table(table_ref(table))
+                .columns(columns.iter().map(|c| Alias::new(&c.name)))
+                .select_from(select)
+                .map_err(|e| StoreError::Internal(e.to_string()))?
+                .returning(Query::returning().columns(all_columns()))
+                .to_owned()
+                .into()
+        }
+        Change::Update {
+            columns,
+            values,
+            predicate,
+        } => {
+            let json =
+                serde_json::to_string(values).map_err(|e| StoreError::Internal(e.to_string()))?;
+            let mut update = Query::update();
+            update.table(table_ref(table));
+            for column in columns {
+                let record = Func::cust(Alias::new("json_populate_record"))
+                    .arg(Expr::cust(record_type.clone()))
+                    .arg(Func::cast_as(Expr::val(json.clone()), Alias::new("json")));
+                update.value(
+                    Alias::new(&column.name),
+                    Expr::cust_with_exprs(
+                        format!("($1).{}", quote_ident(&column.name)),
+                        [record.into()],
+                    ),
+                );
+            }
+            update
+                .cond_where(target.predicate(predicate))
+                .returning(Query::returning().columns(all_columns()))
+                .to_owned()
+                .into()
+        }
+        Change::Delete { predicate } => Query::delete()
+            .from_table(table_ref(table))
+            .cond_where(target.predicate(predicate))
+            .returning(Query::returning().columns(all_columns()))
+            .to_owned()
+            .into(),
+    })
+}
+
+/// The audit entry of the rows written (`w`), when there are any.
+fn audit(
+    table: &Table,
+    write: &Write<'_>,
+    context: &Context,
+    written: &Sql<'_>,
+) -> Result<sea_orm::sea_query::InsertStatement, StoreError> {
+    let event = &write.audit;
+    let keys = table
+        .key_columns()
+        .map(|c| written.col(c))
+        .collect::<Vec<_>>();
+    let key_list = if keys.is_empty() {
+        Expr::cust("NULL")
+    } else {
+        let template: Vec<String> = (1..=keys.len()).map(|i| format!("${i}")).collect();
+        Expr::cust_with_exprs(template.join(", "), keys)
+    };
+    let audit_row = Query::select()
+        .expr(Expr::val(kernel::new_id()))
+        .expr(Expr::val(context.now))
+        .expr(Expr::val(event.actor.kind.as_str()))
+        .expr(Expr::val(event.actor.id))
+        .expr(Expr::val(event.action))
+        .expr(Expr::val(event.target.clone()))
+        .expr(Expr::cust_with_exprs(
+            "CAST($1 AS jsonb) || jsonb_build_object('count', count(*), 'keys', jsonb_agg(jsonb_build_array($2)))",
+            [Expr::val(event.details.to_string()), key_list],
+        ))
+        .expr(Expr::val(event.ip.clone()))
+        .from(Alias::new("w"))
+        .and_having(Expr::cust("count(*) > 0"))
+        .to_owned();
+    Query::insert()
+        .into_table((Alias::new("svc"), Alias::new("audit_log")))
+        .columns(
+            [
+                "id",
+                "at",
+                "actor_type",
+                "actor_id",
+                "action",
+                "target",
+                "details",
+                "ip",
+            ]
+            .map(Alias::new),
+        )
+        .select_from(audit_row)
+        .map_err(|e| StoreError::Internal(e.to_string()))
+        .map(|insert| insert.to_owned())
+}

@@ -1,0 +1,103 @@
+//! The email outbox: claims with `FOR UPDATE SKIP LOCKED`, so several
+//! instances share one database without sending an email twice.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kernel::StoreError;
+use mail::{Claimed, Outbox};
+use sea_orm::{ConnectionTrait, QueryResult, Value};
+use uuid::Uuid;
+
+use crate::{PgStore, map_err, stmt};
+
+/// Claims due rows for sending: counts an attempt and leases each for `$2`
+/// seconds (its next attempt), so a crashed sender's rows come back by themselves.
+const CLAIM_FOR_SENDING: &str = "UPDATE svc.email_outbox SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $2) \
+     WHERE id IN (SELECT id FROM svc.email_outbox WHERE sent_at IS NULL AND attempts < $3 AND next_attempt_at <= now() \
+                  ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+     RETURNING id, to_address, subject, body_text, body_html, link, attempts";
+
+/// Claims rows that were never logged (no SMTP configured).
+const CLAIM_FOR_LOG: &str = "UPDATE svc.email_outbox SET logged_at = now() \
+     WHERE id IN (SELECT id FROM svc.email_outbox WHERE sent_at IS NULL AND logged_at IS NULL \
+                  ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+     RETURNING id, to_address, subject, body_text, body_html, link, attempts";
+
+fn claimed(row: &QueryResult) -> Result<Claimed, StoreError> {
+    let attempts: i32 = row.try_get("", "attempts").map_err(map_err)?;
+    Ok(Claimed {
+        id: row.try_get("", "id").map_err(map_err)?,
+        to: row.try_get("", "to_address").map_err(map_err)?,
+        subject: row.try_get("", "subject").map_err(map_err)?,
+        text: row.try_get("", "body_text").map_err(map_err)?,
+        html: row.try_get("", "body_html").map_err(map_err)?,
+        link: row.try_get("", "link").map_err(map_err)?,
+        attempts: u32::try_from(attempts).unwrap_or(0),
+    })
+}
+
+impl PgStore {
+    async fn claim_emails(
+        &self,
+        sql: &str,
+        values: impl IntoIterator<Item = Value>,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        self.db
+            .query_all_raw(stmt(sql, values))
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(claimed)
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Outbox for PgStore {
+    async fn claim_for_log(&self, batch: u32) -> Result<Vec<Claimed>, StoreError> {
+        self.claim_emails(CLAIM_FOR_LOG, [i64::from(batch).into()])
+            .await
+    }
+
+    async fn claim_for_sending(
+        &self,
+        batch: u32,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        let values = [
+            i64::from(batch).into(),
+            lease.as_secs_f64().into(),
+            i64::from(max_attempts).into(),
+        ];
+        self.claim_emails(CLAIM_FOR_SENDING, values).await
+    }
+
+    async fn mark_sent(&self, id: Uuid) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "UPDATE svc.email_outbox SET sent_at = now(), last_error = NULL WHERE id = $1",
+                [id.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn mark_failed(
+        &self,
+        id: Uuid,
+        error: &str,
+        retry_in: Duration,
+    ) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "UPDATE svc.email_outbox SET last_error = $2, next_attempt_at = now() + make_interval(secs => $3) WHERE id = $1",
+                [id.into(), error.into(), retry_in.as_secs_f64().into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+}
