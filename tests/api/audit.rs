@@ -98,6 +98,22 @@ async fn sign_ins_and_changes_are_audited_with_their_actor() {
     let bad = app.get("/admin/api/audit?before=yesterday", &session).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad.code(), "INVALID_QUERY");
+    assert_eq!(bad.body["errors"][0]["field"], "before");
+    let long = app
+        .get(
+            &format!("/admin/api/audit?action={}", "a".repeat(101)),
+            &session,
+        )
+        .await;
+    assert_eq!(long.code(), "INVALID_QUERY");
+    assert_eq!(long.body["errors"][0]["field"], "action");
+    let longest = app
+        .get(
+            &format!("/admin/api/audit?action={}", "a".repeat(100)),
+            &session,
+        )
+        .await;
+    assert_eq!(longest.status, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -146,7 +146,7 @@ impl Application {
             grants: services.grants.clone(),
             data: services.data.clone(),
             workflows: services.workflows.clone(),
-            audit: Arc::new(services.store.clone()),
+            audit: audit::AuditService::new(Arc::new(services.store.clone())),
             ready,
             trusted_proxies: config.trusted_proxies.clone(),
             max_body_bytes: config.max_body_bytes,

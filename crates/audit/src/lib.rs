@@ -1,6 +1,10 @@
 //! Audit events: who did what to which record, from where. Every change and
 //! every sign-in attempt produces one.
 
+mod service;
+
+pub use service::{ACTION_MAX, AuditError, AuditService};
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;

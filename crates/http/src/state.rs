@@ -4,7 +4,6 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use audit::AuditStore;
 use auth::AuthService;
 use futures_util::future::BoxFuture;
 use permissions::RoleService;
@@ -29,7 +28,7 @@ pub struct AppState {
     /// Workflows.
     pub workflows: workflows::WorkflowService,
     /// The audit log.
-    pub audit: Arc<dyn AuditStore>,
+    pub audit: audit::AuditService,
     /// The readiness probe.
     pub ready: ReadinessCheck,
     /// Proxies whose `X-Forwarded-For` is believed.

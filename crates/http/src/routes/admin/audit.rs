@@ -2,8 +2,6 @@
 
 use actix_web::{HttpResponse, get, web};
 use api_types::{AuditEntry, AuditListQuery, ErrorEnvelope};
-use audit::{AuditQuery, Before};
-use kernel::Code;
 
 use super::page_limit;
 use crate::error::ApiError;
@@ -21,37 +19,11 @@ pub async fn list(
     query: web::Query<AuditListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
-    let before = match query.before.as_deref() {
-        None => None,
-        Some(raw) => Some(match raw.parse() {
-            Ok(id) => Before::Id(id),
-            Err(_) => Before::Time(
-                chrono::DateTime::parse_from_rfc3339(raw)
-                    .map_err(|_| {
-                        ApiError::field(
-                            Code::InvalidQuery,
-                            "before",
-                            "must be an entry id or an RFC 3339 instant",
-                        )
-                    })?
-                    .to_utc(),
-            ),
-        }),
-    };
-    if query.action.as_ref().is_some_and(|a| a.len() > 100) {
-        return Err(ApiError::field(
-            Code::InvalidQuery,
-            "action",
-            "must be at most 100 characters",
-        ));
-    }
-    let filter = AuditQuery {
-        action: query.action.filter(|a| !a.is_empty()),
-        actor_id: query.actor_id,
-        limit: page_limit(query.limit)?,
-        before,
-    };
-    let entries = state.audit.audit(&filter).await?;
+    let limit = page_limit(query.limit)?;
+    let entries = state
+        .audit
+        .entries(query.action, query.actor_id, limit, query.before.as_deref())
+        .await?;
     Ok(ok(entries
         .into_iter()
         .map(convert::audit_entry)
