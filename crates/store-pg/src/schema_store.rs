@@ -119,6 +119,50 @@ async fn run(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// What registering a table already registered does.
+enum OnTaken {
+    /// Fails: 409 CONFLICT.
+    Refuse,
+    /// Adds the new check messages to the registration's.
+    AddCheckMessages,
+}
+
+impl PgStore {
+    /// Registers `(id, schema, table)` as a resource in `txn`, created now.
+    async fn insert_resource(
+        &self,
+        txn: &DatabaseTransaction,
+        (id, schema, table): (Uuid, &str, &str),
+        check_messages: Value,
+        on_taken: OnTaken,
+    ) -> Result<Resource, StoreError> {
+        let on_conflict = match on_taken {
+            OnTaken::Refuse => "",
+            OnTaken::AddCheckMessages => {
+                "ON CONFLICT (schema_name, table_name) DO UPDATE \
+                 SET check_messages = svc.resources.check_messages || EXCLUDED.check_messages"
+            }
+        };
+        let sql = format!(
+            "INSERT INTO svc.resources (id, schema_name, table_name, check_messages, created_at) \
+             VALUES ($1, $2, $3, $4, $5) {on_conflict} RETURNING {RESOURCE_COLUMNS}"
+        );
+        let values = [
+            id.into(),
+            schema.into(),
+            table.into(),
+            check_messages,
+            self.now().into(),
+        ];
+        let row = txn
+            .query_one_raw(stmt(&sql, values))
+            .await
+            .map_err(map_err)?
+            .ok_or(StoreError::NotFound)?;
+        resource(&row)
+    }
+}
+
 fn check_messages(plan: &Plan) -> Value {
     serde_json::to_value(&plan.check_messages)
         .unwrap_or_default()
@@ -155,12 +199,9 @@ impl SchemaStore for PgStore {
             txn.rollback().await.map_err(map_err)?;
             return Ok(());
         }
-        txn.execute_raw(stmt(
-            "INSERT INTO svc.resources (id, schema_name, table_name, check_messages) VALUES ($1, $2, $3, $4)",
-            [resource_id.into(), plan.schema.clone().into(), plan.table.clone().into(), check_messages(plan)],
-        ))
-        .await
-        .map_err(map_err)?;
+        let new = (resource_id, plan.schema.as_str(), plan.table.as_str());
+        self.insert_resource(&txn, new, check_messages(plan), OnTaken::Refuse)
+            .await?;
         self.commit_catalog_change(txn, event).await
     }
 
@@ -187,17 +228,11 @@ impl SchemaStore for PgStore {
         let txn = self.db.begin().await.map_err(map_err)?;
         confirm(&txn, plan).await?;
         run(&txn, plan).await?;
-        let row = txn
-            .query_one_raw(stmt(
-                "INSERT INTO svc.resources (id, schema_name, table_name, check_messages) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (schema_name, table_name) DO UPDATE SET check_messages = svc.resources.check_messages || EXCLUDED.check_messages \
-                 RETURNING id",
-                [kernel::new_id().into(), plan.schema.clone().into(), plan.table.clone().into(), check_messages(plan)],
-            ))
-            .await
-            .map_err(map_err)?
-            .ok_or(StoreError::NotFound)?;
-        let id = row.try_get("", "id").map_err(map_err)?;
+        let new = (kernel::new_id(), plan.schema.as_str(), plan.table.as_str());
+        let id = self
+            .insert_resource(&txn, new, check_messages(plan), OnTaken::AddCheckMessages)
+            .await?
+            .id;
         self.commit_catalog_change(txn, event).await?;
         Ok(id)
     }
@@ -274,23 +309,11 @@ impl SchemaStore for PgStore {
         if !scalar_bool(&txn, sql, vec![qualified(&new.schema, &new.table).into()]).await? {
             return Err(FieldError::new("table", "no such table").into());
         }
-        let insert = format!(
-            "INSERT INTO svc.resources (id, schema_name, table_name, created_at) VALUES ($1, $2, $3, $4) RETURNING {RESOURCE_COLUMNS}"
-        );
-        let row = txn
-            .query_one_raw(stmt(
-                &insert,
-                [
-                    new.id.into(),
-                    new.schema.into(),
-                    new.table.into(),
-                    new.created_at.into(),
-                ],
-            ))
-            .await
-            .map_err(map_err)?
-            .ok_or(StoreError::NotFound)?;
-        let registered = resource(&row)?;
+        let new = (new.id, new.schema.as_str(), new.table.as_str());
+        let empty = serde_json::json!({}).into();
+        let registered = self
+            .insert_resource(&txn, new, empty, OnTaken::Refuse)
+            .await?;
         self.commit_catalog_change(txn, event).await?;
         Ok(registered)
     }
