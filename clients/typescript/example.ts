@@ -2,12 +2,23 @@
 // clients generated from Tessera's OpenAPI documents. The openapi tests
 // generate `generated/admin` (from GET /admin/api/openapi) and
 // `generated/data` (from GET /admin/api/openapi/data?role=<id>, a role that
-// may read, insert, change and delete rows of app.notes), then type-check
-// this file against them.
+// may read, insert, change and delete rows of app.notes) with
+// @hey-api/openapi-ts, the bare types with openapi-typescript, then
+// type-check this file against them.
 import { client as admin } from "./generated/admin/client.gen";
 import { createRole, listUsers, login } from "./generated/admin";
 import { client as data } from "./generated/data/client.gen";
 import { createAppNotes, listAppNotes, updateAppNotesRow } from "./generated/data";
+// The types alone, from openapi-typescript (`generated/admin-types.ts`).
+import type { paths } from "./generated/admin-types";
+
+/** The body of `GET /api/auth/me`, as openapi-typescript names it. */
+export type Me = paths["/api/auth/me"]["get"]["responses"][200]["content"]["application/json"];
+
+/** The signed-in user's email, read from a `GET /api/auth/me` body. */
+export function emailOf(me: Me): string {
+  return me.data.email;
+}
 
 export async function tour(baseUrl: string, email: string, password: string): Promise<void> {
   // Sign in; the session token authenticates both clients.

@@ -117,6 +117,15 @@ fn validate_and_generate(client: &Path, dir: &Path, name: &str, document: &Value
             .arg(dir.join(name)),
         &format!("openapi-ts on the {name} document"),
     );
+    // The types alone, with the other standard generator; tsc checks them too.
+    succeeds(
+        Command::new(client.join("node_modules/.bin/openapi-typescript"))
+            .current_dir(client)
+            .arg(&file)
+            .arg("--output")
+            .arg(dir.join(format!("{name}-types.ts"))),
+        &format!("openapi-typescript on the {name} document"),
+    );
 }
 
 #[tokio::test]
