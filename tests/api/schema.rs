@@ -498,3 +498,43 @@ async fn refusals_name_the_column_and_attribute() {
         assert_eq!(answer.body["errors"][0]["field"], field, "{definition}");
     }
 }
+
+#[tokio::test]
+async fn the_first_tables_of_a_new_schema_can_be_created_at_once() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let create = |schema: String, name: String| {
+        let app = &app;
+        let admin = admin.clone();
+        async move {
+            app.post(
+                &format!("/admin/api/schema/{schema}/tables"),
+                &admin,
+                json!({ "data": { "name": name, "columns": [{ "name": "id", "dataType": "bigint", "primaryKey": true }] } }),
+            )
+            .await
+        }
+    };
+    for round in 0..3 {
+        let schema = format!("fresh{round}");
+        let answers =
+            futures_util::future::join_all((0..8).map(|i| create(schema.clone(), format!("t{i}"))))
+                .await;
+        for (i, answer) in answers.iter().enumerate() {
+            assert_eq!(
+                answer.status,
+                StatusCode::CREATED,
+                "round {round} t{i}: {:?}",
+                answer.body
+            );
+        }
+        // The same name at once: one is created, the others are told it exists.
+        let same = futures_util::future::join_all(
+            (0..4).map(|_| create(schema.clone(), "twice".to_owned())),
+        )
+        .await;
+        let mut statuses: Vec<u16> = same.iter().map(|a| a.status.as_u16()).collect();
+        statuses.sort_unstable();
+        assert_eq!(statuses, [201, 409, 409, 409], "round {round}");
+    }
+}

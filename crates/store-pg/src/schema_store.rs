@@ -112,6 +112,19 @@ async fn confirm(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreErro
     Ok(())
 }
 
+/// Serializes the changes of one schema until `txn` ends: `CREATE SCHEMA IF
+/// NOT EXISTS` is not safe when two transactions create the same schema at
+/// once (one fails on the unique name), and a name checked free stays free.
+async fn lock_schema(txn: &DatabaseTransaction, schema: &str) -> Result<(), StoreError> {
+    txn.execute_raw(stmt(
+        "SELECT pg_advisory_xact_lock(hashtext($1))",
+        [format!("tessera.schema:{schema}").into()],
+    ))
+    .await
+    .map_err(map_err)?;
+    Ok(())
+}
+
 async fn run(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
     for statement in &plan.statements {
         txn.execute_unprepared(statement).await.map_err(ddl_error)?;
@@ -179,6 +192,7 @@ impl SchemaStore for PgStore {
         event: AuditEvent,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
+        lock_schema(&txn, &plan.schema).await?;
         confirm(&txn, plan).await?;
         let exists = scalar_bool(
             &txn,
@@ -226,6 +240,7 @@ impl SchemaStore for PgStore {
 
     async fn add_column(&self, plan: &Plan, event: AuditEvent) -> Result<Uuid, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
+        lock_schema(&txn, &plan.schema).await?;
         confirm(&txn, plan).await?;
         run(&txn, plan).await?;
         let new = (kernel::new_id(), plan.schema.as_str(), plan.table.as_str());
