@@ -2,7 +2,7 @@
 
 use reqwest::StatusCode;
 use serde_json::json;
-use testkit::spawn_app;
+use testkit::{spawn_app, spawn_app_with_clock};
 
 #[tokio::test]
 async fn sign_ins_and_changes_are_audited_with_their_actor() {
@@ -132,5 +132,32 @@ async fn settings_changes_are_audited() {
     assert_eq!(
         entries.data()[0]["details"]["keys"],
         json!(["auth.lockout_minutes"])
+    );
+}
+
+#[tokio::test]
+async fn entries_are_dated_by_the_services_clock() {
+    let app = spawn_app_with_clock().await;
+    app.advance(chrono::Duration::days(400));
+    let session = app.admin_session().await;
+    let clock = app.clock.as_ref().unwrap();
+    let role = app
+        .post(
+            "/admin/api/roles",
+            &session,
+            json!({ "data": { "name": "Dated", "apiAccess": true } }),
+        )
+        .await;
+    assert_eq!(role.status, StatusCode::CREATED);
+    let entries = app
+        .get("/admin/api/audit?action=role.create", &session)
+        .await;
+    let at = entries.data()[0]["at"].as_str().unwrap();
+    let at = chrono::DateTime::parse_from_rfc3339(at).unwrap().to_utc();
+    // Stored to the microsecond; 400 days from the real time.
+    let now = kernel::Clock::now(clock.as_ref());
+    assert!(
+        (at - now).abs() < chrono::Duration::milliseconds(1),
+        "{at} {now}"
     );
 }

@@ -277,6 +277,10 @@ async fn user_row_filters_isolate_users_with_sessions_and_tokens() {
     assert!(entries.iter().any(|e| e["actorType"] == "token"));
     let bulk_entry = entries.iter().find(|e| e["actorType"] == "token").unwrap();
     assert_eq!(bulk_entry["target"], format!("resource:{resource}"));
+    assert!(
+        entries.iter().all(|e| e["ip"] == "127.0.0.1"),
+        "{entries:?}"
+    );
     assert_eq!(
         bulk_entry["details"],
         json!({ "schema": "app", "table": "notes", "count": 2, "keys": [[bob_note], [bob_note + 1]] })

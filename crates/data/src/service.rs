@@ -158,8 +158,8 @@ impl DataService {
         found.json.ok_or(DataError::NotFound)
     }
 
-    /// Lists rows as a caller resolved at auth version `auth_version` (a
-    /// workflow's data step); [`StoreError::Stale`] when that is no longer current.
+    /// Lists rows as a caller resolved at auth version `auth_version`;
+    /// [`StoreError::Stale`] when that is no longer current.
     async fn list_as(
         &self,
         caller: Caller<'_>,

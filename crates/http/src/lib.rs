@@ -292,10 +292,11 @@ mod tests {
         }
     }
 
-    /// `{name}` segments as `{}`, so actix's and OpenAPI's spellings compare.
-    fn shape(path: &str) -> String {
+    /// `path` with each `{name}` segment written as `with`: `{}` compares
+    /// actix's and OpenAPI's spellings, a value makes a request path.
+    fn filled(path: &str, with: &str) -> String {
         path.split('/')
-            .map(|s| if s.starts_with('{') { "{}" } else { s })
+            .map(|s| if s.starts_with('{') { with } else { s })
             .collect::<Vec<_>>()
             .join("/")
     }
@@ -313,11 +314,7 @@ mod tests {
         let document = openapi_document();
         // Every documented operation is routed (not left to the default service).
         for (path, item) in &document.paths.paths {
-            let sample = path
-                .split('/')
-                .map(|s| if s.starts_with('{') { "0" } else { s })
-                .collect::<Vec<_>>()
-                .join("/");
+            let sample = filled(path, "0");
             let methods = [
                 ("GET", item.get.is_some()),
                 ("POST", item.post.is_some()),
@@ -347,9 +344,14 @@ mod tests {
         let api: BTreeSet<String> = mounted
             .iter()
             .filter(|path| !PAGES.iter().any(|page| path.starts_with(page)))
-            .map(|path| shape(path))
+            .map(|path| filled(path, "{}"))
             .collect();
-        let documented: BTreeSet<String> = document.paths.paths.keys().map(|p| shape(p)).collect();
+        let documented: BTreeSet<String> = document
+            .paths
+            .paths
+            .keys()
+            .map(|p| filled(p, "{}"))
+            .collect();
         assert!(api.len() > 40, "{mounted:?}");
         assert_eq!(api, documented, "mounted routes and the document differ");
     }

@@ -76,6 +76,7 @@ pub async fn trace_request(
     let path = req.path().to_owned();
     // The span follows the request's future: never entered across an await,
     // where another request on the worker could log under it.
+    let id_header = HeaderValue::from_str(&id).ok();
     let outcome = AssertUnwindSafe(next.call(req))
         .catch_unwind()
         .instrument(span.clone())
@@ -90,7 +91,7 @@ pub async fn trace_request(
                 .unwrap_or("a panic without a message");
             tracing::error!(parent: &span, %method, %path, status = 500, panic = why, "request panicked");
             let mut response = ApiError::new(Code::Internal, "Internal error").error_response();
-            if let Ok(value) = HeaderValue::from_str(&id) {
+            if let Some(value) = id_header {
                 response.headers_mut().insert(REQUEST_ID, value);
             }
             // The request went down with the handler: the answer travels as
@@ -103,7 +104,7 @@ pub async fn trace_request(
     let status = res.status().as_u16();
     let route = res.request().match_pattern().unwrap_or(path);
     tracing::info!(parent: &span, %method, %route, status, latency_ms = started.elapsed().as_secs_f64() * 1000.0, "request");
-    if let Ok(value) = HeaderValue::from_str(&id) {
+    if let Some(value) = id_header {
         res.headers_mut().insert(REQUEST_ID, value);
     }
     Ok(res)

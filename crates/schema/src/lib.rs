@@ -8,6 +8,6 @@ mod resources;
 pub use expr::Refused;
 pub use plan::{
     ColumnInput, Confirm, ForeignKeyInput, Plan, TableInput, add_column, create_table, identifier,
-    quote, schema_name,
+    schema_name,
 };
 pub use resources::*;

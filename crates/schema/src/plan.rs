@@ -137,7 +137,7 @@ pub fn schema_name(raw: &str) -> Result<String, FieldError> {
     Ok(name)
 }
 
-pub use kernel::sql::quote_ident as quote;
+use kernel::sql::quote_ident as quote;
 
 fn qualified(schema: &str, table: &str) -> String {
     format!("{}.{}", quote(schema), quote(table))

@@ -24,11 +24,38 @@ use crate::{
     stmt, versions_of, write_audit,
 };
 
-/// Columns of a user with its roles and access flags; `{where}` and `{tail}` are filled per query.
-const USER_SELECT: &str = "SELECT u.id, u.email, u.name, u.email_verified, u.active, u.timezone, u.created_at, \
-     coalesce(json_agg(json_build_object('id', r.id, 'name', r.name) ORDER BY r.name) FILTER (WHERE r.id IS NOT NULL), '[]') AS roles, \
-     coalesce(bool_or(r.api_access), false) AS api_access, coalesce(bool_or(r.admin_access), false) AS admin \
-     FROM svc.users u LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id";
+/// The user's own columns (`u`) with its role names (`r`), as a user is shown.
+macro_rules! user_columns {
+    () => {
+        "u.email, u.name, u.email_verified, u.created_at, \
+         coalesce(json_agg(json_build_object('id', r.id, 'name', r.name) ORDER BY r.name) FILTER (WHERE r.id IS NOT NULL), '[]') AS roles"
+    };
+}
+
+/// What the user's roles (`r`) let it do.
+macro_rules! access_columns {
+    () => {
+        "coalesce(bool_or(r.api_access), false) AS api_access, coalesce(bool_or(r.admin_access), false) AS admin"
+    };
+}
+
+/// The roles (`r`) of the user `u`.
+macro_rules! role_joins {
+    () => {
+        "LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id"
+    };
+}
+
+/// Columns of a user with its roles and access flags; each query adds its
+/// condition and grouping.
+const USER_SELECT: &str = concat!(
+    "SELECT u.id, u.active, u.timezone, ",
+    user_columns!(),
+    ", ",
+    access_columns!(),
+    " FROM svc.users u ",
+    role_joins!()
+);
 
 /// The credential resolver's query: credential, user state and roles in one round trip.
 /// The credential behind `$1` (a hash), beside the shared state's versions:
@@ -42,27 +69,28 @@ macro_rules! credential_sql {
         concat!(
             "SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, k.* ",
             "FROM svc.cache_version v LEFT JOIN LATERAL (",
-            "SELECT c.id, c.user_id, c.expires_at, c.revoked_at IS NOT NULL AS revoked, ", $plane, " AS plane, ",
+            "SELECT c.id, c.user_id, c.expires_at, c.revoked_at IS NOT NULL AS revoked, ",
+            $plane,
+            " AS plane, ",
             "u.active, u.timezone, ",
             "coalesce(array_agg(r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS role_ids, ",
-            "coalesce(bool_or(r.api_access), false) AS api_access, coalesce(bool_or(r.admin_access), false) AS admin",
-            $extra, " FROM ", $table, " c JOIN svc.users u ON u.id = c.user_id ",
-            "LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id ",
-            "WHERE c.token_hash = $1 GROUP BY c.id, u.id) k ON true"
+            access_columns!(),
+            $extra,
+            " FROM ",
+            $table,
+            " c JOIN svc.users u ON u.id = c.user_id ",
+            role_joins!(),
+            " WHERE c.token_hash = $1 GROUP BY c.id, u.id) k ON true"
         )
     };
 }
 const SESSION_CREDENTIAL_SQL: &str = credential_sql!("svc.sessions", "NULL::text");
 const TOKEN_CREDENTIAL_SQL: &str = credential_sql!("svc.api_tokens", "c.plane");
-/// The user's own columns beside the credential's, for `GET /api/auth/me`.
-macro_rules! user_columns {
-    () => {
-        ", u.email, u.name, u.email_verified, u.created_at, \
-         coalesce(json_agg(json_build_object('id', r.id, 'name', r.name) ORDER BY r.name) FILTER (WHERE r.id IS NOT NULL), '[]') AS roles"
-    };
-}
-const SESSION_USER_SQL: &str = credential_sql!("svc.sessions", "NULL::text", user_columns!());
-const TOKEN_USER_SQL: &str = credential_sql!("svc.api_tokens", "c.plane", user_columns!());
+// With the user's own columns beside the credential's, for `GET /api/auth/me`.
+const SESSION_USER_SQL: &str =
+    credential_sql!("svc.sessions", "NULL::text", concat!(", ", user_columns!()));
+const TOKEN_USER_SQL: &str =
+    credential_sql!("svc.api_tokens", "c.plane", concat!(", ", user_columns!()));
 
 /// Takes an attempt of `$1` under the limit `$2` (`svc.take_rate`), and clears
 /// up to 100 windows that ended; answers 0 or the seconds to wait.

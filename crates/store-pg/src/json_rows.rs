@@ -51,31 +51,52 @@ impl Cell {
 /// writes `jsonb` as `{"a": 1}`, and a `json` value keeps the spacing it was
 /// stored with; every answer of the API is compact.
 pub(crate) fn push_compact(out: &mut String, text: &str) {
-    let (mut in_string, mut escaped) = (false, false);
-    for c in text.chars() {
-        if in_string {
-            out.push(c);
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
-        } else if c == '"' {
-            in_string = true;
-            out.push(c);
-        } else if !c.is_ascii_whitespace() {
-            out.push(c);
+    let mut spacing = Spacing::default();
+    match text.char_indices().find(|&(_, c)| spacing.skips(c)) {
+        // Already compact (the usual case): copied as it is.
+        None => out.push_str(text),
+        Some((at, _)) => {
+            out.push_str(&text[..at]);
+            out.extend(text[at..].chars().filter(|&c| !spacing.skips(c)));
         }
     }
 }
 
 /// [`push_compact`] for JSON text built by PostgreSQL; kept as it is when
-/// it has no whitespace outside strings.
+/// already compact.
 pub(crate) fn compact(text: String) -> String {
+    let mut spacing = Spacing::default();
+    if !text.chars().any(|c| spacing.skips(c)) {
+        return text;
+    }
     let mut out = String::with_capacity(text.len());
     push_compact(&mut out, &text);
-    if out.len() == text.len() { text } else { out }
+    out
+}
+
+/// Where a scan of JSON text stands: inside a string or not.
+#[derive(Default)]
+struct Spacing {
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Spacing {
+    /// Whether `c`, the next character, is whitespace between tokens.
+    fn skips(&mut self, c: char) -> bool {
+        if self.in_string {
+            match (self.escaped, c) {
+                (true, _) => self.escaped = false,
+                (false, '\\') => self.escaped = true,
+                (false, '"') => self.in_string = false,
+                _ => {}
+            }
+            false
+        } else {
+            self.in_string = c == '"';
+            c.is_ascii_whitespace()
+        }
+    }
 }
 
 fn bad(what: &str) -> StoreError {

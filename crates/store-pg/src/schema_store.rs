@@ -1,7 +1,8 @@
 use async_trait::async_trait;
 use audit::AuditEvent;
+use kernel::sql::quote_ident;
 use kernel::{FieldError, StoreError};
-use schema::{Confirm, Plan, Resource, SchemaStore, TableInfo, quote};
+use schema::{Confirm, Plan, Resource, SchemaStore, TableInfo};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, TransactionTrait, Value};
 use uuid::Uuid;
 
@@ -20,7 +21,7 @@ fn resource(row: &QueryResult) -> Result<Resource, StoreError> {
 }
 
 fn qualified(schema: &str, table: &str) -> String {
-    format!("{}.{}", quote(schema), quote(table))
+    format!("{}.{}", quote_ident(schema), quote_ident(table))
 }
 
 async fn scalar_bool(

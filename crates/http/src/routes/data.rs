@@ -1,5 +1,5 @@
-//! The Data API: rows of exposed tables under the caller's grants. The JSON of
-//! each answer is built by PostgreSQL and sent as it comes.
+//! The Data API: rows of exposed tables under the caller's grants. The rows'
+//! JSON comes from the store as text and is put in the envelope as it is.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, web};
