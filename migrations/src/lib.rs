@@ -34,6 +34,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0010_rate_limit_buckets",
         include_str!("../sql/0010_rate_limit_buckets.sql"),
     ),
+    (
+        "m0011_user_identities",
+        include_str!("../sql/0011_user_identities.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -63,6 +63,13 @@ impl Browser {
         panic!("chromedriver did not answer: {last_error:?}");
     }
 
+    async fn open(&self, app: &TestApp, path: &str) {
+        self.client
+            .goto(&format!("{}{path}", app.address))
+            .await
+            .unwrap();
+    }
+
     async fn fill(&self, id: &str, value: &str) {
         let input = self.client.find(Locator::Id(id)).await.unwrap();
         input.clear().await.unwrap();
@@ -140,11 +147,7 @@ async fn reset_password_and_sign_in_in_the_browser() {
     let browser = Browser::start().await;
 
     // Ask for the link from the sign-in page itself.
-    browser
-        .client
-        .goto(&format!("{}/admin/auth/sign-in", app.address))
-        .await
-        .unwrap();
+    browser.open(&app, "/admin/auth/sign-in").await;
     browser.fill("email", "browser@example.com").await;
     browser
         .client
@@ -188,11 +191,7 @@ async fn reset_password_and_sign_in_in_the_browser() {
     browser.submit().await;
     browser.expect_status("error", "invalid").await;
 
-    browser
-        .client
-        .goto(&format!("{}/admin/auth/sign-in", app.address))
-        .await
-        .unwrap();
+    browser.open(&app, "/admin/auth/sign-in").await;
     browser.fill("email", "browser@example.com").await;
     browser.fill("password", "browser-password-1").await;
     browser.submit().await;
@@ -270,11 +269,7 @@ async fn accept_an_invitation_and_verify_an_email_in_the_browser() {
     app.login("confirm@example.com", "confirm-password").await;
 
     // A page opened without a token says the link is invalid.
-    browser
-        .client
-        .goto(&format!("{}/admin/auth/verify-email", app.address))
-        .await
-        .unwrap();
+    browser.open(&app, "/admin/auth/verify-email").await;
     browser.submit().await;
     browser.expect_status("error", "invalid").await;
     browser.client.close().await.unwrap();
@@ -327,11 +322,7 @@ async fn the_api_docs_sign_in_load_the_document_and_try_it_out() {
     let browser = Browser::start().await;
 
     // Without a session the docs send the visitor to sign in, then back.
-    browser
-        .client
-        .goto(&format!("{}/admin/docs/", app.address))
-        .await
-        .unwrap();
+    browser.open(&app, "/admin/docs/").await;
     browser.wait_for("form[data-action=sign-in]").await;
     assert!(
         browser
@@ -372,5 +363,53 @@ async fn the_api_docs_sign_in_load_the_document_and_try_it_out() {
         .wait_for("#operations-auth-getMe .live-responses-table .microlight")
         .await;
     assert!(body.text().await.unwrap().contains(testkit::ADMIN_EMAIL));
+    browser.client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn sign_in_with_a_provider_in_the_browser() {
+    // The provider sends the browser to the public URL: make it this server's.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let app = testkit::spawn_app_with(|c| {
+        c.bind = format!("127.0.0.1:{port}");
+        c.public_url = format!("http://127.0.0.1:{port}");
+    })
+    .await;
+    let mock = testkit::MockProvider::start().await;
+    let admin = app.admin_session().await;
+    let set = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "auth.oauth": { "oidc": mock.settings("oidc") },
+                              "auth.registration_enabled": true } }),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK);
+
+    let browser = Browser::start().await;
+    browser.open(&app, "/admin/auth/sign-in").await;
+    let button = browser.wait_for("#providers a[data-provider=oidc]").await;
+    assert_eq!(button.text().await.unwrap(), "Sign in with single sign-on");
+    button.click().await.unwrap();
+    browser
+        .expect_status("success", "Signed in as person@example.com")
+        .await;
+    let url = browser.client.current_url().await.unwrap();
+    assert_eq!(url.path(), "/admin/auth/sign-in");
+    assert_eq!(url.fragment(), None, "the token leaves the address bar");
+    let stored = browser
+        .client
+        .execute("return sessionStorage.getItem('tessera.session')", vec![])
+        .await
+        .unwrap();
+    let token = stored.as_str().unwrap();
+    let me = app.get("/api/auth/me", token).await;
+    assert_eq!(me.status, StatusCode::OK);
+    assert_eq!(me.data()["email"], "person@example.com");
     browser.client.close().await.unwrap();
 }

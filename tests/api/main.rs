@@ -18,6 +18,7 @@ mod grants;
 mod instances;
 mod login;
 mod login_limits;
+mod oauth;
 mod openapi;
 mod schema;
 mod sessions;

@@ -14,6 +14,7 @@ type Result<T = ()> = std::result::Result<T, String>;
 const DOMAIN_CRATES: &[&str] = &[
     "kernel",
     "auth",
+    "oauth",
     "schema",
     "data",
     "workflows",

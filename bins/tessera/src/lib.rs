@@ -26,6 +26,8 @@ pub struct Services {
     pub store: PgStore,
     /// Sign-in, credentials and users.
     pub auth: AuthService,
+    /// Sign-in with providers.
+    pub oauth: oauth::OAuthService,
     /// The runtime settings.
     pub settings: auth::SettingsService,
     /// Roles.
@@ -85,6 +87,13 @@ impl Services {
                 ports,
                 options,
             ),
+            oauth: oauth::OAuthService::new(
+                auth.clone(),
+                Arc::new(store.clone()),
+                Arc::new(store.clone()),
+                clock.clone(),
+                &config.public_url,
+            ),
             data,
             auth,
             settings,
@@ -140,6 +149,7 @@ impl Application {
         });
         let state = web::Data::new(AppState {
             auth: services.auth.clone(),
+            oauth: services.oauth.clone(),
             settings: services.settings.clone(),
             roles: services.roles.clone(),
             schema: services.schema.clone(),

@@ -160,6 +160,55 @@ pub struct Session {
     pub user_agent: Option<String>,
 }
 
+/// A provider one can sign in with (`GET /api/auth/oauth`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuthProvider {
+    /// `google`, `github` or `oidc`.
+    pub provider: String,
+    /// Where a browser starts signing in with it (add `?redirect_to=`).
+    pub start_url: String,
+}
+
+/// Query of `GET /api/auth/oauth/{provider}`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OAuthStartQuery {
+    /// Where the browser returns with `#token=` or `#error=`; its origin must
+    /// be the public URL's, the email links' or one of `auth.redirect_allow_list`.
+    pub redirect_to: Option<String>,
+}
+
+/// Query of `GET /api/auth/oauth/{provider}/callback`, as the provider sends it.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OAuthCallbackQuery {
+    /// The authorization code.
+    pub code: Option<String>,
+    /// The state the flow was started with.
+    pub state: Option<String>,
+    /// The provider's error, when sign-in was refused there.
+    pub error: Option<String>,
+}
+
+/// An identity of a provider linked to a user.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkedIdentity {
+    /// Identity id.
+    pub id: Uuid,
+    /// `google`, `github` or `oidc`.
+    pub provider: String,
+    /// The provider's stable id of the person.
+    pub subject: String,
+    /// The email the provider gave last.
+    pub email: Option<String>,
+    /// When it was linked.
+    pub created_at: DateTime<Utc>,
+    /// When it last signed in.
+    pub last_used_at: DateTime<Utc>,
+}
+
 /// `POST /api/auth/tokens` body.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

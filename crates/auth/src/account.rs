@@ -87,11 +87,7 @@ impl AuthService {
         if !settings.registration_enabled() {
             return Err(AuthError::PermissionDenied("Registration is closed"));
         }
-        let role = settings
-            .value("auth.registration_role_id")
-            .as_str()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(kernel::USERS_ROLE_ID);
+        let role = settings.registration_role();
         let input = CreateUser {
             email: email.to_owned(),
             name,

@@ -125,7 +125,8 @@ impl AuthService {
         self.hasher.hash(password.expose().to_owned()).await
     }
 
-    pub(crate) fn now(&self) -> DateTime<Utc> {
+    /// The time of the service's clock.
+    pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }
 
@@ -162,7 +163,7 @@ impl AuthService {
 
     /// The settings for a flow that resolves no credential (sign-in,
     /// registration, reset, invitation), after heeding every change.
-    pub(crate) async fn heeded_settings(&self) -> Result<Arc<Settings>, AuthError> {
+    pub async fn heeded_settings(&self) -> Result<Arc<Settings>, AuthError> {
         self.store.versions().await?;
         Ok(self.store.settings().await?)
     }
@@ -196,6 +197,47 @@ impl AuthService {
         })
     }
 
+    /// Counts a sign-in attempt of `origin`'s address against
+    /// `auth.login_rate_limit_per_minute` (shared by every instance).
+    pub async fn take_sign_in_attempt(
+        &self,
+        settings: &Settings,
+        origin: &Origin,
+    ) -> Result<(), AuthError> {
+        let limit = settings.login_rate_limit_per_minute();
+        if limit > 0 {
+            let source = format!("login:{}", origin.ip.as_deref().unwrap_or("unknown"));
+            if let Some(retry_after) = self.store.take_attempt(&source, limit).await? {
+                return Err(AuthError::RateLimited { retry_after });
+            }
+        }
+        Ok(())
+    }
+
+    /// A new session of `user_id` for `origin` (not stored yet) and its token.
+    pub fn new_session(
+        &self,
+        user_id: Uuid,
+        settings: &Settings,
+        origin: &Origin,
+    ) -> (String, NewSession) {
+        let token = secret::new_session_token();
+        let now = self.now();
+        let session = NewSession {
+            id: new_id(),
+            user_id,
+            token_hash: secret::hash_secret(&token),
+            created_at: now,
+            expires_at: now + ttl(settings.session_ttl_hours()),
+            ip: origin.ip.clone(),
+            user_agent: origin
+                .user_agent
+                .as_deref()
+                .map(|ua| ua.chars().take(512).collect()),
+        };
+        (token, session)
+    }
+
     /// Signs in with email and password. Every failure but an unverified
     /// email answers the same, after the same argon2 work.
     pub async fn login(
@@ -205,13 +247,7 @@ impl AuthService {
         origin: Origin,
     ) -> Result<(String, User), AuthError> {
         let settings = self.heeded_settings().await?;
-        let limit = settings.login_rate_limit_per_minute();
-        if limit > 0 {
-            let source = format!("login:{}", origin.ip.as_deref().unwrap_or("unknown"));
-            if let Some(retry_after) = self.store.take_attempt(&source, limit).await? {
-                return Err(AuthError::RateLimited { retry_after });
-            }
-        }
+        self.take_sign_in_attempt(&settings, &origin).await?;
         let candidate = if email.len() <= kernel::validate::EMAIL_MAX {
             self.store.login_candidate(email.trim()).await?
         } else {
@@ -273,16 +309,7 @@ impl AuthService {
                 .await?;
             return Err(AuthError::EmailNotVerified);
         }
-        let token = secret::new_session_token();
-        let session = NewSession {
-            id: new_id(),
-            user_id,
-            token_hash: secret::hash_secret(&token),
-            created_at: now,
-            expires_at: now + ttl(settings.session_ttl_hours()),
-            ip: origin.ip.clone(),
-            user_agent: origin.user_agent.map(|ua| ua.chars().take(512).collect()),
-        };
+        let (token, session) = self.new_session(user_id, &settings, &origin);
         let event = AuditEvent::new(
             Actor::user(user_id),
             "auth.login",

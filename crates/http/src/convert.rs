@@ -98,3 +98,15 @@ pub fn outcome(o: workflows::Outcome) -> wire::RunOutcome {
         error: o.error.map(run_error),
     }
 }
+
+/// A linked identity on the wire.
+pub fn identity(i: oauth::Identity) -> wire::LinkedIdentity {
+    wire::LinkedIdentity {
+        id: i.id,
+        provider: i.provider,
+        subject: i.subject,
+        email: i.email,
+        created_at: i.created_at,
+        last_used_at: i.last_used_at,
+    }
+}

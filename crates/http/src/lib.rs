@@ -23,7 +23,7 @@ use utoipa_actix_web::{AppExt, UtoipaApp};
 
 use crate::error::ApiError;
 use crate::routes::{
-    account, admin, auth as auth_routes, data as data_routes, docs, health, pages,
+    account, admin, auth as auth_routes, data as data_routes, docs, health, oauth, pages,
     workflows as workflow_routes,
 };
 
@@ -80,6 +80,9 @@ fn routes() -> UtoipaApp<
                 .service(auth_routes::tokens)
                 .service(auth_routes::create_token)
                 .service(auth_routes::revoke_token)
+                .service(oauth::providers)
+                .service(oauth::start)
+                .service(oauth::callback)
                 .service(account::register)
                 .service(account::forgot_password)
                 .service(account::reset_password)
@@ -95,6 +98,8 @@ fn routes() -> UtoipaApp<
                 .service(admin::users::get)
                 .service(admin::users::update)
                 .service(admin::users::remove)
+                .service(admin::users::identities)
+                .service(admin::users::unlink_identity)
                 .service(admin::roles::list)
                 .service(admin::roles::create)
                 .service(admin::roles::get)

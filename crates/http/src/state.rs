@@ -15,6 +15,8 @@ pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync
 pub struct AppState {
     /// Sign-in, credentials and users.
     pub auth: AuthService,
+    /// Sign-in with providers.
+    pub oauth: oauth::OAuthService,
     /// The runtime settings.
     pub settings: auth::SettingsService,
     /// Roles and memberships.

@@ -63,6 +63,8 @@ codes! {
     InvalidCurrentPassword = "INVALID_CURRENT_PASSWORD", InvalidRequest;
     /// A reset, verification or invitation token that is invalid, used or expired.
     InvalidToken = "INVALID_TOKEN", InvalidRequest;
+    /// A sign-in with a provider failed (only ever in a redirect's fragment).
+    OauthFailed = "OAUTH_FAILED", Unauthenticated;
     /// A table CHECK failed.
     CheckViolation = "CHECK_VIOLATION", InvalidRequest;
     /// A required column is missing.

@@ -405,6 +405,14 @@ impl Settings {
         self.bool("auth.registration_enabled")
     }
 
+    /// The role self-registered accounts get.
+    pub fn registration_role(&self) -> uuid::Uuid {
+        self.value("auth.registration_role_id")
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(USERS_ROLE_ID)
+    }
+
     /// Whether sign-in needs a verified email.
     pub fn email_verification_required(&self) -> bool {
         self.bool("auth.email_verification_required")

@@ -214,6 +214,63 @@ async fn load_user(conn: &impl ConnectionTrait, id: Uuid) -> Result<Option<User>
     row.as_ref().map(|row| user_from_row(row, "id")).transpose()
 }
 
+/// Stores a new session and clears its user's failed sign-in counter and lock.
+pub(crate) async fn insert_session(
+    txn: &impl ConnectionTrait,
+    new: NewSession,
+) -> Result<(), StoreError> {
+    session::ActiveModel {
+        id: Set(new.id),
+        user_id: Set(new.user_id),
+        token_hash: Set(new.token_hash.to_vec()),
+        created_at: Set(new.created_at),
+        expires_at: Set(new.expires_at),
+        revoked_at: Set(None),
+        ip: Set(new.ip),
+        user_agent: Set(new.user_agent),
+    }
+    .insert(txn)
+    .await
+    .map_err(map_err)?;
+    user::Entity::update_many()
+        .col_expr(user::Column::FailedSignIns, Expr::value(0))
+        .col_expr(
+            user::Column::LockedUntil,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
+        .filter(user::Column::Id.eq(new.user_id))
+        .exec(txn)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// Stores a new user with its roles.
+pub(crate) async fn insert_user(
+    txn: &impl ConnectionTrait,
+    new: &NewUser,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    user::ActiveModel {
+        id: Set(new.id),
+        email: Set(new.email.as_str().to_owned()),
+        password_hash: Set(new.password_hash.clone()),
+        name: Set(new.name.clone()),
+        email_verified: Set(new.email_verified),
+        active: Set(true),
+        timezone: Set(new.timezone.clone()),
+        failed_sign_ins: Set(0),
+        locked_until: Set(None),
+        created_at: Set(new.created_at),
+        updated_at: Set(new.created_at),
+    }
+    .insert(txn)
+    .await
+    .map_err(map_err)?;
+    set_roles(txn, new.id, &new.role_ids, now).await?;
+    Ok(())
+}
+
 /// Replaces a user's roles; an unknown role id is an invalid field.
 async fn set_roles(
     conn: &impl ConnectionTrait,
@@ -418,29 +475,7 @@ impl AuthStore for PgStore {
 
     async fn create_session(&self, new: NewSession, event: AuditEvent) -> Result<(), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        session::ActiveModel {
-            id: Set(new.id),
-            user_id: Set(new.user_id),
-            token_hash: Set(new.token_hash.to_vec()),
-            created_at: Set(new.created_at),
-            expires_at: Set(new.expires_at),
-            revoked_at: Set(None),
-            ip: Set(new.ip),
-            user_agent: Set(new.user_agent),
-        }
-        .insert(&txn)
-        .await
-        .map_err(map_err)?;
-        user::Entity::update_many()
-            .col_expr(user::Column::FailedSignIns, Expr::value(0))
-            .col_expr(
-                user::Column::LockedUntil,
-                Expr::value(Option::<DateTime<Utc>>::None),
-            )
-            .filter(user::Column::Id.eq(new.user_id))
-            .exec(&txn)
-            .await
-            .map_err(map_err)?;
+        insert_session(&txn, new).await?;
         commit_with_audit(txn, event, self.now()).await
     }
 
@@ -626,23 +661,7 @@ impl AuthStore for PgStore {
         event: AuditEvent,
     ) -> Result<User, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        user::ActiveModel {
-            id: Set(new.id),
-            email: Set(new.email.as_str().to_owned()),
-            password_hash: Set(new.password_hash),
-            name: Set(new.name),
-            email_verified: Set(new.email_verified),
-            active: Set(true),
-            timezone: Set(new.timezone),
-            failed_sign_ins: Set(0),
-            locked_until: Set(None),
-            created_at: Set(new.created_at),
-            updated_at: Set(new.created_at),
-        }
-        .insert(&txn)
-        .await
-        .map_err(map_err)?;
-        set_roles(&txn, new.id, &new.role_ids, self.now()).await?;
+        insert_user(&txn, &new, self.now()).await?;
         if let Some(mail) = mail {
             crate::account_store::insert_mail(&txn, mail).await?;
         }

@@ -9,6 +9,7 @@ mod entity;
 mod grant_store;
 mod json_rows;
 mod lane;
+mod oauth_store;
 mod outbox_store;
 mod role_store;
 mod schema_store;

@@ -8,6 +8,7 @@
 )]
 
 mod db;
+mod oauth_mock;
 mod smtp;
 
 use std::sync::Arc;
@@ -18,6 +19,9 @@ use serde_json::{Value, json};
 use tessera::{Application, Config, Services};
 
 pub use crate::db::TestDatabase;
+pub use crate::oauth_mock::{
+    IdTokenFault, MOCK_CLIENT_ID, MOCK_CLIENT_SECRET, MockProvider, MockUser,
+};
 pub use crate::smtp::{ReceivedEmail, SmtpSink};
 
 /// Password of the administrator every test app starts with.

@@ -1,5 +1,7 @@
 // Forms of the account pages: each posts JSON to its /api/auth route and shows
 // the outcome in #status. The token of an emailed link comes from ?token=.
+// The sign-in page also offers the enabled providers and finishes their flow:
+// the provider's redirect brings the session in the fragment (#token=).
 "use strict";
 
 const ROUTES = {
@@ -22,6 +24,8 @@ const MESSAGES = {
   CONFLICT: "An account with this email exists already. Sign in instead.",
   PAYLOAD_TOO_LARGE: "That is too long.",
   RATE_LIMIT_EXCEEDED: "Too many attempts. Wait a minute and try again.",
+  OAUTH_FAILED: "Signing in with the provider failed. Try again, or sign in with your email and password.",
+  PERMISSION_DENIED: "This account may not sign in here. Ask an administrator for access.",
   UNAVAILABLE: "The service is unavailable. Try again in a moment.",
 };
 
@@ -82,9 +86,7 @@ async function submit(event) {
     if (response.ok) {
       markInvalid(form, null);
       if (action === "sign-in") {
-        sessionStorage.setItem("tessera.session", answer.data.token);
-        const next = nextPage();
-        if (next) { location.assign(next); return; }
+        if (signedIn(answer.data.token)) return;
       } else form.hidden = true;
       show("success", SUCCESS[action](answer && answer.data));
       return;
@@ -97,6 +99,48 @@ async function submit(event) {
   } finally {
     button.disabled = false;
   }
+}
+
+// Keeps the session as the page's own; answers true when leaving for ?next=.
+function signedIn(token) {
+  sessionStorage.setItem("tessera.session", token);
+  const next = nextPage();
+  if (next) { location.assign(next); return true; }
+  return false;
+}
+
+const PROVIDER_NAMES = { google: "Google", github: "GitHub", oidc: "single sign-on" };
+
+// One link per enabled provider, coming back to this very page.
+async function showProviders() {
+  const nav = document.getElementById("providers");
+  if (!nav) return;
+  const answer = await fetch("/api/auth/oauth").then((r) => r.json()).catch(() => null);
+  const providers = (answer && answer.data) || [];
+  const back = encodeURIComponent(location.origin + location.pathname + location.search);
+  for (const p of providers) {
+    const link = document.createElement("a");
+    link.href = `${p.startUrl}?redirect_to=${back}`;
+    link.dataset.provider = p.provider;
+    link.textContent = `Sign in with ${PROVIDER_NAMES[p.provider] || p.provider}`;
+    nav.append(link);
+  }
+  nav.hidden = providers.length === 0;
+}
+
+// The end of a provider's flow: #token= or #error=, removed from the address at once.
+async function finishProvider() {
+  if (!document.getElementById("providers")) return;
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const token = fragment.get("token");
+  const error = fragment.get("error");
+  if (!token && !error) return;
+  history.replaceState(null, "", location.pathname + location.search);
+  if (error) { show("error", MESSAGES[error] || MESSAGES.OAUTH_FAILED); return; }
+  if (signedIn(token)) return;
+  const me = await fetch("/api/auth/me", { headers: { Authorization: `Bearer ${token}` } })
+    .then((r) => r.json()).catch(() => null);
+  show("success", SUCCESS["sign-in"]({ user: (me && me.data) || { email: "you" } }));
 }
 
 async function forgot(event) {
@@ -114,4 +158,6 @@ async function forgot(event) {
 document.addEventListener("DOMContentLoaded", () => {
   for (const form of document.querySelectorAll("form[data-action]")) form.addEventListener("submit", submit);
   document.getElementById("forgot-link")?.addEventListener("click", forgot);
+  showProviders();
+  finishProvider();
 });

@@ -6,5 +6,6 @@ pub mod auth;
 pub mod data;
 pub mod docs;
 pub mod health;
+pub mod oauth;
 pub mod pages;
 pub mod workflows;

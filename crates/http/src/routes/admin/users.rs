@@ -2,8 +2,8 @@
 
 use actix_web::{HttpResponse, delete, get, patch, post, web};
 use api_types::{
-    CreateUserRequest, ErrorEnvelope, PageMeta, PagedEnvelope, UpdateUserRequest, User,
-    UserListQuery,
+    CreateUserRequest, ErrorEnvelope, LinkedIdentity, PageMeta, PagedEnvelope, UpdateUserRequest,
+    User, UserListQuery,
 };
 use auth::{ChangeUser, CreateUser};
 use uuid::Uuid;
@@ -111,6 +111,40 @@ pub async fn remove(
     state
         .auth
         .delete_user(&caller.principal, id.into_inner(), caller.ip())
+        .await?;
+    Ok(no_content())
+}
+
+/// The identities of providers linked to a user.
+#[utoipa::path(operation_id = "listUserIdentities", tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 200, body = inline(api_types::DataEnvelope<Vec<LinkedIdentity>>)), (status = 404, body = ErrorEnvelope)))]
+#[get("/users/{id}/identities")]
+pub async fn identities(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let identities = state.oauth.identities(id.into_inner()).await?;
+    Ok(ok(identities
+        .into_iter()
+        .map(convert::identity)
+        .collect::<Vec<_>>()))
+}
+
+/// Unlinks an identity from a user: it no longer signs in to this account.
+#[utoipa::path(operation_id = "deleteUserIdentity", tag = "users", security(("bearer" = [])),
+    params(("id" = Uuid, Path), ("identityId" = Uuid, Path)),
+    responses((status = 204), (status = 404, body = ErrorEnvelope)))]
+#[delete("/users/{id}/identities/{identityId}")]
+pub async fn unlink_identity(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    path: web::Path<(Uuid, Uuid)>,
+) -> Result<HttpResponse, ApiError> {
+    let (user_id, identity_id) = path.into_inner();
+    state
+        .oauth
+        .unlink(&caller.principal, user_id, identity_id, caller.ip())
         .await?;
     Ok(no_content())
 }

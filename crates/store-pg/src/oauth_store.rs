@@ -1,0 +1,220 @@
+//! [`OAuthStore`]: pending provider flows and linked identities.
+
+use async_trait::async_trait;
+use audit::AuditEvent;
+use auth::NewSession;
+use chrono::{DateTime, Utc};
+use kernel::StoreError;
+use oauth::{AccountMatch, Identity, OAuthStore, PendingFlow, SignInPlan};
+use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait, Value};
+use uuid::Uuid;
+
+use crate::auth_store::{insert_session, insert_user};
+use crate::{PgStore, commit_with_audit, execute, map_err, stmt, write_audit};
+
+const IDENTITY_COLUMNS: &str =
+    "i.id, i.user_id, i.provider, i.subject, i.email, i.created_at, i.last_used_at";
+
+fn identity_from_row(row: &QueryResult) -> Result<Identity, StoreError> {
+    Ok(Identity {
+        id: row.try_get("", "id").map_err(map_err)?,
+        user_id: row.try_get("", "user_id").map_err(map_err)?,
+        provider: row.try_get("", "provider").map_err(map_err)?,
+        subject: row.try_get("", "subject").map_err(map_err)?,
+        email: row.try_get("", "email").map_err(map_err)?,
+        created_at: row.try_get("", "created_at").map_err(map_err)?,
+        last_used_at: row.try_get("", "last_used_at").map_err(map_err)?,
+    })
+}
+
+async fn insert_identity(conn: &impl ConnectionTrait, i: Identity) -> Result<(), StoreError> {
+    execute(
+        conn,
+        "INSERT INTO svc.user_identities (id, user_id, provider, subject, email, created_at, last_used_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        [
+            i.id.into(),
+            i.user_id.into(),
+            i.provider.into(),
+            i.subject.into(),
+            i.email.into(),
+            i.created_at.into(),
+            i.last_used_at.into(),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl OAuthStore for PgStore {
+    async fn save_flow(&self, flow: PendingFlow, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let sql = "WITH purged AS (DELETE FROM svc.oauth_states WHERE expires_at <= $7) \
+                   INSERT INTO svc.oauth_states (state_hash, provider, redirect_to, pkce_verifier, nonce, expires_at) \
+                   VALUES ($1, $2, $3, $4, $5, $6)";
+        let values: [Value; 7] = [
+            flow.state_hash.to_vec().into(),
+            flow.provider.into(),
+            flow.redirect_to.into(),
+            flow.pkce_verifier.into(),
+            flow.nonce.into(),
+            flow.expires_at.into(),
+            now.into(),
+        ];
+        execute(&self.db, sql, values).await?;
+        Ok(())
+    }
+
+    async fn take_flow(&self, state_hash: &[u8; 32]) -> Result<Option<PendingFlow>, StoreError> {
+        let sql = "DELETE FROM svc.oauth_states WHERE state_hash = $1 \
+                   RETURNING provider, redirect_to, pkce_verifier, nonce, expires_at";
+        let Some(row) = self
+            .db
+            .query_one_raw(stmt(sql, [state_hash.to_vec().into()]))
+            .await
+            .map_err(map_err)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(PendingFlow {
+            state_hash: *state_hash,
+            provider: row.try_get("", "provider").map_err(map_err)?,
+            redirect_to: row.try_get("", "redirect_to").map_err(map_err)?,
+            pkce_verifier: row.try_get("", "pkce_verifier").map_err(map_err)?,
+            nonce: row.try_get("", "nonce").map_err(map_err)?,
+            expires_at: row.try_get("", "expires_at").map_err(map_err)?,
+        }))
+    }
+
+    async fn account_for(
+        &self,
+        provider: &str,
+        subject: &str,
+        email: Option<&str>,
+    ) -> Result<Option<AccountMatch>, StoreError> {
+        let sql = "SELECT u.id, i.id AS identity_id, u.active, \
+                   coalesce(bool_or(r.api_access), false) AS api_access \
+                   FROM svc.users u \
+                   LEFT JOIN svc.user_identities i ON i.user_id = u.id AND i.provider = $1 AND i.subject = $2 \
+                   LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id \
+                   WHERE u.id IN (SELECT user_id FROM svc.user_identities WHERE provider = $1 AND subject = $2) \
+                      OR lower(u.email) = lower($3) \
+                   GROUP BY u.id, i.id ORDER BY i.id IS NULL LIMIT 1";
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                sql,
+                [
+                    provider.into(),
+                    subject.into(),
+                    email.map(str::to_owned).into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|row| {
+            Ok(AccountMatch {
+                user_id: row.try_get("", "id").map_err(map_err)?,
+                identity_id: row.try_get("", "identity_id").map_err(map_err)?,
+                active: row.try_get("", "active").map_err(map_err)?,
+                api_access: row.try_get("", "api_access").map_err(map_err)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn role_api_access(&self, role_id: Uuid) -> Result<bool, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT api_access FROM svc.roles WHERE id = $1",
+                [role_id.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(match row {
+            Some(row) => row.try_get("", "api_access").map_err(map_err)?,
+            None => false,
+        })
+    }
+
+    async fn sign_in(
+        &self,
+        plan: SignInPlan,
+        session: NewSession,
+        events: Vec<AuditEvent>,
+    ) -> Result<(), StoreError> {
+        let now = self.now();
+        let txn = self.db.begin().await.map_err(map_err)?;
+        match plan {
+            SignInPlan::Returning { identity_id, email } => {
+                execute(
+                    &txn,
+                    "UPDATE svc.user_identities SET email = $2, last_used_at = $3 WHERE id = $1",
+                    [identity_id.into(), email.into(), session.created_at.into()],
+                )
+                .await?;
+            }
+            SignInPlan::Link(identity) => {
+                execute(
+                    &txn,
+                    "UPDATE svc.users SET email_verified = true, updated_at = $2 \
+                     WHERE id = $1 AND NOT email_verified",
+                    [identity.user_id.into(), now.into()],
+                )
+                .await?;
+                insert_identity(&txn, identity).await?;
+            }
+            SignInPlan::Register(user, identity) => {
+                insert_user(&txn, &user, now).await?;
+                insert_identity(&txn, identity).await?;
+            }
+        }
+        insert_session(&txn, session).await?;
+        for event in events {
+            write_audit(&txn, event, now).await?;
+        }
+        txn.commit().await.map_err(map_err)
+    }
+
+    async fn identities(&self, user_id: Uuid) -> Result<Option<Vec<Identity>>, StoreError> {
+        let sql = format!(
+            "SELECT u.id AS owner, {IDENTITY_COLUMNS} FROM svc.users u \
+             LEFT JOIN svc.user_identities i ON i.user_id = u.id \
+             WHERE u.id = $1 ORDER BY i.created_at, i.id"
+        );
+        let rows = self
+            .db
+            .query_all_raw(stmt(&sql, [user_id.into()]))
+            .await
+            .map_err(map_err)?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        rows.iter()
+            .filter(|row| matches!(row.try_get::<Option<Uuid>>("", "id"), Ok(Some(_))))
+            .map(identity_from_row)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    async fn delete_identity(
+        &self,
+        user_id: Uuid,
+        identity_id: Uuid,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let deleted = execute(
+            &txn,
+            "DELETE FROM svc.user_identities WHERE id = $1 AND user_id = $2",
+            [identity_id.into(), user_id.into()],
+        )
+        .await?;
+        if deleted == 0 {
+            return Ok(false);
+        }
+        commit_with_audit(txn, event, self.now()).await?;
+        Ok(true)
+    }
+}
