@@ -263,7 +263,11 @@ async fn refused_accounts_come_back_with_the_error_in_the_fragment() {
     let mock = MockProvider::start().await;
     enable(&app, &mock, "google", false).await;
     mock.set_user(person("3001", "stranger@example.com", true));
-    assert_eq!(refusal(&app, "google").await, "PERMISSION_DENIED", "registration off");
+    assert_eq!(
+        refusal(&app, "google").await,
+        "PERMISSION_DENIED",
+        "registration off"
+    );
     let admin = app.admin_session().await;
     let users = app.get("/admin/api/users?search=stranger", &admin).await;
     assert_eq!(users.data(), &json!([]));

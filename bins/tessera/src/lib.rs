@@ -93,7 +93,8 @@ impl Services {
                 Arc::new(store.clone()),
                 clock.clone(),
                 &config.public_url,
-            ),
+            )
+            .context("cannot build the OAuth HTTP client")?,
             data,
             auth,
             settings,

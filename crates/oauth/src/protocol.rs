@@ -29,6 +29,22 @@ use crate::provider::{Provider, ProviderConfig};
 const DISCOVERY_TTL: Duration = Duration::from_secs(3600);
 /// Longest wait for any provider answer.
 const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest provider answer read (discovery, keys, tokens, user data).
+const ANSWER_MAX: usize = 1 << 20;
+
+/// Why a request to a provider got no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProviderHttpError {
+    /// Transport, timeout or a malformed request.
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    /// The answer could not be rebuilt.
+    #[error(transparent)]
+    Build(#[from] oauth2::http::Error),
+    /// The answer is larger than [`ANSWER_MAX`].
+    #[error("the answer is larger than 1 MiB")]
+    TooLarge,
+}
 
 /// Why a flow failed at the provider: a short reason for the audit log and a
 /// detail for the server log. The browser only learns `OAUTH_FAILED`.
@@ -84,18 +100,45 @@ pub(crate) struct Protocol {
 impl Protocol {
     /// A client that never follows redirects (they would open SSRF paths)
     /// and gives up after [`PROVIDER_TIMEOUT`].
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
+    pub fn new(clock: Arc<dyn Clock>) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(PROVIDER_TIMEOUT)
             .user_agent("tessera")
-            .build()
-            .unwrap_or_default();
-        Self {
+            .build()?;
+        Ok(Self {
             http,
             clock,
             discovered: Mutex::new(None),
+        })
+    }
+
+    /// Sends one request for the OAuth libraries, reading at most
+    /// [`ANSWER_MAX`] bytes of the answer.
+    async fn send(
+        &self,
+        request: oauth2::HttpRequest,
+    ) -> Result<oauth2::HttpResponse, ProviderHttpError> {
+        let (parts, body) = request.into_parts();
+        let mut response = self
+            .http
+            .request(parts.method, parts.uri.to_string())
+            .headers(parts.headers)
+            .body(body)
+            .send()
+            .await?;
+        let mut answer = oauth2::http::Response::builder().status(response.status());
+        for (name, value) in response.headers() {
+            answer = answer.header(name, value);
         }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await? {
+            if bytes.len() + chunk.len() > ANSWER_MAX {
+                return Err(ProviderHttpError::TooLarge);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(answer.body(bytes)?)
     }
 
     /// Where to send the browser: the provider's authorize URL with
@@ -161,7 +204,7 @@ impl Protocol {
         let token = oauth_client(config, redirect_uri)?
             .exchange_code(code)
             .set_pkce_verifier(verifier)
-            .request_async(&self.http)
+            .request_async(&|request| self.send(request))
             .await
             .map_err(|e| failure("token_exchange")(e.to_string()))?;
         let access = token.access_token().secret();
@@ -176,17 +219,23 @@ impl Protocol {
         url: &str,
         access: &str,
     ) -> Result<T, Failure> {
-        self.http
-            .get(url)
-            .bearer_auth(access)
-            .header(reqwest::header::ACCEPT, "application/json")
-            .send()
+        let fail = failure("provider_api");
+        let request = oauth2::http::Request::get(url)
+            .header(
+                oauth2::http::header::AUTHORIZATION,
+                format!("Bearer {access}"),
+            )
+            .header(oauth2::http::header::ACCEPT, "application/json")
+            .body(Vec::new())
+            .map_err(|e| failure("configuration")(e.to_string()))?;
+        let answer = self
+            .send(request)
             .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| failure("provider_api")(e.to_string()))?
-            .json()
-            .await
-            .map_err(|e| failure("provider_api")(e.to_string()))
+            .map_err(|e| failure("provider_api")(e.to_string()))?;
+        if !answer.status().is_success() {
+            return Err(fail(format!("{url} answered {}", answer.status())));
+        }
+        serde_json::from_slice(answer.body()).map_err(|e| fail(e.to_string()))
     }
 
     async fn google_identity(
@@ -255,7 +304,7 @@ impl Protocol {
         }
         let issuer_url =
             IssuerUrl::new(issuer.to_owned()).map_err(|e| failure("discovery")(e.to_string()))?;
-        let metadata = CoreProviderMetadata::discover_async(issuer_url, &self.http)
+        let metadata = CoreProviderMetadata::discover_async(issuer_url, &|r| self.send(r))
             .await
             .map_err(|e| failure("discovery")(e.to_string()))?;
         *cached = Some(Discovered {
@@ -296,7 +345,7 @@ impl Protocol {
             .exchange_code(code)
             .map_err(|e| failure("configuration")(e.to_string()))?
             .set_pkce_verifier(verifier)
-            .request_async(&self.http)
+            .request_async(&|r| self.send(r))
             .await
             .map_err(|e| failure("token_exchange")(e.to_string()))?;
         let id_token = response
@@ -336,7 +385,7 @@ impl Protocol {
             )
         {
             let info: CoreUserInfoClaims = request
-                .request_async(&self.http)
+                .request_async(&|r| self.send(r))
                 .await
                 .map_err(|e| failure("userinfo")(e.to_string()))?;
             identity.email = info.email().map(|e| e.as_str().to_owned());
@@ -365,4 +414,48 @@ fn oauth_client(
         client = client.set_client_secret(ClientSecret::new(secret.clone()));
     }
     Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A one-shot HTTP server answering `body_len` bytes; answers its URL.
+    async fn serve(body_len: usize) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let url = format!(
+            "http://{}/keys",
+            listener.local_addr().unwrap_or_else(|e| panic!("{e}"))
+        );
+        tokio::spawn(async move {
+            if let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = [0u8; 1024];
+                let _ = socket.read(&mut request).await;
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {body_len}\r\n\r\n");
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(&vec![b'a'; body_len]).await;
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    #[allow(clippy::panic, reason = "test")]
+    async fn provider_answers_are_read_up_to_a_mebibyte() {
+        let protocol =
+            Protocol::new(Arc::new(kernel::SystemClock)).unwrap_or_else(|e| panic!("{e}"));
+        let get = |url: String| {
+            oauth2::http::Request::get(url)
+                .body(Vec::new())
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let small = protocol.send(get(serve(1000).await)).await;
+        assert_eq!(small.map(|a| a.body().len()).ok(), Some(1000));
+        let huge = protocol.send(get(serve(ANSWER_MAX + 1).await)).await;
+        assert!(matches!(huge, Err(ProviderHttpError::TooLarge)));
+    }
 }

@@ -72,21 +72,21 @@ pub struct OAuthService {
 
 impl OAuthService {
     /// A service over its stores; `public_url` gives the callback URL the
-    /// providers are told to return to.
+    /// providers are told to return to. Fails when no TLS client can be built.
     pub fn new(
         auth: AuthService,
         store: Arc<dyn OAuthStore>,
         audit: Arc<dyn AuditStore>,
         clock: Arc<dyn Clock>,
         public_url: &str,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, reqwest::Error> {
+        Ok(Self {
             auth,
             store,
             audit,
-            protocol: Arc::new(Protocol::new(clock)),
+            protocol: Arc::new(Protocol::new(clock)?),
             public_url: public_url.trim_end_matches('/').to_owned(),
-        }
+        })
     }
 
     /// The providers one can sign in with now.
