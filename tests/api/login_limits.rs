@@ -212,3 +212,39 @@ async fn the_rate_limit_setting_defaults_to_60_and_takes_integers_from_0() {
         );
     }
 }
+
+#[tokio::test]
+async fn simultaneous_wrong_passwords_never_pass_the_lockout_threshold() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    set(
+        &app,
+        &admin,
+        json!({ "auth.login_rate_limit_per_minute": 0, "auth.lockout_threshold": 3 }),
+    )
+    .await;
+    app.create_user(&admin, "burst@example.com", "password-123", None)
+        .await;
+    let peer = app.spawn_peer().await;
+    let attempts = (0..16).map(|i| {
+        let base = if i % 2 == 0 { &app.address } else { &peer };
+        let request = app
+            .client
+            .post(format!("{base}/api/auth/login"))
+            .json(&json!({ "email": "burst@example.com", "password": "wrong-guess" }));
+        async move { request.send().await.unwrap().status() }
+    });
+    let answers = futures_util::future::join_all(attempts).await;
+    assert!(answers.iter().all(|s| *s == StatusCode::UNAUTHORIZED));
+    // Only as many passwords as the threshold allows were tried.
+    let tried = app
+        .db
+        .sql(
+            "SELECT count(*)::text FROM svc.audit_log WHERE action = 'auth.login_failed' \
+             AND details->>'reason' LIKE 'wrong_password%' AND details->>'email' = 'burst@example.com'",
+        )
+        .await;
+    assert_eq!(tried.as_deref(), Some("3"));
+    let locked = app.login_answer("burst@example.com", "password-123").await;
+    assert_eq!(locked.status, StatusCode::UNAUTHORIZED, "locked");
+}

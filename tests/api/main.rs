@@ -12,6 +12,7 @@ mod admin_users;
 mod audit;
 mod binary;
 mod browser;
+mod concurrency;
 mod data;
 mod envelope;
 mod grants;

@@ -133,13 +133,12 @@ impl AuthService {
         let Ok(email) = Email::parse(email, "email") else {
             return Ok(());
         };
-        let Some(candidate) = self.store.login_candidate(email.as_str()).await? else {
+        let Some(user) = self.store.user_by_email(email.as_str()).await? else {
             return Ok(());
         };
-        if !candidate.active {
+        if !user.active {
             return Ok(());
         }
-        let user = self.user(candidate.user_id).await?;
         self.mail_user(
             &user,
             EmailKind::PasswordReset,
@@ -273,8 +272,8 @@ impl AuthService {
                 let Ok(email) = Email::parse(&email, "email") else {
                     return Ok(());
                 };
-                match self.store.login_candidate(email.as_str()).await? {
-                    Some(candidate) => candidate.user_id,
+                match self.store.user_by_email(email.as_str()).await? {
+                    Some(user) => user.id,
                     None => return Ok(()),
                 }
             }

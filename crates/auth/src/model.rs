@@ -51,12 +51,31 @@ pub struct LoginCandidate {
     pub active: bool,
     /// Whether the email was verified.
     pub email_verified: bool,
-    /// Failed sign-ins in a row.
-    pub failed_sign_ins: i32,
-    /// Sign-in refused until then.
-    pub locked_until: Option<DateTime<Utc>>,
+    /// This attempt's place among the sign-ins in a row that did not
+    /// succeed, counted atomically when the candidate was read (attempts
+    /// still running included); 0 while the account is locked.
+    pub attempt: i32,
+    /// Whether a lock is in force.
+    pub locked: bool,
     /// Some role gives API access.
     pub api_access: bool,
+}
+
+/// What a refused sign-in does to its account's lockout state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureEffect {
+    /// Nothing: no account, or one already locked.
+    Keep,
+    /// Locks the account from `at` until `until` and restarts the count,
+    /// unless a lock is in force at `at`.
+    Lock {
+        /// Now.
+        at: DateTime<Utc>,
+        /// End of the lock.
+        until: DateTime<Utc>,
+    },
+    /// The password was right, so the attempt was no guess: the count restarts.
+    Reset,
 }
 
 /// Which table a bearer secret is looked up in.

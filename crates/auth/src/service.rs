@@ -248,14 +248,14 @@ impl AuthService {
     ) -> Result<(String, User), AuthError> {
         let settings = self.heeded_settings().await?;
         self.take_sign_in_attempt(&settings, &origin).await?;
+        let now = self.now();
         let candidate = if email.len() <= kernel::validate::EMAIL_MAX {
-            self.store.login_candidate(email.trim()).await?
+            self.store.login_candidate(email.trim(), now).await?
         } else {
             None
         };
         let stored_hash = candidate.as_ref().and_then(|c| c.password_hash.clone());
         let password_ok = self.hasher.verify(password.to_owned(), stored_hash).await?;
-        let now = self.now();
         let failed = |user_id: Option<Uuid>, reason: &'static str| {
             let actor = user_id.map_or(Actor::UNKNOWN_USER, Actor::user);
             AuditEvent::new(
@@ -268,46 +268,44 @@ impl AuthService {
         };
         let Some(candidate) = candidate else {
             self.store
-                .record_login_failure(None, None, failed(None, "unknown_email"))
+                .record_login_failure(None, FailureEffect::Keep, failed(None, "unknown_email"))
                 .await?;
             return Err(AuthError::InvalidCredentials);
         };
         let user_id = candidate.user_id;
-        let locked = candidate.locked_until.is_some_and(|until| until > now);
-        if !password_ok {
-            let count = candidate.failed_sign_ins.saturating_add(1);
-            let lock = (!locked && count >= settings.lockout_threshold())
-                .then(|| now + Duration::minutes(settings.lockout_minutes()));
-            let reason = if lock.is_some() {
-                "wrong_password_locked"
-            } else {
-                "wrong_password"
-            };
-            self.store
-                .record_login_failure(Some(user_id), lock, failed(Some(user_id), reason))
-                .await?;
-            return Err(AuthError::InvalidCredentials);
-        }
-        let refusal = if locked {
-            Some("locked")
+        let threshold = settings.lockout_threshold();
+        let lock = FailureEffect::Lock {
+            at: now,
+            until: now + Duration::minutes(settings.lockout_minutes()),
+        };
+        // Attempts are counted before the password is checked, so however many
+        // run at once, at most `threshold` passwords are tried before the lock.
+        let refusal = if candidate.locked {
+            Some((FailureEffect::Keep, "locked"))
+        } else if candidate.attempt > threshold {
+            Some((lock, "over_threshold_locked"))
+        } else if !password_ok && candidate.attempt >= threshold {
+            Some((lock, "wrong_password_locked"))
+        } else if !password_ok {
+            Some((FailureEffect::Keep, "wrong_password"))
         } else if !candidate.active {
-            Some("inactive")
+            Some((FailureEffect::Reset, "inactive"))
         } else if !candidate.api_access {
-            Some("no_api_access")
+            Some((FailureEffect::Reset, "no_api_access"))
+        } else if settings.email_verification_required() && !candidate.email_verified {
+            Some((FailureEffect::Reset, "email_not_verified"))
         } else {
             None
         };
-        if let Some(reason) = refusal {
+        if let Some((effect, reason)) = refusal {
             self.store
-                .record_login_failure(None, None, failed(Some(user_id), reason))
+                .record_login_failure(Some(user_id), effect, failed(Some(user_id), reason))
                 .await?;
-            return Err(AuthError::InvalidCredentials);
-        }
-        if settings.email_verification_required() && !candidate.email_verified {
-            self.store
-                .record_login_failure(None, None, failed(Some(user_id), "email_not_verified"))
-                .await?;
-            return Err(AuthError::EmailNotVerified);
+            return Err(if reason == "email_not_verified" {
+                AuthError::EmailNotVerified
+            } else {
+                AuthError::InvalidCredentials
+            });
         }
         let (token, session) = self.new_session(user_id, &settings, &origin);
         let event = AuditEvent::new(
@@ -642,7 +640,7 @@ impl AuthService {
         name: Option<String>,
     ) -> Result<User, AuthError> {
         let email = Email::parse(email, "email")?;
-        match self.store.login_candidate(email.as_str()).await? {
+        match self.store.user_by_email(email.as_str()).await? {
             None => {
                 let input = CreateUser {
                     email: email.as_str().to_owned(),
@@ -655,8 +653,7 @@ impl AuthService {
                 self.create_user(Actor::SYSTEM, input, None).await
             }
             Some(existing) => {
-                let current = self.user(existing.user_id).await?;
-                let mut roles: Vec<Uuid> = current.roles.iter().map(|r| r.id).collect();
+                let mut roles: Vec<Uuid> = existing.roles.iter().map(|r| r.id).collect();
                 if !roles.contains(&kernel::ADMINISTRATORS_ROLE_ID) {
                     roles.push(kernel::ADMINISTRATORS_ROLE_ID);
                 }
@@ -668,7 +665,7 @@ impl AuthService {
                     email_verified: Some(true),
                     ..ChangeUser::default()
                 };
-                self.update_user(None, existing.user_id, input, None).await
+                self.update_user(None, existing.id, input, None).await
             }
         }
     }

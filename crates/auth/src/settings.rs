@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use audit::AuditEvent;
-use kernel::FieldError;
 use kernel::settings::{Settings, SettingsPatch};
+use kernel::{FieldError, StoreError};
 use permissions::Principal;
 use serde_json::{Map, Value, json};
 
@@ -43,12 +43,31 @@ impl SettingsService {
     }
 
     /// Validates and stores setting changes; session-only keys refuse tokens.
+    /// A change merged with a stored value that another request changed in
+    /// the meantime is computed again on the fresh value.
     pub async fn update(
         &self,
         caller: &Principal,
         body: &Map<String, Value>,
         ip: Option<String>,
     ) -> Result<Map<String, Value>, AuthError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.try_update(caller, body, ip.clone()).await {
+                Err(AuthError::Store(StoreError::Stale)) if tries < 3 => continue,
+                other => return other,
+            }
+        }
+    }
+
+    async fn try_update(
+        &self,
+        caller: &Principal,
+        body: &Map<String, Value>,
+        ip: Option<String>,
+    ) -> Result<Map<String, Value>, AuthError> {
+        self.store.versions().await?;
         let mut settings = Settings::clone(&*self.store.settings().await?);
         let patch = SettingsPatch::parse(body, &settings)?;
         if patch.needs_session() && !caller.is_session() {

@@ -44,18 +44,23 @@ pub trait AuthStore: Send + Sync + 'static {
     /// every change answered before: for a request that has no credential to
     /// resolve.
     async fn versions(&self) -> Result<Versions, StoreError>;
-    /// The account behind an email, compared case-insensitively.
-    async fn login_candidate(&self, email: &str) -> Result<Option<LoginCandidate>, StoreError>;
+    /// The account behind an email, compared case-insensitively, counting
+    /// this sign-in attempt atomically (unless the account is locked at `now`).
+    async fn login_candidate(
+        &self,
+        email: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<LoginCandidate>, StoreError>;
     /// Takes one attempt of `key` in a sliding 60 s window holding at most
     /// `limit` attempts, atomically for every instance. `Some(seconds)` when
     /// the window is full (the attempt is not counted): when to retry.
     async fn take_attempt(&self, key: &str, limit: u32) -> Result<Option<u64>, StoreError>;
-    /// Counts a failed sign-in (when the account exists) and locks it until
-    /// `lock_until` when given, resetting the counter.
+    /// Records a refused sign-in: its effect on the account (when there is
+    /// one) and its audit event.
     async fn record_login_failure(
         &self,
         user_id: Option<Uuid>,
-        lock_until: Option<DateTime<Utc>>,
+        effect: FailureEffect,
         event: AuditEvent,
     ) -> Result<(), StoreError>;
     /// Stores a new session and clears the failed sign-in counter.
@@ -81,6 +86,8 @@ pub trait AuthStore: Send + Sync + 'static {
 
     /// One user.
     async fn user(&self, id: Uuid) -> Result<Option<User>, StoreError>;
+    /// The user with an email, compared case-insensitively.
+    async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError>;
     /// A page of users, optionally matching `search` in email or name.
     async fn users(
         &self,

@@ -180,6 +180,10 @@ fn default_of(name: &str) -> Value {
 pub struct SettingsPatch {
     /// The normalised new values, by key.
     pub values: Map<String, Value>,
+    /// For keys whose new value was merged with the stored one (`auth.oauth`),
+    /// the stored value it was merged with: the store refuses the patch as
+    /// stale when another change got there first.
+    pub merged_with: Map<String, Value>,
 }
 
 impl SettingsPatch {
@@ -187,15 +191,22 @@ impl SettingsPatch {
     /// secrets that a write-only field leaves unchanged when sent as null.
     pub fn parse(body: &Map<String, Value>, current: &Settings) -> Result<Self, FieldError> {
         let mut values = Map::new();
+        let mut merged_with = Map::new();
         for (name, value) in body {
             let key = KEYS
                 .iter()
                 .find(|k| k.name == name)
                 .ok_or_else(|| FieldError::new(name.clone(), "unknown setting"))?;
             let value = check(key, value, current)?;
+            if matches!(key.rule, Rule::OAuth) {
+                merged_with.insert(name.clone(), current.value(name).clone());
+            }
             values.insert(name.clone(), value);
         }
-        Ok(Self { values })
+        Ok(Self {
+            values,
+            merged_with,
+        })
     }
 
     /// Whether the patch touches a key only a signed-in administrator may change.

@@ -3,14 +3,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use audit::AuditEvent;
 use auth::{
-    AuthStore, CredentialKind, CredentialRecord, Invitation, LoginCandidate, NewSession, NewToken,
-    NewUser, RoleRef, SessionInfo, TokenInfo, TokenMail, User, UserChanges, UserPage,
+    AuthStore, CredentialKind, CredentialRecord, FailureEffect, Invitation, LoginCandidate,
+    NewSession, NewToken, NewUser, RoleRef, SessionInfo, TokenInfo, TokenMail, User, UserChanges,
+    UserPage,
 };
 use chrono::{DateTime, Utc};
 use kernel::settings::{Settings, SettingsPatch};
 use kernel::{FieldError, StoreError, Versions};
 use permissions::Plane;
-use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
+use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
     QueryResult, Set, TransactionTrait, Value,
@@ -20,8 +21,8 @@ use uuid::Uuid;
 
 use crate::entity::{api_token, role_member, session, setting, user};
 use crate::{
-    PgStore, add_memberships, commit_with_audit, ensure_admin_remains, is_active_admin, map_err,
-    stmt, versions_of, write_audit,
+    PgStore, add_memberships, commit_with_audit, ensure_admin_remains, execute, is_active_admin,
+    map_err, stmt, versions_of, write_audit,
 };
 
 /// The user's own columns (`u`) with its role names (`r`), as a user is shown.
@@ -206,9 +207,18 @@ fn user_from_row(row: &QueryResult, id_column: &str) -> Result<User, StoreError>
 }
 
 async fn load_user(conn: &impl ConnectionTrait, id: Uuid) -> Result<Option<User>, StoreError> {
-    let sql = format!("{USER_SELECT} WHERE u.id = $1 GROUP BY u.id");
+    load_user_where(conn, "u.id = $1", id.into()).await
+}
+
+/// The one user matching `condition` on its `$1`.
+async fn load_user_where(
+    conn: &impl ConnectionTrait,
+    condition: &str,
+    value: Value,
+) -> Result<Option<User>, StoreError> {
+    let sql = format!("{USER_SELECT} WHERE {condition} GROUP BY u.id");
     let row = conn
-        .query_one_raw(stmt(&sql, [id.into()]))
+        .query_one_raw(stmt(&sql, [value]))
         .await
         .map_err(map_err)?;
     row.as_ref().map(|row| user_from_row(row, "id")).transpose()
@@ -359,6 +369,31 @@ impl AuthStore for PgStore {
     ) -> Result<(), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
         let now = self.now();
+        if !patch.merged_with.is_empty() {
+            // Merged changes are made one at a time, each on the value it read.
+            execute(
+                &txn,
+                "SELECT pg_advisory_xact_lock(hashtext('svc.settings'))",
+                [],
+            )
+            .await?;
+            let defaults = Settings::default();
+            for (key, base) in &patch.merged_with {
+                let stored: Option<serde_json::Value> = txn
+                    .query_one_raw(stmt(
+                        "SELECT value FROM svc.settings WHERE key = $1",
+                        [key.as_str().into()],
+                    ))
+                    .await
+                    .map_err(map_err)?
+                    .map(|row| row.try_get("", "value"))
+                    .transpose()
+                    .map_err(map_err)?;
+                if stored.as_ref().unwrap_or(defaults.value(key)) != base {
+                    return Err(StoreError::Stale);
+                }
+            }
+        }
         for (key, value) in &patch.values {
             let row = setting::ActiveModel {
                 key: Set(key.clone()),
@@ -425,14 +460,25 @@ impl AuthStore for PgStore {
         self.take_rate_attempt(key, limit).await
     }
 
-    async fn login_candidate(&self, email: &str) -> Result<Option<LoginCandidate>, StoreError> {
-        let sql = "SELECT u.id, u.password_hash, u.active, u.email_verified, u.failed_sign_ins, u.locked_until, \
+    async fn login_candidate(
+        &self,
+        email: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<LoginCandidate>, StoreError> {
+        // The count is taken on the row's latest version (UPDATE waits for
+        // concurrent ones), so simultaneous attempts get distinct numbers.
+        let sql = "WITH counted AS (UPDATE svc.users SET failed_sign_ins = failed_sign_ins + 1 \
+                   WHERE lower(email) = lower($1) AND (locked_until IS NULL OR locked_until <= $2) \
+                   RETURNING failed_sign_ins) \
+                   SELECT u.id, u.password_hash, u.active, u.email_verified, \
+                   coalesce((SELECT failed_sign_ins FROM counted), 0) AS attempt, \
+                   NOT EXISTS (SELECT 1 FROM counted) AS locked, \
                    coalesce(bool_or(r.api_access), false) AS api_access \
                    FROM svc.users u LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id \
                    WHERE lower(u.email) = lower($1) GROUP BY u.id";
         let Some(row) = self
             .db
-            .query_one_raw(stmt(sql, [email.into()]))
+            .query_one_raw(stmt(sql, [email.into(), now.into()]))
             .await
             .map_err(map_err)?
         else {
@@ -443,8 +489,8 @@ impl AuthStore for PgStore {
             password_hash: row.try_get("", "password_hash").map_err(map_err)?,
             active: row.try_get("", "active").map_err(map_err)?,
             email_verified: row.try_get("", "email_verified").map_err(map_err)?,
-            failed_sign_ins: row.try_get("", "failed_sign_ins").map_err(map_err)?,
-            locked_until: row.try_get("", "locked_until").map_err(map_err)?,
+            attempt: row.try_get("", "attempt").map_err(map_err)?,
+            locked: row.try_get("", "locked").map_err(map_err)?,
             api_access: row.try_get("", "api_access").map_err(map_err)?,
         }))
     }
@@ -452,23 +498,29 @@ impl AuthStore for PgStore {
     async fn record_login_failure(
         &self,
         user_id: Option<Uuid>,
-        lock_until: Option<DateTime<Utc>>,
+        effect: FailureEffect,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        if let Some(id) = user_id {
-            let counter = if lock_until.is_some() {
-                Expr::value(0)
-            } else {
-                Expr::col(user::Column::FailedSignIns).add(1)
-            };
-            let mut update = user::Entity::update_many()
-                .col_expr(user::Column::FailedSignIns, counter)
-                .filter(user::Column::Id.eq(id));
-            if let Some(until) = lock_until {
-                update = update.col_expr(user::Column::LockedUntil, Expr::value(until));
+        match (user_id, effect) {
+            (Some(id), FailureEffect::Lock { at, until }) => {
+                execute(
+                    &txn,
+                    "UPDATE svc.users SET locked_until = $2, failed_sign_ins = 0 \
+                     WHERE id = $1 AND (locked_until IS NULL OR locked_until <= $3)",
+                    [id.into(), until.into(), at.into()],
+                )
+                .await?;
             }
-            update.exec(&txn).await.map_err(map_err)?;
+            (Some(id), FailureEffect::Reset) => {
+                execute(
+                    &txn,
+                    "UPDATE svc.users SET failed_sign_ins = 0 WHERE id = $1",
+                    [id.into()],
+                )
+                .await?;
+            }
+            _ => {}
         }
         commit_with_audit(txn, event, self.now()).await
     }
@@ -531,6 +583,10 @@ impl AuthStore for PgStore {
 
     async fn user(&self, id: Uuid) -> Result<Option<User>, StoreError> {
         load_user(&self.db, id).await
+    }
+
+    async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError> {
+        load_user_where(&self.db, "lower(u.email) = lower($1)", email.into()).await
     }
 
     async fn users(
