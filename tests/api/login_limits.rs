@@ -168,6 +168,25 @@ async fn unknown_and_known_emails_take_the_same_time() {
         json!({ "auth.login_rate_limit_per_minute": 0, "auth.lockout_threshold": 1000 }),
     )
     .await;
+    // A systematic difference shows in every measurement; noise of the
+    // machine rarely in three in a row.
+    let mut gaps = Vec::new();
+    for _ in 0..3 {
+        let (known, unknown) = median_times(&app).await;
+        let gap = known.abs_diff(unknown).as_secs_f64() / known.as_secs_f64();
+        if gap < 0.10 {
+            return;
+        }
+        gaps.push(format!(
+            "known {known:?} vs unknown {unknown:?}: {:.0}% apart",
+            gap * 100.0
+        ));
+    }
+    panic!("{gaps:?}");
+}
+
+/// Median times of wrong-password sign-ins with a known and an unknown email.
+async fn median_times(app: &TestApp) -> (Duration, Duration) {
     let (mut known, mut unknown) = (Vec::new(), Vec::new());
     // Interleaved, so that load from other tests weighs on both alike.
     for _ in 0..50 {
@@ -181,13 +200,7 @@ async fn unknown_and_known_emails_take_the_same_time() {
             assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
         }
     }
-    let (known, unknown) = (median(known), median(unknown));
-    let gap = known.abs_diff(unknown).as_secs_f64() / known.as_secs_f64();
-    assert!(
-        gap < 0.10,
-        "known {known:?} vs unknown {unknown:?}: {:.0}% apart",
-        gap * 100.0
-    );
+    (median(known), median(unknown))
 }
 
 #[tokio::test]

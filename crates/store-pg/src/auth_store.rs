@@ -466,11 +466,15 @@ impl AuthStore for PgStore {
         now: DateTime<Utc>,
     ) -> Result<Option<LoginCandidate>, StoreError> {
         // The count is taken on the row's latest version (UPDATE waits for
-        // concurrent ones), so simultaneous attempts get distinct numbers.
+        // concurrent ones), so simultaneous attempts get distinct numbers. It
+        // commits without waiting for the WAL flush, as the rate limit does:
+        // a known email must not take longer than an unknown one (a crash of
+        // PostgreSQL can forget the last counts, never double them).
         let sql = "WITH counted AS (UPDATE svc.users SET failed_sign_ins = failed_sign_ins + 1 \
                    WHERE lower(email) = lower($1) AND (locked_until IS NULL OR locked_until <= $2) \
                    RETURNING failed_sign_ins) \
-                   SELECT u.id, u.password_hash, u.active, u.email_verified, \
+                   SELECT set_config('synchronous_commit', 'off', true) AS no_flush, \
+                   u.id, u.password_hash, u.active, u.email_verified, \
                    coalesce((SELECT failed_sign_ins FROM counted), 0) AS attempt, \
                    NOT EXISTS (SELECT 1 FROM counted) AS locked, \
                    coalesce(bool_or(r.api_access), false) AS api_access \
