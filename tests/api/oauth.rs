@@ -107,6 +107,12 @@ async fn token_of(app: &TestApp, provider: &str) -> String {
     value
 }
 
+/// What `GET /api/auth/oauth` answers.
+async fn providers(app: &TestApp) -> Value {
+    let url = format!("{}/api/auth/oauth", app.address);
+    get(app, &url).await.json().await.unwrap()
+}
+
 fn person(subject: &str, email: &str, verified: bool) -> MockUser {
     MockUser {
         subject: subject.into(),
@@ -188,13 +194,7 @@ async fn each_provider_kind_signs_a_new_person_in() {
         MOCK_CLIENT_ID
     );
     // The providers a sign-in page shows.
-    let listed = app
-        .client
-        .get(format!("{}/api/auth/oauth", app.address))
-        .send()
-        .await
-        .unwrap();
-    let listed: Value = listed.json().await.unwrap();
+    let listed = providers(&app).await;
     assert_eq!(listed["data"].as_array().unwrap().len(), 3);
     assert_eq!(listed["data"][2]["startUrl"], "/api/auth/oauth/oidc");
 }
@@ -365,6 +365,9 @@ async fn a_state_is_single_use_fresh_and_of_its_provider() {
         outcome(&get(&app, &denied).await),
         ("error".into(), "OAUTH_FAILED".into())
     );
+    // Used up by that refusal too.
+    let again = TestApp::answer(get(&app, &denied).await).await;
+    assert_eq!(again.code(), "INVALID_TOKEN");
 }
 
 #[tokio::test]
@@ -419,17 +422,18 @@ async fn redirect_to_is_checked_before_anything_leaves() {
         assert_eq!(refused.body["errors"][0]["field"], "redirect_to");
         assert!(refused.headers.get("location").is_none());
     }
-    let missing = TestApp::answer(
-        app.client
-            .get(format!("{}/api/auth/oauth/github", app.address))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let missing =
+        TestApp::answer(get(&app, &format!("{}/api/auth/oauth/github", app.address)).await).await;
     assert_eq!(missing.status, StatusCode::BAD_REQUEST);
     assert_eq!(missing.body["errors"][0]["field"], "redirect_to");
 
+    configure(
+        &app,
+        json!({ "auth.email_links_base_url": "https://links.example/auth" }),
+    )
+    .await;
+    let links = start(&app, "github", "https://links.example/signed-in").await;
+    assert_eq!(links.status(), StatusCode::FOUND, "the email links' origin");
     let allowed = start(&app, "github", "https://app.example:8443/done").await;
     assert_eq!(allowed.status(), StatusCode::FOUND);
     assert!(location(&allowed).starts_with(&format!("{}/authorize?", mock.url)));
@@ -444,23 +448,10 @@ async fn unknown_and_disabled_providers_are_not_found() {
         "/api/auth/oauth/google?redirect_to=http://tessera.test/",
         "/api/auth/oauth/facebook/callback?code=x&state=y",
     ] {
-        let answer = TestApp::answer(
-            app.client
-                .get(format!("{}{path}", app.address))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let answer = TestApp::answer(get(&app, &format!("{}{path}", app.address)).await).await;
         assert_eq!(answer.status, StatusCode::NOT_FOUND, "{path}");
         assert_eq!(answer.code(), "NOT_FOUND");
     }
-    let listed = app
-        .client
-        .get(format!("{}/api/auth/oauth", app.address))
-        .send()
-        .await
-        .unwrap();
-    let listed: Value = listed.json().await.unwrap();
+    let listed = providers(&app).await;
     assert_eq!(listed["data"], json!([]));
 }

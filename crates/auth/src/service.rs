@@ -281,31 +281,43 @@ impl AuthService {
         // Attempts are counted before the password is checked, so however many
         // run at once, at most `threshold` passwords are tried before the lock.
         let refusal = if candidate.locked {
-            Some((FailureEffect::Keep, "locked"))
+            Some((FailureEffect::Keep, "locked", AuthError::InvalidCredentials))
         } else if candidate.attempt > threshold {
-            Some((lock, "over_threshold_locked"))
+            Some((lock, "over_threshold_locked", AuthError::InvalidCredentials))
         } else if !password_ok && candidate.attempt >= threshold {
-            Some((lock, "wrong_password_locked"))
+            Some((lock, "wrong_password_locked", AuthError::InvalidCredentials))
         } else if !password_ok {
-            Some((FailureEffect::Keep, "wrong_password"))
+            Some((
+                FailureEffect::Keep,
+                "wrong_password",
+                AuthError::InvalidCredentials,
+            ))
         } else if !candidate.active {
-            Some((FailureEffect::Reset, "inactive"))
+            Some((
+                FailureEffect::Reset,
+                "inactive",
+                AuthError::InvalidCredentials,
+            ))
         } else if !candidate.api_access {
-            Some((FailureEffect::Reset, "no_api_access"))
+            Some((
+                FailureEffect::Reset,
+                "no_api_access",
+                AuthError::InvalidCredentials,
+            ))
         } else if settings.email_verification_required() && !candidate.email_verified {
-            Some((FailureEffect::Reset, "email_not_verified"))
+            Some((
+                FailureEffect::Reset,
+                "email_not_verified",
+                AuthError::EmailNotVerified,
+            ))
         } else {
             None
         };
-        if let Some((effect, reason)) = refusal {
+        if let Some((effect, reason, error)) = refusal {
             self.store
                 .record_login_failure(Some(user_id), effect, failed(Some(user_id), reason))
                 .await?;
-            return Err(if reason == "email_not_verified" {
-                AuthError::EmailNotVerified
-            } else {
-                AuthError::InvalidCredentials
-            });
+            return Err(error);
         }
         let (token, session) = self.new_session(user_id, &settings, &origin);
         let event = AuditEvent::new(
