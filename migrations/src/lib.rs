@@ -38,6 +38,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0011_user_identities",
         include_str!("../sql/0011_user_identities.sql"),
     ),
+    ("m0012_dataviews", include_str!("../sql/0012_dataviews.sql")),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

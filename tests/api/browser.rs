@@ -413,3 +413,97 @@ async fn sign_in_with_a_provider_in_the_browser() {
     assert_eq!(me.data()["email"], "person@example.com");
     browser.client.close().await.unwrap();
 }
+
+/// Where screenshots of browser tests are kept: `TESSERA_TEST_ARTEFACTS`,
+/// else `target/test-artefacts` of the workspace.
+fn artefact(name: &str) -> std::path::PathBuf {
+    let dir = std::env::var_os("TESSERA_TEST_ARTEFACTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-artefacts")
+        });
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[tokio::test]
+async fn a_dashboard_draws_every_widget_type_and_a_refusal_in_place() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (role, _) = crate::views::sales_dashboard(&app, &admin).await;
+    let email = "viewer@example.com";
+    app.create_user(&admin, email, "viewer-password-1", Some(vec![role]))
+        .await;
+    let browser = Browser::start().await;
+    browser.client.set_window_size(1280, 1100).await.unwrap();
+
+    // Anyone not signed in is sent to sign in, and comes back.
+    browser.open(&app, "/admin/dashboards/sales").await;
+    browser.wait_for("form[data-action=sign-in]").await;
+    browser.fill("email", email).await;
+    browser.fill("password", "viewer-password-1").await;
+    browser.submit().await;
+    browser.wait_for("[data-widget=line] canvas").await;
+    let title = browser.wait_for("#title").await.text().await.unwrap();
+    assert_eq!(title, "Sales");
+    let zone = browser.wait_for("#zone").await.text().await.unwrap();
+    assert!(zone.starts_with("Times in "), "{zone}");
+
+    // The charts hold the view's data points, read as this user.
+    let api = app.get("/api/views/sales-per-day", &admin).await;
+    let rows = api.data().as_array().unwrap().clone();
+    let chart = |widget: &str| {
+        let script = format!(
+            "const c = Chart.getChart(document.querySelector('[data-widget={widget}] canvas')); \
+             return {{ type: c.config.type, labels: c.data.labels, data: c.data.datasets.map(d => d.data) }};"
+        );
+        let client = browser.client.clone();
+        async move { client.execute(&script, vec![]).await.unwrap() }
+    };
+    let line = chart("line").await;
+    assert_eq!(line["type"], json!("line"));
+    assert_eq!(line["labels"].as_array().unwrap().len(), rows.len());
+    let totals: Vec<serde_json::Value> = rows.iter().map(|r| r["total"].clone()).collect();
+    let counts: Vec<serde_json::Value> = rows.iter().map(|r| r["count"].clone()).collect();
+    assert_eq!(line["data"], json!([totals, counts]));
+    assert_eq!(
+        line["labels"][0],
+        json!(&rows[0]["day"].as_str().unwrap()[..10])
+    );
+    let bar = chart("bar").await;
+    assert_eq!(
+        (bar["type"].clone(), bar["data"].clone()),
+        (json!("bar"), json!([counts]))
+    );
+    let pie = chart("pie").await;
+    assert_eq!(pie["labels"], json!(["blue", "red"]));
+    assert_eq!(pie["data"], json!([[24.34, 28.49]]));
+    let number = browser.wait_for("[data-widget=total] .number").await;
+    let total: f64 = totals.iter().map(|t| t.as_f64().unwrap()).sum::<f64>();
+    let first = rows[0]["total"].as_f64().unwrap();
+    assert_ne!(total, first);
+    assert_eq!(
+        number.text().await.unwrap().replace(',', ""),
+        format!("{first}")
+    );
+    let cells = browser
+        .client
+        .find_all(Locator::Css("[data-widget=table] tr"))
+        .await
+        .unwrap();
+    assert_eq!(cells.len(), rows.len() + 1);
+
+    // The widget this user may not read says so in its place.
+    let refusal = browser
+        .wait_for("[data-widget=secret] .widget-error[data-code=PERMISSION_DENIED]")
+        .await;
+    assert!(refusal.text().await.unwrap().contains("may not read"));
+    let png = browser.client.screenshot().await.unwrap();
+    std::fs::write(artefact("dashboard.png"), png).unwrap();
+
+    // The index lists the dashboards this user may read.
+    browser.open(&app, "/admin/").await;
+    let link = browser.wait_for("a[href='/admin/dashboards/sales']").await;
+    assert_eq!(link.text().await.unwrap(), "Sales");
+    browser.client.close().await.unwrap();
+}

@@ -25,6 +25,7 @@ mod schema;
 mod sessions;
 mod settings;
 mod tokens;
+mod views;
 mod workflows;
 
 /// Id of the built-in `Users` role.

@@ -18,6 +18,7 @@ const DOMAIN_CRATES: &[&str] = &[
     "schema",
     "data",
     "workflows",
+    "views",
     "outbound",
     "permissions",
     "audit",

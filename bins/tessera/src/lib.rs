@@ -40,6 +40,8 @@ pub struct Services {
     pub data: data::DataService,
     /// Workflows.
     pub workflows: workflows::WorkflowService,
+    /// DataViews and dashboards.
+    pub views: views::ViewService,
 }
 
 impl Services {
@@ -95,6 +97,7 @@ impl Services {
                 &config.public_url,
             )
             .context("cannot build the OAuth HTTP client")?,
+            views: views::ViewService::new(Arc::new(store.clone()), data.clone(), clock.clone()),
             data,
             auth,
             settings,
@@ -157,6 +160,7 @@ impl Application {
             grants: services.grants.clone(),
             data: services.data.clone(),
             workflows: services.workflows.clone(),
+            views: services.views.clone(),
             audit: audit::AuditService::new(Arc::new(services.store.clone())),
             ready,
             trusted_proxies: config.trusted_proxies.clone(),

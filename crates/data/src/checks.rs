@@ -89,7 +89,7 @@ pub(crate) fn readable<'t>(
 }
 
 /// `sort=-a,b`: the primary key is appended so pages are stable.
-pub(crate) fn sort<'t>(
+pub fn sort<'t>(
     table: &'t Table,
     access: &Access<'_>,
     raw: Option<&str>,
@@ -116,7 +116,8 @@ pub(crate) fn sort<'t>(
     Ok(keys)
 }
 
-pub(crate) fn number<T: TryFrom<u64> + Copy>(
+/// A whole-number query parameter from `min` to `max`; `default` when absent.
+pub fn number<T: TryFrom<u64> + Copy>(
     raw: Option<&str>,
     field: &'static str,
     default: T,
@@ -133,11 +134,7 @@ pub(crate) fn number<T: TryFrom<u64> + Copy>(
 }
 
 /// Parses the `filter` parameter and checks every column, operator and value.
-pub(crate) fn parse_filter(
-    table: &Table,
-    access: &Access<'_>,
-    raw: &str,
-) -> Result<Filter, DataError> {
+pub fn parse_filter(table: &Table, access: &Access<'_>, raw: &str) -> Result<Filter, DataError> {
     let value: Value = serde_json::from_str(raw)
         .map_err(|_| query_error("filter", "must be a JSON filter object"))?;
     let filter = Filter::parse(&value, "filter").map_err(DataError::Query)?;
@@ -145,7 +142,8 @@ pub(crate) fn parse_filter(
     Ok(filter)
 }
 
-fn check_filter(table: &Table, access: &Access<'_>, filter: &Filter) -> Result<(), DataError> {
+/// Checks that every column of `filter` is readable and fits its operators and values.
+pub fn check_filter(table: &Table, access: &Access<'_>, filter: &Filter) -> Result<(), DataError> {
     match filter {
         Filter::And(items) | Filter::Or(items) => items
             .iter()

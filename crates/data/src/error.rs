@@ -70,7 +70,8 @@ impl ErrorCode for DataError {
     }
 }
 
-pub(crate) fn query_error(
+/// A bad query parameter `field`.
+pub fn query_error(
     field: impl Into<Cow<'static, str>>,
     message: impl Into<Cow<'static, str>>,
 ) -> DataError {
@@ -85,7 +86,7 @@ pub(crate) fn payload_error(
 }
 
 /// A store failure of a read: a value the database could not parse is the query's fault.
-pub(crate) fn read_error(err: StoreError) -> DataError {
+pub fn read_error(err: StoreError) -> DataError {
     match err {
         StoreError::BadValue => query_error("filter", "a value does not fit its column's type"),
         other => DataError::Store(other),

@@ -9,8 +9,8 @@ mod role_view;
 mod service;
 mod table;
 
-pub use checks::user_column;
-pub use error::DataError;
+pub use checks::{check_filter, number, parse_filter, sort, user_column};
+pub use error::{DataError, query_error, read_error};
 pub use query::{Change, Context, DataStore, Found, ListQuery, Output, Predicate, Read, Write};
 pub use role_view::RoleView;
 pub use service::{

@@ -505,22 +505,48 @@ impl DataService {
         name: &str,
         op: Op<'_>,
     ) -> Result<Answer, DataError> {
+        self.as_caller(
+            request,
+            Plane::Api,
+            |error| op.retried_after(error),
+            async |caller, version| self.run_as(caller, version, schema, name, op).await,
+        )
+        .await
+    }
+
+    /// Runs `run` as the caller the bearer stands for on `plane`, with the
+    /// Data API's rules: a remembered caller first, planned again on a fresh
+    /// one after a failure `retried` accepts or a stale statement. Reads of
+    /// other kinds (DataViews) share it. Only callers of the Data API plane
+    /// are remembered.
+    pub async fn as_caller<T>(
+        &self,
+        request: DataRequest<'_>,
+        plane: Plane,
+        retried: impl Fn(&DataError) -> bool,
+        run: impl AsyncFn(Caller<'_>, i64) -> Result<T, DataError>,
+    ) -> Result<T, DataError> {
         let lookup = CredentialLookup::of(request.bearer);
-        if let Some(known) = self.callers.get(&lookup, self.clock.now()) {
+        let remembered = match plane {
+            Plane::Api => self.callers.get(&lookup, self.clock.now()),
+            Plane::Admin => None,
+        };
+        if let Some(known) = remembered {
             let caller = request.caller(&known.principal);
-            match self.run_as(caller, known.version, schema, name, op).await {
+            match run(caller, known.version).await {
                 Ok(answer) => return Ok(answer),
-                Err(error) if !op.retried_after(&error) => return Err(error),
+                Err(error) if !retried(&error) => return Err(error),
                 Err(_) => {}
             }
         }
         for _ in 0..STALE_RETRIES {
             let resolved = self.auth.resolve(request.bearer).await?;
-            resolved.principal.authorize(Plane::Api, false)?;
-            self.callers.put(lookup, &resolved);
+            resolved.principal.authorize(plane, false)?;
+            if plane == Plane::Api {
+                self.callers.put(lookup, &resolved);
+            }
             let caller = request.caller(&resolved.principal);
-            let version = resolved.versions.auth;
-            match self.run_as(caller, version, schema, name, op).await {
+            match run(caller, resolved.versions.auth).await {
                 Err(DataError::Store(StoreError::Stale)) => continue,
                 answer => return answer,
             }
@@ -545,13 +571,23 @@ impl DataService {
         }
     }
 
-    /// The variables of a statement on `table`, and the versions of the
-    /// shared state it is planned on.
     async fn context(
         &self,
         caller: Caller<'_>,
         auth_version: i64,
         table: &Table,
+    ) -> Result<Context, DataError> {
+        self.context_at(caller, auth_version, table.version).await
+    }
+
+    /// The variables of a statement, and the versions of the shared state it
+    /// is planned on: the caller's at `auth_version`, the catalog at
+    /// `catalog_version`, the settings as cached.
+    pub async fn context_at(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        catalog_version: i64,
     ) -> Result<Context, DataError> {
         let (system, settings) = self
             .store
@@ -568,7 +604,7 @@ impl DataService {
             ),
             versions: Versions {
                 auth: auth_version,
-                catalog: table.version,
+                catalog: catalog_version,
                 settings,
             },
         })

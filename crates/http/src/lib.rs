@@ -23,8 +23,8 @@ use utoipa_actix_web::{AppExt, UtoipaApp};
 
 use crate::error::ApiError;
 use crate::routes::{
-    account, admin, auth as auth_routes, data as data_routes, docs, health, oauth, pages,
-    workflows as workflow_routes,
+    account, admin, auth as auth_routes, console, data as data_routes, docs, health, oauth, pages,
+    views as view_routes, workflows as workflow_routes,
 };
 
 #[derive(OpenApi)]
@@ -67,6 +67,7 @@ fn routes() -> UtoipaApp<
         .openapi(ApiDoc::openapi())
         .map(pages::register)
         .map(docs::register)
+        .map(console::register)
         .service(health::healthz)
         .service(health::readyz)
         .service(
@@ -137,6 +138,18 @@ fn routes() -> UtoipaApp<
                 .service(admin::workflows::publish)
                 .service(admin::workflows::test)
                 .service(admin::workflows::runs)
+                .service(admin::dataviews::list)
+                .service(admin::dataviews::create)
+                .service(admin::dataviews::get)
+                .service(admin::dataviews::update)
+                .service(admin::dataviews::remove)
+                .service(admin::dataviews::publish)
+                .service(admin::dataviews::preview)
+                .service(admin::dashboards::list)
+                .service(admin::dashboards::create)
+                .service(admin::dashboards::get)
+                .service(admin::dashboards::update)
+                .service(admin::dashboards::remove)
                 .service(admin::openapi::document)
                 .service(admin::openapi_data::document),
         )
@@ -149,6 +162,12 @@ fn routes() -> UtoipaApp<
                     "/{slug}/webhook",
                     web::route().to(workflow_routes::other_method),
                 ),
+        )
+        .service(scope("/api/views").service(view_routes::read))
+        .service(
+            scope("/api/dashboards")
+                .service(view_routes::dashboards)
+                .service(view_routes::dashboard),
         )
         .service(
             scope("/api/data")
@@ -251,7 +270,12 @@ mod tests {
     use super::*;
 
     /// Paths served outside the Admin API: the HTML pages and their assets.
-    const PAGES: [&str; 2] = ["/admin/auth/", "/admin/docs"];
+    const PAGES: [&str; 4] = [
+        "/admin/auth/",
+        "/admin/docs",
+        "/admin/dashboards/",
+        "/admin/assets/",
+    ];
 
     /// The end of the bracket group opening at `open`, string literals skipped.
     fn group_end(text: &str, open: usize) -> usize {
@@ -349,6 +373,7 @@ mod tests {
         let api: BTreeSet<String> = mounted
             .iter()
             .filter(|path| !PAGES.iter().any(|page| path.starts_with(page)))
+            .filter(|path| !matches!(path.as_str(), "/admin" | "/admin/"))
             .map(|path| filled(path, "{}"))
             .collect();
         let documented: BTreeSet<String> = document

@@ -29,6 +29,8 @@ pub struct AppState {
     pub data: data::DataService,
     /// Workflows.
     pub workflows: workflows::WorkflowService,
+    /// DataViews and dashboards.
+    pub views: views::ViewService,
     /// The audit log.
     pub audit: audit::AuditService,
     /// The readiness probe.

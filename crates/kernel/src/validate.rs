@@ -56,6 +56,24 @@ impl fmt::Display for Email {
     }
 }
 
+/// A URL slug: 1 to 64 lower-case letters, digits or `-`, not starting with `-`.
+pub fn slug(raw: &str, field: &'static str) -> Result<String, FieldError> {
+    let ok = !raw.is_empty()
+        && raw.len() <= 64
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !raw.starts_with('-');
+    if ok {
+        Ok(raw.to_owned())
+    } else {
+        Err(FieldError::new(
+            field,
+            "must be 1 to 64 lower-case letters, digits or -",
+        ))
+    }
+}
+
 /// A trimmed, non-empty, single-line text of at most `max` characters.
 pub fn short_text(raw: &str, field: &'static str, max: usize) -> Result<String, FieldError> {
     let value = raw.trim();

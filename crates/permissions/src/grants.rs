@@ -1,5 +1,6 @@
-//! Grants: what a role may do on a resource (read, create, update, delete)
-//! or a workflow (invoke), limited by an optional row filter and column list.
+//! Grants: what a role may do on a resource (read, create, update, delete),
+//! a workflow (invoke) or a DataView (read), limited by an optional row
+//! filter and, on a resource, a column list.
 
 use std::sync::Arc;
 
@@ -64,6 +65,8 @@ pub struct Grant {
     pub resource_id: Option<Uuid>,
     /// The workflow (for invoke).
     pub workflow_id: Option<Uuid>,
+    /// The DataView (for read).
+    pub data_view_id: Option<Uuid>,
     /// What it allows.
     pub action: Action,
     /// Rows it covers (filter language); `None`: all.
@@ -90,6 +93,9 @@ pub trait GrantStore: Send + Sync + 'static {
     async fn grants(&self, query: GrantQuery) -> Result<Vec<Grant>, StoreError>;
     /// The columns of a resource's table; `None` when there is no such resource.
     async fn resource_columns(&self, resource_id: Uuid) -> Result<Option<Vec<String>>, StoreError>;
+    /// The output columns of a DataView (published, else its draft); `None`
+    /// when there is no such view.
+    async fn data_view_columns(&self, view_id: Uuid) -> Result<Option<Vec<String>>, StoreError>;
     /// Stores a grant; an unknown role is an invalid `roleId`.
     async fn create_grant(&self, grant: Grant, event: AuditEvent) -> Result<Grant, StoreError>;
     /// Deletes a grant; false when there is none.
@@ -105,6 +111,8 @@ pub struct NewGrant {
     pub resource_id: Option<Uuid>,
     /// The workflow.
     pub workflow_id: Option<Uuid>,
+    /// The DataView.
+    pub data_view_id: Option<Uuid>,
     /// `read`, `create`, `update`, `delete` or `invoke`.
     pub action: String,
     /// Row filter.
@@ -132,7 +140,8 @@ impl GrantService {
     }
 
     /// Validates and stores a grant: the action fits its target, the filter
-    /// parses and names only the table's columns, the columns exist.
+    /// parses and names only the table's (or the view's output) columns,
+    /// the columns exist.
     pub async fn create(
         &self,
         caller: &Principal,
@@ -142,36 +151,45 @@ impl GrantService {
         let action = Action::parse(&input.action).ok_or_else(|| {
             FieldError::new("action", "must be read, create, update, delete or invoke")
         })?;
-        let (resource_id, workflow_id) = match (input.resource_id, input.workflow_id, action) {
-            (Some(_), Some(_), _) | (None, None, _) => {
-                return Err(
-                    FieldError::new("resourceId", "give either resourceId or workflowId").into(),
-                );
-            }
-            (Some(_), None, Action::Invoke) => {
+        let targets = [input.resource_id, input.workflow_id, input.data_view_id];
+        if targets.iter().flatten().count() != 1 {
+            return Err(FieldError::new(
+                "resourceId",
+                "give exactly one of resourceId, workflowId and dataViewId",
+            )
+            .into());
+        }
+        let columns = match (input.resource_id, input.workflow_id, input.data_view_id) {
+            (Some(_), _, _) if action == Action::Invoke => {
                 return Err(FieldError::new("action", "invoke applies to workflows").into());
             }
-            (None, Some(_), a) if a != Action::Invoke => {
-                return Err(
-                    FieldError::new("action", "a workflow grant's action is invoke").into(),
-                );
-            }
-            pair => (pair.0, pair.1),
-        };
-        let columns = match resource_id {
-            Some(id) => Some(
+            (Some(id), _, _) => Some(
                 self.store
                     .resource_columns(id)
                     .await?
                     .ok_or_else(|| FieldError::new("resourceId", "no such resource"))?,
             ),
-            None => None,
+            (_, Some(_), _) if action != Action::Invoke => {
+                return Err(
+                    FieldError::new("action", "a workflow grant's action is invoke").into(),
+                );
+            }
+            (_, _, Some(_)) if action != Action::Read => {
+                return Err(FieldError::new("action", "a DataView grant's action is read").into());
+            }
+            (_, _, Some(id)) => Some(
+                self.store
+                    .data_view_columns(id)
+                    .await?
+                    .ok_or_else(|| FieldError::new("dataViewId", "no such DataView"))?,
+            ),
+            _ => None,
         };
         if let Some(filter) = &input.filter {
             let parsed = Filter::parse(filter, "filter")?;
-            let known = columns.as_ref().ok_or_else(|| {
-                FieldError::new("filter", "only resource grants take a row filter")
-            })?;
+            let known = columns
+                .as_ref()
+                .ok_or_else(|| FieldError::new("filter", "workflow grants take no row filter"))?;
             if let Some(unknown) = parsed
                 .columns()
                 .into_iter()
@@ -179,17 +197,18 @@ impl GrantService {
             {
                 return Err(FieldError::new(
                     "filter",
-                    format!("{unknown} is not a column of the table"),
+                    format!("{unknown} is not a column of the table or view"),
                 )
                 .into());
             }
         }
+        if input.columns.is_some() && input.resource_id.is_none() {
+            return Err(FieldError::new("columns", "only resource grants take columns").into());
+        }
         let chosen = match &input.columns {
             None => None,
             Some(list) => {
-                let known = columns.as_ref().ok_or_else(|| {
-                    FieldError::new("columns", "only resource grants take columns")
-                })?;
+                let known = columns.as_deref().unwrap_or_default();
                 if list.is_empty() {
                     return Err(FieldError::new(
                         "columns",
@@ -216,15 +235,16 @@ impl GrantService {
         let grant = Grant {
             id: new_id(),
             role_id: input.role_id,
-            resource_id,
-            workflow_id,
+            resource_id: input.resource_id,
+            workflow_id: input.workflow_id,
+            data_view_id: input.data_view_id,
             action,
             filter: input.filter,
             columns: chosen,
             created_at: self.clock.now(),
         };
         let event = AuditEvent::new(caller.actor(), "grant.create", Some(format!("grant:{}", grant.id)), ip).with_details(json!({
-            "roleId": grant.role_id, "resourceId": grant.resource_id, "workflowId": grant.workflow_id, "action": action.as_str()
+            "roleId": grant.role_id, "resourceId": grant.resource_id, "workflowId": grant.workflow_id, "dataViewId": grant.data_view_id, "action": action.as_str()
         }));
         Ok(self.store.create_grant(grant, event).await?)
     }

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::{PgStore, execute, exists, map_err, stmt};
 
 const GRANT_COLUMNS: &str =
-    "id, role_id, resource_id, workflow_id, action, filter, columns, created_at";
+    "id, role_id, resource_id, workflow_id, data_view_id, action, filter, columns, created_at";
 
 fn grant(row: &QueryResult) -> Result<Grant, StoreError> {
     let action: String = row.try_get("", "action").map_err(map_err)?;
@@ -17,6 +17,7 @@ fn grant(row: &QueryResult) -> Result<Grant, StoreError> {
         role_id: row.try_get("", "role_id").map_err(map_err)?,
         resource_id: row.try_get("", "resource_id").map_err(map_err)?,
         workflow_id: row.try_get("", "workflow_id").map_err(map_err)?,
+        data_view_id: row.try_get("", "data_view_id").map_err(map_err)?,
         action: Action::parse(&action)
             .ok_or_else(|| StoreError::Internal(format!("stored action {action}")))?,
         filter: row.try_get("", "filter").map_err(map_err)?,
@@ -54,6 +55,19 @@ impl GrantStore for PgStore {
             .map_err(map_err)
     }
 
+    async fn data_view_columns(&self, view_id: Uuid) -> Result<Option<Vec<String>>, StoreError> {
+        let sql = "SELECT coalesce((SELECT array_agg(c ->> 'name') FROM jsonb_array_elements(coalesce(v.published, v.draft) -> 'columns') AS c), '{}') AS columns \
+                   FROM svc.dataviews v WHERE v.id = $1";
+        let row = self
+            .db
+            .query_one_raw(stmt(sql, [view_id.into()]))
+            .await
+            .map_err(map_err)?;
+        row.map(|r| r.try_get::<Vec<String>>("", "columns"))
+            .transpose()
+            .map_err(map_err)
+    }
+
     async fn create_grant(&self, new: Grant, event: AuditEvent) -> Result<Grant, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
         if !exists(
@@ -76,13 +90,14 @@ impl GrantStore for PgStore {
             return Err(StoreError::NotFound);
         }
         let sql = format!(
-            "INSERT INTO svc.grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {GRANT_COLUMNS}"
+            "INSERT INTO svc.grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {GRANT_COLUMNS}"
         );
-        let values: [Value; 8] = [
+        let values: [Value; 9] = [
             new.id.into(),
             new.role_id.into(),
             new.resource_id.into(),
             new.workflow_id.into(),
+            new.data_view_id.into(),
             new.action.as_str().into(),
             new.filter.into(),
             new.columns.into(),

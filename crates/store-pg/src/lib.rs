@@ -13,6 +13,7 @@ mod oauth_store;
 mod outbox_store;
 mod role_store;
 mod schema_store;
+mod view_store;
 mod workflow_store;
 
 use std::sync::Arc;
@@ -246,7 +247,7 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
                 Some("name")
             } else if detail.contains("resources_table_key") {
                 Some("table")
-            } else if detail.contains("workflows_slug_key") {
+            } else if detail.contains("_slug_key") {
                 Some("slug")
             } else {
                 None

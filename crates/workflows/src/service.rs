@@ -843,20 +843,7 @@ pub fn redacted(start_data: &Value) -> Value {
 }
 
 fn slug(raw: &str) -> Result<String, FieldError> {
-    let ok = !raw.is_empty()
-        && raw.len() <= 64
-        && raw
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !raw.starts_with('-');
-    if ok {
-        Ok(raw.to_owned())
-    } else {
-        Err(FieldError::new(
-            "slug",
-            "must be 1 to 64 lower-case letters, digits or -",
-        ))
-    }
+    kernel::validate::slug(raw, "slug")
 }
 
 fn name(raw: &str) -> Result<String, FieldError> {

@@ -35,7 +35,7 @@ const ZONE_HEADER: &str = "x-service-timezone";
 
 /// The request as the Data API service takes it; `origin` for writes,
 /// which name the client's address in the audit log.
-fn request<'a>(
+pub(crate) fn request<'a>(
     bearer: &'a Bearer,
     req: &'a HttpRequest,
     origin: Option<&'a ClientOrigin>,

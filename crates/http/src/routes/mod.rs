@@ -3,9 +3,11 @@
 pub mod account;
 pub mod admin;
 pub mod auth;
+pub mod console;
 pub mod data;
 pub mod docs;
 pub mod health;
 pub mod oauth;
 pub mod pages;
+pub mod views;
 pub mod workflows;

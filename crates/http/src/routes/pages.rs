@@ -35,7 +35,7 @@ const PAGES: [(&str, &str, &str); 4] = [
 
 /// Security headers of every page and asset. The token sits in the page's
 /// URL, so no referrer ever leaves it.
-fn secured(content_type: &'static str, body: String) -> HttpResponse {
+pub(crate) fn secured(content_type: &'static str, body: String) -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(content_type)))
         .insert_header((header::REFERRER_POLICY, "no-referrer"))

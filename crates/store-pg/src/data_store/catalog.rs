@@ -1,5 +1,6 @@
 //! The catalog of resources: columns, key and grants of every registered
-//! table, cached per instance and loaded again when its version moves.
+//! table, and the published DataViews with their grants, cached per
+//! instance and loaded again when its version moves.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -9,14 +10,26 @@ use kernel::StoreError;
 use permissions::{Action, Scope};
 use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement};
 use serde_json::Value;
+use uuid::Uuid;
+use views::definition::Definition;
+use views::store::PublishedView;
 
 use crate::{PgStore, map_err};
 
-/// Every registered table that exists, by schema and name.
+/// Every registered table that exists, by schema and name, and every
+/// published DataView, by slug and by id.
 #[derive(Debug, Default)]
 pub(crate) struct Catalog {
     pub(super) schemas: HashMap<String, HashMap<String, Arc<Table>>>,
+    pub(super) views: HashMap<String, Arc<PublishedView>>,
+    pub(super) view_ids: HashMap<Uuid, Arc<PublishedView>>,
 }
+
+/// Published DataViews with their read grants.
+const VIEWS_SQL: &str = "SELECT v.id, v.slug, v.name, v.published, \
+    (SELECT json_agg(json_build_object('roleId', g.role_id, 'action', g.action, 'filter', g.filter)) \
+     FROM svc.grants g WHERE g.data_view_id = v.id) AS grants \
+    FROM svc.dataviews v WHERE v.published IS NOT NULL";
 
 /// Resources with their columns (from the catalog), primary key and grants.
 const CATALOG_SQL: &str = "SELECT r.id, r.schema_name, r.table_name, r.exposed_methods, r.check_messages, \
@@ -55,6 +68,18 @@ impl PgStore {
                     .entry(table.schema.clone())
                     .or_default()
                     .insert(table.name.clone(), Arc::new(table));
+            }
+        }
+        let views = self
+            .db
+            .query_all_raw(Statement::from_string(DbBackend::Postgres, VIEWS_SQL))
+            .await
+            .map_err(map_err)?;
+        for row in views {
+            if let Some(view) = view_of(&row)? {
+                let view = Arc::new(view);
+                catalog.view_ids.insert(view.id, view.clone());
+                catalog.views.insert(view.slug.clone(), view);
             }
         }
         let catalog = Arc::new(catalog);
@@ -126,6 +151,31 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
         check_messages,
         scopes,
         version,
+    }))
+}
+
+/// A published view; `None` when its snapshot no longer parses (it serves nothing).
+fn view_of(row: &QueryResult) -> Result<Option<PublishedView>, StoreError> {
+    let published: Value = row.try_get("", "published").map_err(map_err)?;
+    let Some(definition) = published
+        .as_object()
+        .and_then(|body| Definition::parse(body).ok())
+    else {
+        return Ok(None);
+    };
+    let grants: Option<Value> = row.try_get("", "grants").map_err(map_err)?;
+    Ok(Some(PublishedView {
+        id: row.try_get("", "id").map_err(map_err)?,
+        slug: row.try_get("", "slug").map_err(map_err)?,
+        name: row.try_get("", "name").map_err(map_err)?,
+        definition,
+        scopes: grants
+            .as_ref()
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(scope_of)
+            .collect(),
     }))
 }
 

@@ -6,6 +6,7 @@
 
 mod catalog;
 mod sql;
+mod view_sql;
 mod write;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::{PgStore, map_err};
 
 pub(crate) use catalog::Catalog;
 use sql::Rows;
+use view_sql::{params_json, view_sql};
 use write::write_sql;
 
 impl PgStore {
@@ -49,6 +51,68 @@ impl PgStore {
             None => Ok(None),
         }
     }
+}
+
+impl PgStore {
+    /// Runs a DataView read: its rows and total, with the statement and
+    /// the values it ran with.
+    pub(crate) async fn view_rows(
+        &self,
+        query: &views::query::ViewQuery<'_>,
+        context: &Context,
+    ) -> Result<views::store::ViewAnswer, StoreError> {
+        let (sql, values) = view_sql(query, context);
+        let params = params_json(&values);
+        let row = self
+            .row(&self.db, (sql.clone(), values))
+            .await?
+            .ok_or_else(|| StoreError::Internal("a view read answered no row".into()))?;
+        Ok(views::store::ViewAnswer {
+            sql,
+            params,
+            found: Found {
+                json: json_of(&row)?,
+                total: row.try_get("", "total").map_err(map_err)?,
+            },
+        })
+    }
+
+    /// A published view with its source, from one catalog snapshot.
+    pub(crate) async fn published(
+        &self,
+        key: views::store::ViewKey<'_>,
+    ) -> Result<Option<Served>, StoreError> {
+        let catalog = self.catalog().await?;
+        let view = match key {
+            views::store::ViewKey::Slug(slug) => catalog.views.get(slug),
+            views::store::ViewKey::Id(id) => catalog.view_ids.get(&id),
+        };
+        Ok(view.and_then(|view| served(&catalog, view)))
+    }
+
+    /// Every published view whose source exists, by slug.
+    pub(crate) async fn all_published(&self) -> Result<Vec<Served>, StoreError> {
+        let catalog = self.catalog().await?;
+        let mut all: Vec<Served> = catalog
+            .view_ids
+            .values()
+            .filter_map(|view| served(&catalog, view))
+            .collect();
+        all.sort_by(|a, b| a.0.slug.cmp(&b.0.slug));
+        Ok(all)
+    }
+}
+
+/// A published view with its source table.
+type Served = (Arc<views::store::PublishedView>, Arc<Table>);
+
+/// `view` with its source in `catalog`; `None` when the source is gone.
+fn served(catalog: &Catalog, view: &Arc<views::store::PublishedView>) -> Option<Served> {
+    let source = catalog
+        .schemas
+        .get(&view.definition.schema)?
+        .get(&view.definition.table)?;
+    Some((view.clone(), source.clone()))
 }
 
 /// The JSON PostgreSQL built in column `body`, compact.

@@ -16,6 +16,7 @@ fn grant(g: permissions::Grant) -> Grant {
         role_id: g.role_id,
         resource_id: g.resource_id,
         workflow_id: g.workflow_id,
+        data_view_id: g.data_view_id,
         action: g.action.as_str().to_owned(),
         filter: g.filter,
         columns: g.columns,
@@ -39,8 +40,9 @@ pub async fn list(
     Ok(ok(grants.into_iter().map(grant).collect::<Vec<_>>()))
 }
 
-/// Gives a role an action on a resource (read, create, update, delete) or a
-/// workflow (invoke), with an optional row filter and column list.
+/// Gives a role an action on a resource (read, create, update, delete), a
+/// workflow (invoke) or a DataView (read), with an optional row filter and,
+/// on a resource, a column list.
 #[utoipa::path(operation_id = "createGrant", tag = "grants", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<CreateGrantRequest>),
     responses((status = 201, body = inline(api_types::DataEnvelope<Grant>)), (status = 400, body = ErrorEnvelope)))]
 #[post("/grants")]
@@ -54,6 +56,7 @@ pub async fn create(
         role_id: b.role_id,
         resource_id: b.resource_id,
         workflow_id: b.workflow_id,
+        data_view_id: b.data_view_id,
         action: b.action,
         filter: b.filter,
         columns: b.columns,

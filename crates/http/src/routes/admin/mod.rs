@@ -1,6 +1,8 @@
 //! `/admin/api`: administrators only, with a session or an ADMIN token.
 
 pub mod audit;
+pub mod dashboards;
+pub mod dataviews;
 pub mod grants;
 pub mod invitations;
 pub mod openapi;

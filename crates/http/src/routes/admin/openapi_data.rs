@@ -21,8 +21,10 @@ pub struct RoleQuery {
 }
 
 /// The Data API as the role sees it: only the exposed tables it has grants
-/// on, only the methods it may use, only the columns it reaches; the public
-/// webhooks and those it may invoke, with the result route.
+/// on, only the methods it may use, only the columns it reaches; the
+/// published DataViews it may read (grants on the view and its source) with
+/// their output columns; the public webhooks and those it may invoke, with
+/// the result route.
 #[utoipa::path(operation_id = "getDataDocument", tag = "data", security(("bearer" = [])), params(RoleQuery),
     responses((status = 200, description = "OpenAPI 3.1 document"), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 #[get("/openapi/data")]
@@ -58,6 +60,8 @@ pub async fn document(
         .into_iter()
         .filter_map(|g| g.workflow_id)
         .collect();
+    let served = state.views.published().await?;
+    describe_views(&served, role_id, admin, &mut paths, &mut schemas);
     let hooks = state.workflows.webhooks(admin, &granted).await?;
     describe_webhooks(&hooks, &mut paths, &mut schemas);
     name_operations(&mut paths);
@@ -112,6 +116,12 @@ fn object(columns: &[&Column], required: bool) -> Value {
     json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
 }
 
+/// The error envelope of the Data API.
+fn errors_schema() -> Value {
+    json!({ "type": "object", "properties": { "errors": { "type": "array", "items": { "type": "object",
+        "properties": { "code": { "type": "string" }, "message": { "type": "string" }, "field": { "type": "string" } } } } } })
+}
+
 fn envelope(schema: Value) -> Value {
     json!({ "type": "object", "properties": { "data": schema }, "required": ["data"] })
 }
@@ -127,11 +137,7 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
     let item = format!("{collection}/{{pk}}");
     let row_ref = json!({ "$ref": format!("#/components/schemas/{name}") });
     let error = json!({ "$ref": "#/components/schemas/Errors" });
-    schemas.insert(
-        "Errors".into(),
-        json!({ "type": "object", "properties": { "errors": { "type": "array", "items": { "type": "object",
-            "properties": { "code": { "type": "string" }, "message": { "type": "string" }, "field": { "type": "string" } } } } } }),
-    );
+    schemas.insert("Errors".into(), errors_schema());
     let pk = json!({ "name": "pk", "in": "path", "required": true, "schema": { "type": "string" },
         "description": "The primary key (composite keys: values joined with commas)" });
     let mut on_collection = Map::new();
@@ -216,6 +222,59 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
     }
     if !on_item.is_empty() {
         paths.insert(item, Value::Object(on_item));
+    }
+}
+
+/// `GET /api/views/{slug}` of each view the role reads: a grant on the view
+/// and a read grant on its source.
+fn describe_views(
+    served: &[views::ServedView],
+    role: Uuid,
+    admin: bool,
+    paths: &mut Map<String, Value>,
+    schemas: &mut Map<String, Value>,
+) {
+    let reads = |scopes: &[permissions::Scope]| {
+        admin
+            || scopes
+                .iter()
+                .any(|s| s.role_id == role && s.action == permissions::Action::Read)
+    };
+    let error = json!({ "$ref": "#/components/schemas/Errors" });
+    for served in served
+        .iter()
+        .filter(|s| reads(&s.view.scopes) && reads(&s.source.scopes))
+    {
+        let slug = &served.view.slug;
+        let name = format!("View.{slug}");
+        let columns: Vec<&Column> = served.shape.columns.iter().collect();
+        schemas.insert(name.clone(), object(&columns, false));
+        schemas.entry("Errors").or_insert_with(errors_schema);
+        let list = json!({ "type": "object", "properties": {
+            "data": { "type": "array", "items": { "$ref": format!("#/components/schemas/{name}") } },
+            "meta": { "type": "object", "properties": { "limit": { "type": "integer" }, "offset": { "type": "integer" }, "total": { "type": "integer" } } } } });
+        let parameter = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description });
+        paths.insert(
+            format!("/api/views/{slug}"),
+            json!({ "get": {
+                "summary": format!("Read the DataView {}", served.view.name),
+                "operationId": format!("readView{}", pascal(slug)),
+                "parameters": [
+                    parameter("filter", "JSON filter over the output columns", json!({ "type": "string", "contentMediaType": "application/json" })),
+                    parameter("sort", "Output columns, comma separated; - for descending", json!({ "type": "string" })),
+                    parameter("limit", &format!("1 to {LIMIT_MAX}"), json!({ "type": "integer", "minimum": 1, "maximum": LIMIT_MAX })),
+                    parameter("offset", "Rows to skip", json!({ "type": "integer", "minimum": 0 })),
+                    parameter("count", "exact adds meta.total", json!({ "type": "string", "enum": ["exact"] })),
+                ],
+                "responses": {
+                    "200": answer("The view's rows", list),
+                    "400": answer("Bad query", error.clone()),
+                    "401": answer("No valid credential", error.clone()),
+                    "403": answer("No grant on the view or its source", error.clone()),
+                    "404": answer("Not published", error.clone()),
+                },
+            } }),
+        );
     }
 }
 

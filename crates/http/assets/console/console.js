@@ -1,0 +1,212 @@
+// Pages of the console under /admin/: the index and the dashboards. Each
+// reads the APIs with the session of the person signed in through
+// /admin/auth/sign-in (kept in sessionStorage), and sends anyone else there.
+"use strict";
+
+const SESSION_KEY = "tessera.session";
+
+function signIn() {
+  location.assign("/admin/auth/sign-in?next=" + encodeURIComponent(location.pathname));
+}
+
+function session() {
+  const token = sessionStorage.getItem(SESSION_KEY);
+  if (!token) signIn();
+  return token;
+}
+
+function showStatus(text) {
+  const status = document.getElementById("status");
+  status.hidden = !text;
+  status.textContent = text || "";
+}
+
+// GET an API route as the signed-in person; a refused session signs in again.
+async function api(path) {
+  const token = session();
+  if (!token) return null;
+  const response = await fetch(path, { headers: { Authorization: "Bearer " + token } });
+  const answer = await response.json().catch(() => null);
+  if (response.status === 401) {
+    sessionStorage.removeItem(SESSION_KEY);
+    signIn();
+    return null;
+  }
+  return { status: response.status, answer };
+}
+
+function element(tag, text, attributes) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = text;
+  for (const [key, value] of Object.entries(attributes || {})) node.setAttribute(key, value);
+  return node;
+}
+
+function link(href, text) {
+  return element("a", text, { href });
+}
+
+// ---- The index page -------------------------------------------------------
+
+function section(title, items, empty) {
+  const box = element("section");
+  box.append(element("h2", title));
+  if (!items.length) {
+    box.append(element("p", empty, { class: "empty" }));
+    return box;
+  }
+  const list = element("ul");
+  for (const item of items) {
+    const entry = element("li");
+    entry.append(item);
+    list.append(entry);
+  }
+  box.append(list);
+  return box;
+}
+
+async function indexPage() {
+  const me = await api("/api/auth/me");
+  if (!me) return;
+  if (me.status !== 200) { showStatus("Your session cannot be read. Sign in again."); return; }
+  document.getElementById("who").textContent = `Signed in as ${me.answer.data.email}.`;
+  const sections = document.getElementById("sections");
+  const dashboards = await api("/admin/api/dashboards");
+  if (!dashboards) return;
+  if (dashboards.status === 200) {
+    const [resources, views, workflows] = await Promise.all(
+      ["/admin/api/resources", "/admin/api/dataviews", "/admin/api/workflows"].map(api));
+    const tables = (resources?.answer?.data || []).map((r) =>
+      element("span", `${r.schema}.${r.table}` + (r.exposedMethods.length ? ` (${r.exposedMethods.join(", ")})` : " (hidden)")));
+    sections.append(
+      section("Dashboards", dashboards.answer.data.map((d) => link(`/admin/dashboards/${encodeURIComponent(d.slug)}`, d.name)),
+        "No dashboards yet (POST /admin/api/dashboards)."),
+      section("DataViews", (views?.answer?.data || []).map((v) =>
+        element("span", `${v.name} — /api/views/${v.slug}` + (v.published ? "" : " (draft)"))), "No DataViews yet."),
+      section("Tables and resources", tables, "No tables yet."),
+      section("Workflows", (workflows?.answer?.data || []).map((w) =>
+        element("span", `${w.name} — ${w.slug}` + (w.published ? "" : " (draft)"))), "No workflows yet."),
+      section("API", [link("/admin/docs/", "Admin API documentation (Swagger UI)"),
+        link("/admin/api/openapi", "Admin API OpenAPI document")], ""),
+    );
+    return;
+  }
+  const readable = await api("/api/dashboards");
+  if (!readable) return;
+  const list = readable.status === 200 ? readable.answer.data : [];
+  sections.append(section("Dashboards", list.map((d) =>
+    link(`/admin/dashboards/${encodeURIComponent(d.slug)}`, d.name)), "No dashboard is shared with you yet."));
+}
+
+// ---- The dashboard page ---------------------------------------------------
+
+const charts = new Map();
+
+// A bucket's start as its caller reads it: the date, with the time unless midnight.
+function label(value) {
+  if (typeof value !== "string" || !/^\d{4}-\d\d-\d\dT/.test(value)) return value === null ? "∅" : String(value);
+  const time = value.slice(11, 16);
+  return time === "00:00" ? value.slice(0, 10) : `${value.slice(0, 10)} ${time}`;
+}
+
+function number(value) {
+  return typeof value === "number" ? value.toLocaleString() : value === null ? "∅" : String(value);
+}
+
+function drawChart(body, widget, rows) {
+  const canvas = element("canvas", null, { "aria-label": widget.title || widget.type, role: "img" });
+  body.append(canvas);
+  const labels = rows.map((row) => label(row[widget.x]));
+  const datasets = widget.type === "pie"
+    ? [{ label: widget.y[0], data: rows.map((row) => row[widget.y[0]]) }]
+    : widget.y.map((y) => ({ label: y, data: rows.map((row) => row[y]) }));
+  const chart = new Chart(canvas, {
+    type: widget.type,
+    data: { labels, datasets },
+    options: { responsive: true, maintainAspectRatio: false, animation: false },
+  });
+  charts.set(widget.id, chart);
+}
+
+function drawTable(body, widget, rows) {
+  const columns = widget.y.length ? widget.y : Object.keys(rows[0]);
+  const table = element("table");
+  const head = element("tr");
+  for (const column of columns) head.append(element("th", column, { scope: "col" }));
+  table.append(head);
+  for (const row of rows) {
+    const line = element("tr");
+    for (const column of columns) line.append(element("td", typeof row[column] === "number" ? number(row[column]) : label(row[column])));
+    table.append(line);
+  }
+  body.append(table);
+}
+
+function drawWidget(widget) {
+  const box = element("section", null, { class: "widget", "data-widget": widget.id, "data-type": widget.type });
+  box.style.gridColumn = `${widget.layout.col + 1} / span ${widget.layout.w}`;
+  box.style.gridRow = `${widget.layout.row + 1} / span ${widget.layout.h}`;
+  box.append(element("h2", widget.title || ""));
+  const body = element("div", null, { class: "body" });
+  box.append(body);
+  if (widget.error) {
+    const text = widget.error.code === "PERMISSION_DENIED"
+      ? "You may not read the data of this widget."
+      : widget.error.message || "This widget's data cannot be read.";
+    body.append(element("p", text, { class: "widget-error", role: "alert", "data-code": widget.error.code }));
+  } else if (!widget.rows.length) {
+    body.append(element("p", "No data for this period.", { class: "empty" }));
+  } else if (widget.type === "number") {
+    body.append(element("p", number(widget.rows[0][widget.y[0]]), { class: "number" }));
+  } else if (widget.type === "table") {
+    drawTable(body, widget, widget.rows);
+  } else {
+    drawChart(body, widget, widget.rows);
+  }
+  return box;
+}
+
+async function loadDashboard(slug) {
+  const read = await api(`/api/dashboards/${encodeURIComponent(slug)}`);
+  if (!read) return null;
+  if (read.status !== 200) {
+    const error = read.answer?.errors?.[0];
+    showStatus(read.status === 404 ? "There is no such dashboard." : error?.message || `The dashboard cannot be read (${read.status}).`);
+    return null;
+  }
+  showStatus("");
+  const dashboard = read.answer.data;
+  document.title = `${dashboard.name} · Tessera`;
+  document.getElementById("title").textContent = dashboard.name;
+  document.getElementById("zone").textContent = `Times in ${dashboard.zone}.`;
+  document.getElementById("updated").textContent = `Updated ${new Date().toLocaleTimeString()}.`;
+  for (const chart of charts.values()) chart.destroy();
+  charts.clear();
+  const grid = document.getElementById("grid");
+  grid.replaceChildren(...dashboard.widgets.map(drawWidget));
+  document.getElementById("empty").hidden = dashboard.widgets.length > 0;
+  return dashboard;
+}
+
+async function dashboardPage() {
+  const slug = decodeURIComponent(location.pathname.split("/").filter(Boolean).pop());
+  document.getElementById("refresh").addEventListener("click", () => loadDashboard(slug));
+  const dashboard = await loadDashboard(slug);
+  if (dashboard && dashboard.refreshSeconds) {
+    setInterval(() => loadDashboard(slug), dashboard.refreshSeconds * 1000);
+  }
+}
+
+async function signOut() {
+  const token = sessionStorage.getItem(SESSION_KEY);
+  if (token) await fetch("/api/auth/logout", { method: "POST", headers: { Authorization: "Bearer " + token } }).catch(() => null);
+  sessionStorage.removeItem(SESSION_KEY);
+  signIn();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("sign-out").addEventListener("click", signOut);
+  const page = document.querySelector("main").dataset.page;
+  if (page === "dashboard") dashboardPage();
+  else indexPage();
+});

@@ -1,0 +1,76 @@
+//! The console pages under `/admin/`: the index of what exists and the
+//! dashboards, drawn in the browser with Chart.js (vendored, embedded in the
+//! binary). The HTML holds no data: the script reads the APIs with the
+//! session of the person signed in through `/admin/auth/sign-in`.
+
+use actix_web::dev::{ServiceFactory, ServiceRequest};
+use actix_web::http::header;
+use actix_web::{App, HttpResponse, web};
+
+use crate::routes::pages::secured;
+
+const LAYOUT: &str = include_str!("../../assets/console/layout.html");
+const SCRIPT: &str = include_str!("../../assets/console/console.js");
+const STYLE: &str = include_str!("../../assets/console/console.css");
+const CHART: &str = include_str!("../../assets/vendor/chart-4.6.1.umd.min.js");
+/// Where Chart.js is served; the version in the path lets browsers keep it.
+const CHART_PATH: &str = "/admin/assets/chart-4.6.1.umd.min.js";
+
+fn page(title: &str, name: &str, body: &str, chart: bool) -> String {
+    let mut scripts = String::new();
+    if chart {
+        scripts.push_str(&format!("<script src=\"{CHART_PATH}\" defer></script>\n"));
+    }
+    scripts.push_str("<script src=\"/admin/assets/console.js\" defer></script>");
+    LAYOUT
+        .replace("{{title}}", title)
+        .replace("{{scripts}}", &scripts)
+        .replace("{{page}}", name)
+        .replace("{{body}}", body)
+}
+
+fn html(body: String) -> impl Fn() -> std::future::Ready<HttpResponse> + Clone {
+    move || std::future::ready(secured("text/html; charset=utf-8", body.clone()))
+}
+
+/// Adds the console pages and their assets to the application.
+pub fn register<T>(app: App<T>) -> App<T>
+where
+    T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
+{
+    let index = page(
+        "Home",
+        "index",
+        include_str!("../../assets/console/index.html"),
+        false,
+    );
+    let dashboard = page(
+        "Dashboard",
+        "dashboard",
+        include_str!("../../assets/console/dashboard.html"),
+        true,
+    );
+    app.route("/admin", web::get().to(html(index.clone())))
+        .route("/admin/", web::get().to(html(index)))
+        .route("/admin/dashboards/{slug}", web::get().to(html(dashboard)))
+        .route(
+            "/admin/assets/console.js",
+            web::get()
+                .to(|| async { secured("text/javascript; charset=utf-8", SCRIPT.to_owned()) }),
+        )
+        .route(
+            "/admin/assets/console.css",
+            web::get().to(|| async { secured("text/css; charset=utf-8", STYLE.to_owned()) }),
+        )
+        .route(
+            CHART_PATH,
+            web::get().to(|| async {
+                let mut answer = secured("text/javascript; charset=utf-8", CHART.to_owned());
+                answer.headers_mut().insert(
+                    header::CACHE_CONTROL,
+                    header::HeaderValue::from_static("public, max-age=31536000, immutable"),
+                );
+                answer
+            }),
+        )
+}

@@ -1,0 +1,155 @@
+//! The one statement of a DataView read, built with the Data API's
+//! expressions: the source's rows under the caller's grants, grouped (plain
+//! columns and time buckets cut in the caller's zone), the view grants'
+//! filters, the view's order and limit, then the request's filter, order and
+//! page; PostgreSQL writes the JSON.
+
+use std::fmt::Write as _;
+
+use data::{Context, Kind};
+use sea_orm::sea_query::{
+    Alias, Asterisk, Expr, ExprTrait, Func, Order, PostgresQueryBuilder, Query, QueryBuilder,
+    SqlWriterValues, Value as SqlValue, Values,
+};
+use serde_json::{Value, json};
+use views::query::{Computed, ViewQuery};
+
+use super::sql::{JSON_ARRAY, Rel, Sql, current, table_ref};
+
+/// The statement of `query` and its bound values.
+pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context) -> (String, Values) {
+    let zone = context.zone.name();
+    let source = Sql {
+        table: query.source,
+        context,
+        rel: Rel::Alias("r"),
+        masks: &query.masks,
+    };
+    let mut grouped = Query::select();
+    let mut groups = Vec::new();
+    for (i, (column, value)) in query.shape.columns.iter().zip(&query.values).enumerate() {
+        if matches!(value, Computed::Group(_) | Computed::Bucket(..)) {
+            // By position: a bucket's bound zone would not compare equal.
+            groups.push(Expr::cust((i + 1).to_string()));
+        }
+        grouped.expr_as(computed(&source, value, zone), Alias::new(&column.name));
+    }
+    grouped
+        .from_as(table_ref(query.source), Alias::new("r"))
+        .and_where(
+            source
+                .predicate(&query.rows)
+                .and(current(context.versions, true)),
+        )
+        .add_group_by(groups);
+    let over = |alias: &'static str| Sql {
+        table: query.shape,
+        context,
+        rel: Rel::Alias(alias),
+        masks: &[],
+    };
+    let g = over("g");
+    let mut view_rows = Query::select();
+    view_rows
+        .column(Asterisk)
+        .from_subquery(grouped, Alias::new("g"))
+        .and_where(g.predicate(&query.granted));
+    for (column, descending) in &query.view_sort {
+        view_rows.order_by_expr(g.col(column), order(*descending));
+    }
+    let v = over("v");
+    let condition = v.predicate(&query.filter);
+    let mut page = Query::select();
+    for column in &query.shape.columns {
+        let value = match column.kind {
+            Kind::TimestampTz => Func::cust(Alias::new("svc.iso_in_zone"))
+                .arg(v.col(column))
+                .arg(zone)
+                .into(),
+            _ => v.col(column),
+        };
+        page.expr_as(value, Alias::new(&column.name));
+    }
+    page.from(Alias::new("v")).and_where(condition.clone());
+    for (column, descending) in &query.sort {
+        page.order_by_expr(v.col(column), order(*descending));
+    }
+    let mut out = SqlWriterValues::new("$", true);
+    // Writing to a string cannot fail.
+    let _ = out.write_str("WITH \"v\" AS (");
+    PostgresQueryBuilder.prepare_select_statement(&view_rows, &mut out);
+    // Limits are checked numbers, written as such (as the Data API does).
+    if let Some(limit) = query.view_limit {
+        let _ = write!(out, " LIMIT {limit}");
+    }
+    let _ = write!(out, ") SELECT {JSON_ARRAY} AS \"body\", ");
+    if query.count {
+        let count = Query::select()
+            .expr(Expr::cust("count(*)"))
+            .from(Alias::new("v"))
+            .and_where(condition)
+            .to_owned();
+        let _ = out.write_str("(");
+        PostgresQueryBuilder.prepare_select_statement(&count, &mut out);
+        let _ = out.write_str(") AS \"total\"");
+    } else {
+        let _ = out.write_str("NULL::bigint AS \"total\"");
+    }
+    let _ = out.write_str(" FROM (");
+    PostgresQueryBuilder.prepare_select_statement(&page, &mut out);
+    let _ = write!(
+        out,
+        " LIMIT {} OFFSET {}) AS \"x\"",
+        query.limit, query.offset
+    );
+    out.into_parts()
+}
+
+fn order(descending: bool) -> Order {
+    if descending { Order::Desc } else { Order::Asc }
+}
+
+/// One output column over the source's rows `r`.
+fn computed(source: &Sql<'_>, value: &Computed<'_>, zone: &str) -> Expr {
+    match value {
+        Computed::Group(output) => source.output(output),
+        Computed::Bucket(bucket, output) => {
+            let value = source.output(output);
+            // A fixed word, never input text.
+            let unit = bucket.as_str();
+            match output.column.kind {
+                Kind::TimestampTz => Expr::cust_with_exprs(
+                    format!("date_trunc('{unit}', $1 AT TIME ZONE $2) AT TIME ZONE $3"),
+                    [value, Expr::val(zone), Expr::val(zone)],
+                ),
+                Kind::Date => Expr::cust_with_exprs(
+                    format!("date_trunc('{unit}', $1::timestamp)::date"),
+                    [value],
+                ),
+                _ => Expr::cust_with_exprs(format!("date_trunc('{unit}', $1)"), [value]),
+            }
+        }
+        Computed::Count(None) => Expr::cust("count(*)"),
+        Computed::Count(Some(output)) => Func::count(source.output(output)).into(),
+        Computed::Agg(agg, output) => Func::cust(Alias::new(agg.as_str()))
+            .arg(source.output(output))
+            .into(),
+    }
+}
+
+/// The bound values as JSON, for a preview.
+pub(crate) fn params_json(values: &Values) -> Vec<Value> {
+    values
+        .0
+        .iter()
+        .map(|value| match value {
+            SqlValue::Bool(Some(b)) => json!(b),
+            SqlValue::Int(Some(n)) => json!(n),
+            SqlValue::BigInt(Some(n)) => json!(n),
+            SqlValue::Double(Some(n)) => json!(n),
+            SqlValue::String(Some(s)) => json!(s),
+            SqlValue::Uuid(Some(u)) => json!(u),
+            other => json!(format!("{other:?}")),
+        })
+        .collect()
+}
