@@ -373,6 +373,25 @@ async fn readers_need_grants_on_the_view_and_its_source_whose_filters_apply() {
         assert_eq!(row["total"], Value::Null);
     }
 
+    // The role's OpenAPI document lists the view with its output types.
+    let document = app
+        .get(&format!("/admin/api/openapi/data?role={role}"), &admin)
+        .await;
+    assert_eq!(document.status, StatusCode::OK);
+    assert!(document.body["paths"]["/api/views/sales-per-day"]["get"].is_object());
+    let row = &document.body["components"]["schemas"]["View.sales-per-day"]["properties"];
+    assert_eq!(row["day"]["format"], json!("date-time"));
+    assert_eq!(row["count"]["type"], json!(["integer", "null"]));
+    let other = create_role(&app, &admin, "Outsiders").await;
+    let document = app
+        .get(&format!("/admin/api/openapi/data?role={other}"), &admin)
+        .await;
+    assert!(
+        document.body["paths"]
+            .get("/api/views/sales-per-day")
+            .is_none()
+    );
+
     // Grants on views are checked: read only, filters over output columns.
     for (body, field) in [
         (

@@ -1,6 +1,7 @@
-//! `cargo xtask bench auth|data`: the credential resolver and the Data API
-//! under load, measured with wrk against a release build; the Data API's list
-//! route is compared with pgbench running the same SELECT.
+//! `cargo xtask bench auth|data|views|workflows`: the credential resolver,
+//! the Data API, DataViews and workflows under load, measured with wrk
+//! against a release build; the Data API's list route and a DataView are
+//! compared with pgbench running the same SQL.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -31,9 +32,13 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("data") => data(),
         Some("peer") => peer_only(),
         Some("workflows") => workflows(),
-        None => auth().and_then(|()| data()).and_then(|()| workflows()),
+        Some("views") => views(),
+        None => auth()
+            .and_then(|()| data())
+            .and_then(|()| views())
+            .and_then(|()| workflows()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, data, peer, workflows)"
+            "unknown benchmark `{other}` (known: auth, data, peer, views, workflows)"
         )),
     }
 }
@@ -382,13 +387,18 @@ fn expose(port: u16, admin: &str, id: &str, methods: &str) -> Result {
 
 /// Runs `script` with pgbench for `seconds`; answers its TPS.
 fn pgbench(database: &str, script: &Path, seconds: &str) -> Result<f64> {
+    pgbench_with(database, script, seconds, CONNECTIONS)
+}
+
+/// [`pgbench`] over `connections` clients.
+fn pgbench_with(database: &str, script: &Path, seconds: &str, connections: &str) -> Result<f64> {
     let out = Command::new("pgbench")
         .args([
             "-n",
             "-M",
             "prepared",
             "-c",
-            CONNECTIONS,
+            connections,
             "-j",
             THREADS,
             "-T",
@@ -500,6 +510,142 @@ fn workflows() -> Result {
         );
     }
     Ok(())
+}
+
+/// Rows of the DataView benchmark: one month of sales.
+const VIEW_ROWS: u32 = 1_000_000;
+/// Clients of the DataView benchmark: each request scans the month, so a
+/// few keep every core busy (more only queue past wrk's 2 s timeout).
+const VIEW_CONNECTIONS: &str = "4";
+
+/// A per-day sum over [`VIEW_ROWS`] rows of one month through
+/// `GET /api/views/{slug}`, against pgbench running the statement the
+/// view's preview shows, with its values written in.
+fn views() -> Result {
+    let (_server, port, database, admin) = fresh_server("tessera_bench_views")?;
+    post(
+        port,
+        "/admin/api/schema/app/tables",
+        &admin,
+        r#"{"name":"bench_sales","columns":[
+        {"name":"id","dataType":"bigint","primaryKey":true,"identity":"ALWAYS"},
+        {"name":"at","dataType":"timestamptz","nullable":false},
+        {"name":"amount","dataType":"numeric(10,2)","nullable":false}]}"#,
+    )?;
+    // Evenly over 30 days of March 2026 (2,592,000 s / 1,000,000 rows).
+    psql(
+        &database,
+        &format!(
+            "INSERT INTO app.bench_sales (at, amount) \
+             SELECT timestamptz '2026-03-01 00:00:00+00' + i * interval '2.592 seconds', (i % 10000) / 100.0 \
+             FROM generate_series(0, {VIEW_ROWS} - 1) AS i; ANALYZE app.bench_sales"
+        ),
+    )?;
+    let view = post(
+        port,
+        "/admin/api/dataviews",
+        &admin,
+        r#"{"slug":"bench-per-day","name":"Sales per day","source":"app.bench_sales",
+        "columns":[{"name":"day","bucket":"day","column":"at"},{"name":"total","agg":"sum","column":"amount"},
+                   {"name":"count","agg":"count"}],"sort":["day"],"limit":1000}"#,
+    )?;
+    let id = json_string(&view, "id").ok_or(format!("no view id: {view}"))?;
+    post(
+        port,
+        &format!("/admin/api/dataviews/{id}/publish"),
+        &admin,
+        "null",
+    )?;
+    let preview = post(
+        port,
+        &format!("/admin/api/dataviews/{id}/preview"),
+        &admin,
+        "null",
+    )?;
+    let sql = statement_of(&preview).ok_or(format!("no statement in {preview}"))?;
+    let api_token = token(port, &admin, "API")?;
+    let dir = std::env::temp_dir().join(format!("tessera-bench-views-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let script = dir.join("per_day.sql");
+    std::fs::write(&script, format!("{sql};\n")).map_err(|e| e.to_string())?;
+    let path = "/api/views/bench-per-day";
+    let (status, body) = request(port, "GET", path, Some(&api_token), None)?;
+    if status != 200 || body.matches("\"day\"").count() != 30 {
+        return Err(format!("the view answered {status}: {body}"));
+    }
+    println!(
+        "\nwrk -t{THREADS} -c{VIEW_CONNECTIONS} -d{DATA_DURATION}, release build, {} cores",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let load = |seconds: &str| {
+        wrk_with(
+            port,
+            path,
+            &api_token,
+            seconds,
+            None,
+            THREADS,
+            VIEW_CONNECTIONS,
+        )
+    };
+    load("3s")?;
+    let served = load(DATA_DURATION)?;
+    print_row(
+        "GET /api/views/bench-per-day (30 days over 1,000,000 rows)",
+        &served,
+    );
+    let tps = pgbench_with(&database, &script, "20", VIEW_CONNECTIONS)?;
+    println!(
+        "pgbench -c{VIEW_CONNECTIONS} -j{THREADS} -M prepared, the same statement: {tps:.2} tps; \
+         the view answers {:.0}% of it (target >= 80%)",
+        rps(&served) / tps * 100.0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The statement of a preview's answer with its bound values written in as
+/// literals (the preview's JSON holds only strings and numbers there).
+fn statement_of(preview: &str) -> Option<String> {
+    let at = preview.find("\"sql\":\"")? + 6;
+    let mut sql = json_string_at(&preview[at..])?.0;
+    let mut rest = &preview[preview.find("\"params\":[")? + 10..];
+    let mut params = Vec::new();
+    while !rest.starts_with(']') {
+        if rest.starts_with('"') {
+            let (text, len) = json_string_at(rest)?;
+            params.push(format!("'{}'", text.replace('\'', "''")));
+            rest = &rest[len..];
+        } else {
+            let end = rest.find([',', ']'])?;
+            params.push(rest[..end].to_owned());
+            rest = &rest[end..];
+        }
+        rest = rest.strip_prefix(',').unwrap_or(rest);
+    }
+    for (i, literal) in params.iter().enumerate().rev() {
+        sql = sql.replace(&format!("${}", i + 1), literal);
+    }
+    Some(sql)
+}
+
+/// The JSON string `text` starts with, unescaped (`\"` and `\\` only), and
+/// its length with its quotes.
+fn json_string_at(text: &str) -> Option<(String, usize)> {
+    let mut out = String::new();
+    let mut escaped = false;
+    for (i, c) in text.char_indices().skip(1) {
+        match (escaped, c) {
+            (true, c) => {
+                out.push(c);
+                escaped = false;
+            }
+            (false, '\\') => escaped = true,
+            (false, '"') => return Some((out, i + 1)),
+            (false, c) => out.push(c),
+        }
+    }
+    None
 }
 
 /// Only the peer workload, on a database of its own.

@@ -138,6 +138,7 @@ fn cargo() -> Command {
 fn dev() -> Result {
     let server = pg::ensure()?;
     let url = std::env::var("TESSERA_DATABASE_URL").unwrap_or_else(|_| format!("{server}/tessera"));
+    println!("The console: http://127.0.0.1:8080/admin/ (sign in there)");
     run(cargo()
         .args(["run", "-p", "tessera", "--", "serve", "--generate-admin"])
         .env("TESSERA_DATABASE_URL", url))

@@ -140,11 +140,7 @@ impl ViewService {
         ip: Option<String>,
     ) -> Result<(), ViewError> {
         let event = self.event(caller, "dataview.delete", id, ip);
-        if self.store.delete_dataview(id, event).await? {
-            Ok(())
-        } else {
-            Err(StoreError::NotFound.into())
-        }
+        found(self.store.delete_dataview(id, event).await?)
     }
 
     /// Publishes the draft, checked again against its source as it is now.
@@ -396,11 +392,7 @@ impl ViewService {
         ip: Option<String>,
     ) -> Result<(), ViewError> {
         let event = self.event(caller, "dashboard.delete", id, ip);
-        if self.store.delete_dashboard(id, event).await? {
-            Ok(())
-        } else {
-            Err(StoreError::NotFound.into())
-        }
+        found(self.store.delete_dashboard(id, event).await?)
     }
 
     /// Reads a published view as `caller`, resolved at auth version `version`.
@@ -593,6 +585,15 @@ struct Ran {
     found: data::Found,
     limit: u32,
     offset: u64,
+}
+
+/// NOT_FOUND unless a record was there.
+fn found(existed: bool) -> Result<(), ViewError> {
+    if existed {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound.into())
+    }
 }
 
 /// A text field of a body; empty when absent (the checks name it).
