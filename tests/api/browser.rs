@@ -507,3 +507,31 @@ async fn a_dashboard_draws_every_widget_type_and_a_refusal_in_place() {
     assert_eq!(link.text().await.unwrap(), "Sales");
     browser.client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_console_index_shows_an_administrator_what_exists() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    crate::views::sales_dashboard(&app, &admin).await;
+    let browser = Browser::start().await;
+    browser.open(&app, "/admin/").await;
+    browser.wait_for("form[data-action=sign-in]").await;
+    browser.fill("email", testkit::ADMIN_EMAIL).await;
+    browser.fill("password", testkit::ADMIN_PASSWORD).await;
+    browser.submit().await;
+    let link = browser.wait_for("a[href='/admin/dashboards/sales']").await;
+    assert_eq!(link.text().await.unwrap(), "Sales");
+    let text = browser.wait_for("#sections").await.text().await.unwrap();
+    for expected in [
+        "DataViews",
+        "Sales per day — /api/views/sales-per-day",
+        "Tables and resources",
+        "app.sales (hidden)",
+        "Workflows",
+        "Admin API documentation",
+    ] {
+        assert!(text.contains(expected), "{expected} missing from {text}");
+    }
+    browser.wait_for("a[href='/admin/docs/']").await;
+    browser.client.close().await.unwrap();
+}

@@ -169,6 +169,21 @@ pub struct Column {
     pub writable: bool,
 }
 
+impl Column {
+    /// A nullable column without a default, writable when `writable`: a
+    /// view's output column, or a column of a table built in a test.
+    pub fn plain(name: &str, sql_type: &str, kind: Kind, writable: bool) -> Self {
+        Self {
+            name: name.to_owned(),
+            sql_type: sql_type.to_owned(),
+            kind,
+            nullable: true,
+            has_default: false,
+            writable,
+        }
+    }
+}
+
 /// A table registered as a resource, ready for the Data API.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {

@@ -334,14 +334,7 @@ impl Definition {
             if view_column.measure.groups() {
                 key.push(i);
             }
-            columns.push(Column {
-                name: view_column.name.clone(),
-                sql_type,
-                kind,
-                nullable: true,
-                has_default: false,
-                writable: false,
-            });
+            columns.push(Column::plain(&view_column.name, &sql_type, kind, false));
         }
         if let Some(filter) = &self.filter {
             data::check_filter(source, &Access::All, filter).map_err(|e| match e {
@@ -473,14 +466,7 @@ mod tests {
     use super::*;
 
     fn column(name: &str, sql_type: &str, kind: Kind) -> Column {
-        Column {
-            name: name.into(),
-            sql_type: sql_type.into(),
-            kind,
-            nullable: true,
-            has_default: false,
-            writable: true,
-        }
+        Column::plain(name, sql_type, kind, true)
     }
 
     fn orders() -> Table {

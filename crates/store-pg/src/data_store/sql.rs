@@ -422,14 +422,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn column(name: &str, sql_type: &str, kind: Kind) -> Column {
-        Column {
-            name: name.into(),
-            sql_type: sql_type.into(),
-            kind,
-            nullable: true,
-            has_default: false,
-            writable: true,
-        }
+        Column::plain(name, sql_type, kind, true)
     }
 
     fn table() -> Table {

@@ -153,3 +153,101 @@ pub(crate) fn params_json(values: &Values) -> Vec<Value> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use chrono::{TimeZone, Utc};
+    use data::{Column, Output, Predicate, Table};
+    use kernel::Versions;
+    use kernel::filter::Filter;
+    use views::definition::{Agg, Bucket, Definition};
+
+    use super::*;
+
+    fn column(name: &str, sql_type: &str, kind: Kind) -> Column {
+        Column::plain(name, sql_type, kind, true)
+    }
+
+    #[test]
+    fn names_are_quoted_values_bound_and_groups_taken_by_position() {
+        let source = Table {
+            resource_id: kernel::new_id(),
+            schema: "app".into(),
+            name: "sales".into(),
+            exposed_methods: Vec::new(),
+            columns: vec![
+                column("id", "bigint", Kind::Integer),
+                column("at", "timestamp with time zone", Kind::TimestampTz),
+                column("team", "text", Kind::Text),
+                column("amount", "numeric", Kind::Number),
+            ],
+            key: vec![0],
+            check_messages: BTreeMap::new(),
+            scopes: Vec::new(),
+            version: 1,
+        };
+        let body = json!({ "source": "app.sales", "columns": [
+            { "name": "day", "bucket": "day", "column": "at" },
+            { "name": "team", "column": "team" },
+            { "name": "total", "agg": "sum", "column": "amount" } ] });
+        let definition = Definition::parse(body.as_object().unwrap()).unwrap();
+        let shape = definition.shape(&source).unwrap();
+        let hostile = Filter::parse(
+            &json!({ "team": { "eq": "x'); DROP TABLE app.sales; --" } }),
+            "filter",
+        )
+        .unwrap();
+        let shown = |i: usize| Output {
+            column: &source.columns[i],
+            mask: None,
+        };
+        let query = ViewQuery {
+            source: &source,
+            shape: &shape,
+            values: vec![
+                Computed::Bucket(Bucket::Day, shown(1)),
+                Computed::Group(shown(2)),
+                Computed::Agg(Agg::Sum, shown(3)),
+            ],
+            rows: Predicate::Own(&hostile),
+            masks: Vec::new(),
+            granted: Predicate::All(Vec::new()),
+            view_sort: vec![(&shape.columns[0], true)],
+            view_limit: Some(10),
+            filter: Predicate::All(Vec::new()),
+            sort: vec![(&shape.columns[0], false)],
+            limit: 5,
+            offset: 2,
+            count: true,
+        };
+        let context = Context {
+            user_id: kernel::new_id(),
+            now: Utc.with_ymd_and_hms(2026, 4, 5, 12, 0, 0).unwrap(),
+            zone: chrono_tz::Tz::Pacific__Auckland,
+            versions: Versions::default(),
+        };
+        let (sql, values) = view_sql(&query, &context);
+        assert!(!sql.contains("DROP") && !sql.contains("Auckland"), "{sql}");
+        assert!(
+            sql.contains(r#"date_trunc('day', "r"."at" AT TIME ZONE $1) AT TIME ZONE $2 AS "day""#),
+            "{sql}"
+        );
+        assert!(sql.contains(r#"sum("r"."amount") AS "total""#), "{sql}");
+        assert!(sql.contains("GROUP BY 1, 2"), "{sql}");
+        assert!(
+            sql.contains(r#"ORDER BY "g"."day" DESC LIMIT 10)"#),
+            "{sql}"
+        );
+        assert!(sql.contains(r#"svc.iso_in_zone("v"."day", $"#), "{sql}");
+        assert!(sql.contains("LIMIT 5 OFFSET 2"), "{sql}");
+        assert!(sql.contains(r#"(SELECT count(*) FROM "v""#), "{sql}");
+        let bound = params_json(&values);
+        assert!(bound.contains(&json!("Pacific/Auckland")), "{bound:?}");
+        assert!(
+            bound.contains(&json!("x'); DROP TABLE app.sales; --")),
+            "{bound:?}"
+        );
+    }
+}
