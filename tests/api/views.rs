@@ -741,6 +741,22 @@ async fn dashboards_resolve_each_widget_under_the_callers_grants() {
             .code(),
         "NOT_FOUND"
     );
+    // A bad credential is refused before anything is looked up.
+    for path in [
+        "/api/dashboards/sales",
+        "/api/dashboards/nothing",
+        "/api/dashboards",
+    ] {
+        let refused = get_in(&app, path, "not-a-credential", None).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::UNAUTHORIZED,
+            "{path}: {:?}",
+            refused.body
+        );
+    }
+    let refused = get_in(&app, "/api/views/nothing", "not-a-credential", None).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
 
     // Widgets are checked against their views; the rest of a PATCH stays.
     let bad = app

@@ -219,20 +219,24 @@ impl ViewService {
         request: DataRequest<'_>,
         slug: &str,
     ) -> Result<ResolvedDashboard, ViewError> {
-        let record = self
-            .store
-            .dashboard(None, Some(slug))
-            .await?
-            .ok_or(ViewError::Store(StoreError::NotFound))?;
-        let widgets = parse_widgets(Some(&record.widgets))?;
         let params = ListParams::default();
-        let (zone, rows) = self
+        let (record, widgets, zone, rows) = self
             .data
             .as_caller(
                 request,
                 Plane::Api,
                 |_| true,
                 async |caller, version| {
+                    // Looked up once the caller is known: a bad credential
+                    // is refused whether or not the slug exists.
+                    let record = self
+                        .store
+                        .dashboard(None, Some(slug))
+                        .await
+                        .map_err(DataError::Store)?
+                        .ok_or(DataError::NotFound)?;
+                    let widgets =
+                        parse_widgets(Some(&record.widgets)).map_err(DataError::Payload)?;
                     let reads = widgets.iter().map(|w| {
                         self.read_as(caller, version, ViewKey::Id(w.data_view_id), &params)
                     });
@@ -255,7 +259,7 @@ impl ViewService {
                         system.as_deref(),
                         caller.zone_header,
                     );
-                    Ok((zone.name().to_owned(), rows))
+                    Ok((record, widgets, zone.name().to_owned(), rows))
                 },
             )
             .await?;
@@ -280,7 +284,6 @@ impl ViewService {
         &self,
         request: DataRequest<'_>,
     ) -> Result<Vec<DashboardRecord>, ViewError> {
-        let all = self.store.dashboards().await?;
         Ok(self
             .data
             .as_caller(
@@ -288,6 +291,7 @@ impl ViewService {
                 Plane::Api,
                 |_| true,
                 async |caller, _| {
+                    let all = self.store.dashboards().await.map_err(DataError::Store)?;
                     let mut readable = Vec::new();
                     for record in &all {
                         let widgets = parse_widgets(Some(&record.widgets)).unwrap_or_default();
