@@ -410,6 +410,10 @@ async fn readers_need_grants_on_the_view_and_its_source_whose_filters_apply() {
             json!({ "roleId": role, "dataViewId": uuid::Uuid::now_v7(), "action": "read" }),
             "dataViewId",
         ),
+        (
+            json!({ "roleId": role, "dataViewId": id, "action": "read", "columns": ["day"] }),
+            "columns",
+        ),
     ] {
         let answer = app
             .post("/admin/api/grants", &admin, json!({ "data": body }))
@@ -609,6 +613,9 @@ async fn definitions_are_checked_against_their_source_when_saved() {
     assert_eq!(patch.body["errors"][0]["field"], json!("columns[0].agg"));
     let listed = app.get("/admin/api/dataviews", &admin).await;
     assert_eq!(listed.data()[0]["columns"], per_day()["columns"]);
+    let one = app.get(&format!("/admin/api/dataviews/{id}"), &admin).await;
+    assert_eq!(one.data()["slug"], json!("sales-per-day"));
+    assert_eq!(one.data()["filter"], per_day()["filter"]);
     assert_eq!(
         app.get(
             &format!("/admin/api/dataviews/{}", uuid::Uuid::now_v7()),
@@ -788,6 +795,13 @@ async fn dashboards_resolve_each_widget_under_the_callers_grants() {
         .await;
     assert_eq!(renamed.status, StatusCode::OK, "{:?}", renamed.body);
     assert_eq!(renamed.data()["widgets"].as_array().unwrap().len(), 6);
+    let stored = app
+        .get(&format!("/admin/api/dashboards/{id}"), &admin)
+        .await;
+    assert_eq!(stored.data()["name"], json!("Sales overview"));
+    assert_eq!(stored.data()["widgets"][1]["layout"]["w"], json!(9));
+    let listed = app.get("/admin/api/dashboards", &admin).await;
+    assert_eq!(listed.data()[0]["slug"], json!("sales"));
     assert_eq!(
         app.delete(&format!("/admin/api/dashboards/{id}"), &admin)
             .await

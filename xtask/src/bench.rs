@@ -96,8 +96,8 @@ fn request(
 
 /// The string value of `"key":"..."` in a JSON text.
 fn json_string(body: &str, key: &str) -> Option<String> {
-    let start = body.find(&format!("\"{key}\":\""))? + key.len() + 4;
-    Some(body[start..].split('"').next()?.to_owned())
+    let start = body.find(&format!("\"{key}\":\""))? + key.len() + 3;
+    Some(json_string_at(&body[start..])?.0)
 }
 
 fn free_port() -> Result<u16> {
@@ -607,8 +607,7 @@ fn views() -> Result {
 /// The statement of a preview's answer with its bound values written in as
 /// literals (the preview's JSON holds only strings and numbers there).
 fn statement_of(preview: &str) -> Option<String> {
-    let at = preview.find("\"sql\":\"")? + 6;
-    let mut sql = json_string_at(&preview[at..])?.0;
+    let mut sql = json_string(preview, "sql")?;
     let mut rest = &preview[preview.find("\"params\":[")? + 10..];
     let mut params = Vec::new();
     while !rest.starts_with(']') {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use audit::AuditEvent;
 use chrono::{DateTime, Utc};
-use data::{Context, Table};
+use data::Context;
 use kernel::StoreError;
 use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait};
 use uuid::Uuid;
@@ -182,11 +182,11 @@ impl ViewStore for PgStore {
     async fn published_view(
         &self,
         key: ViewKey<'_>,
-    ) -> Result<Option<(Arc<PublishedView>, Arc<Table>)>, StoreError> {
+    ) -> Result<Option<Arc<PublishedView>>, StoreError> {
         self.published(key).await
     }
 
-    async fn published_views(&self) -> Result<Vec<(Arc<PublishedView>, Arc<Table>)>, StoreError> {
+    async fn published_views(&self) -> Result<Vec<Arc<PublishedView>>, StoreError> {
         self.all_published().await
     }
 

@@ -11,4 +11,4 @@ mod service;
 pub mod store;
 
 pub use error::ViewError;
-pub use service::{Preview, ResolvedDashboard, ResolvedWidget, ServedView, ViewService};
+pub use service::{Preview, ResolvedDashboard, ResolvedWidget, ViewService};

@@ -17,7 +17,9 @@ use crate::dashboard::{Widget, parse_widgets};
 use crate::definition::Definition;
 use crate::error::ViewError;
 use crate::query::{Request, compile};
-use crate::store::{DashboardRecord, DataViewRecord, ViewAnswer, ViewKey, ViewStore};
+use crate::store::{
+    DashboardRecord, DataViewRecord, PublishedView, ViewAnswer, ViewKey, ViewStore,
+};
 
 /// A draft run by an administrator.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,17 +50,6 @@ pub struct ResolvedDashboard {
     pub zone: String,
     /// Its widgets, in order.
     pub widgets: Vec<ResolvedWidget>,
-}
-
-/// A published view as it serves now.
-#[derive(Debug)]
-pub struct ServedView {
-    /// The view.
-    pub view: Arc<crate::store::PublishedView>,
-    /// Its source table.
-    pub source: Arc<Table>,
-    /// Its output columns and their types.
-    pub shape: Table,
 }
 
 /// DataViews and dashboards.
@@ -300,7 +291,7 @@ impl ViewService {
                             if any {
                                 break;
                             }
-                            if let Some((view, _)) = self
+                            if let Some(view) = self
                                 .store
                                 .published_view(ViewKey::Id(widget.data_view_id))
                                 .await
@@ -321,23 +312,9 @@ impl ViewService {
             .await?)
     }
 
-    /// Every published view that serves with its source as it is now, with
-    /// its output as a table (for the per-role OpenAPI document).
-    pub async fn published(&self) -> Result<Vec<ServedView>, ViewError> {
-        Ok(self
-            .store
-            .published_views()
-            .await?
-            .into_iter()
-            .filter_map(|(view, source)| {
-                let shape = view.definition.shape(&source).ok()?;
-                Some(ServedView {
-                    view,
-                    source,
-                    shape,
-                })
-            })
-            .collect())
+    /// Every published view that serves (for the per-role OpenAPI document).
+    pub async fn published(&self) -> Result<Vec<Arc<PublishedView>>, ViewError> {
+        Ok(self.store.published_views().await?)
     }
 
     /// Every dashboard.
@@ -407,25 +384,19 @@ impl ViewService {
         key: ViewKey<'_>,
         params: &ListParams,
     ) -> Result<Page, DataError> {
-        let (view, source) = self
+        let view = self
             .store
             .published_view(key)
             .await
             .map_err(DataError::Store)?
             .ok_or(DataError::NotFound)?;
-        // A source changed since publishing so that the view no longer fits
-        // serves nothing until it is published again.
-        let shape = view
-            .definition
-            .shape(&source)
-            .map_err(|_| DataError::NotFound)?;
         let answer = self
             .run(
                 caller,
                 version,
                 &view.definition,
-                &source,
-                &shape,
+                &view.source,
+                &view.shape,
                 &view.scopes,
                 params,
             )

@@ -54,7 +54,8 @@ pub struct DashboardRecord {
     pub updated_at: DateTime<Utc>,
 }
 
-/// A published DataView as served: its snapshot parsed, with its grants.
+/// A published DataView as served, prepared once per catalog load: its
+/// snapshot parsed and checked against its source, with its grants.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PublishedView {
     /// Its id.
@@ -65,6 +66,10 @@ pub struct PublishedView {
     pub name: String,
     /// The published snapshot.
     pub definition: Definition,
+    /// Its source table, from the same catalog.
+    pub source: Arc<Table>,
+    /// Its output columns and their types on that source.
+    pub shape: Table,
     /// Its read grants (filters over the output columns).
     pub scopes: Vec<Scope>,
 }
@@ -114,15 +119,15 @@ pub trait ViewStore: DataStore {
         at: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<Option<DataViewRecord>, StoreError>;
-    /// A published view with its source, from one catalog snapshot (cached
-    /// per instance and checked by version like the tables); `None` when
-    /// unknown, unpublished or its source is gone.
+    /// A published view (cached per instance with the catalog and checked
+    /// by version like the tables); `None` when unknown, unpublished, or its
+    /// source is gone or no longer fits it.
     async fn published_view(
         &self,
         key: ViewKey<'_>,
-    ) -> Result<Option<(Arc<PublishedView>, Arc<Table>)>, StoreError>;
-    /// Every published view with its source, from one catalog snapshot.
-    async fn published_views(&self) -> Result<Vec<(Arc<PublishedView>, Arc<Table>)>, StoreError>;
+    ) -> Result<Option<Arc<PublishedView>>, StoreError>;
+    /// Every published view that serves, by slug.
+    async fn published_views(&self) -> Result<Vec<Arc<PublishedView>>, StoreError>;
     /// Runs a view read in one statement, first checking that
     /// `context.versions` are current ([`StoreError::Stale`] if not).
     async fn run_view(

@@ -76,7 +76,7 @@ impl PgStore {
             .await
             .map_err(map_err)?;
         for row in views {
-            if let Some(view) = view_of(&row)? {
+            if let Some(view) = view_of(&row, &catalog)? {
                 let view = Arc::new(view);
                 catalog.view_ids.insert(view.id, view.clone());
                 catalog.views.insert(view.slug.clone(), view);
@@ -154,8 +154,10 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
     }))
 }
 
-/// A published view; `None` when its snapshot no longer parses (it serves nothing).
-fn view_of(row: &QueryResult) -> Result<Option<PublishedView>, StoreError> {
+/// A published view with its source in `catalog`; `None` when its snapshot
+/// no longer parses, its source is gone or no longer fits it (it serves
+/// nothing until published again).
+fn view_of(row: &QueryResult, catalog: &Catalog) -> Result<Option<PublishedView>, StoreError> {
     let published: Value = row.try_get("", "published").map_err(map_err)?;
     let Some(definition) = published
         .as_object()
@@ -163,11 +165,23 @@ fn view_of(row: &QueryResult) -> Result<Option<PublishedView>, StoreError> {
     else {
         return Ok(None);
     };
+    let Some(source) = catalog
+        .schemas
+        .get(&definition.schema)
+        .and_then(|tables| tables.get(&definition.table))
+    else {
+        return Ok(None);
+    };
+    let Ok(shape) = definition.shape(source) else {
+        return Ok(None);
+    };
     let grants: Option<Value> = row.try_get("", "grants").map_err(map_err)?;
     Ok(Some(PublishedView {
         id: row.try_get("", "id").map_err(map_err)?,
         slug: row.try_get("", "slug").map_err(map_err)?,
         name: row.try_get("", "name").map_err(map_err)?,
+        source: source.clone(),
+        shape,
         definition,
         scopes: grants
             .as_ref()

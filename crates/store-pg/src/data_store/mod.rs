@@ -77,42 +77,28 @@ impl PgStore {
         })
     }
 
-    /// A published view with its source, from one catalog snapshot.
+    /// A published view, from the catalog.
     pub(crate) async fn published(
         &self,
         key: views::store::ViewKey<'_>,
-    ) -> Result<Option<Served>, StoreError> {
+    ) -> Result<Option<Arc<views::store::PublishedView>>, StoreError> {
         let catalog = self.catalog().await?;
-        let view = match key {
+        Ok(match key {
             views::store::ViewKey::Slug(slug) => catalog.views.get(slug),
             views::store::ViewKey::Id(id) => catalog.view_ids.get(&id),
-        };
-        Ok(view.and_then(|view| served(&catalog, view)))
+        }
+        .cloned())
     }
 
-    /// Every published view whose source exists, by slug.
-    pub(crate) async fn all_published(&self) -> Result<Vec<Served>, StoreError> {
+    /// Every published view that serves, by slug.
+    pub(crate) async fn all_published(
+        &self,
+    ) -> Result<Vec<Arc<views::store::PublishedView>>, StoreError> {
         let catalog = self.catalog().await?;
-        let mut all: Vec<Served> = catalog
-            .view_ids
-            .values()
-            .filter_map(|view| served(&catalog, view))
-            .collect();
-        all.sort_by(|a, b| a.0.slug.cmp(&b.0.slug));
+        let mut all: Vec<_> = catalog.views.values().cloned().collect();
+        all.sort_by(|a, b| a.slug.cmp(&b.slug));
         Ok(all)
     }
-}
-
-/// A published view with its source table.
-type Served = (Arc<views::store::PublishedView>, Arc<Table>);
-
-/// `view` with its source in `catalog`; `None` when the source is gone.
-fn served(catalog: &Catalog, view: &Arc<views::store::PublishedView>) -> Option<Served> {
-    let source = catalog
-        .schemas
-        .get(&view.definition.schema)?
-        .get(&view.definition.table)?;
-    Some((view.clone(), source.clone()))
 }
 
 /// The JSON PostgreSQL built in column `body`, compact.

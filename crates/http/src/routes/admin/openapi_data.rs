@@ -228,7 +228,7 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
 /// `GET /api/views/{slug}` of each view the role reads: a grant on the view
 /// and a read grant on its source.
 fn describe_views(
-    served: &[views::ServedView],
+    served: &[std::sync::Arc<views::store::PublishedView>],
     role: Uuid,
     admin: bool,
     paths: &mut Map<String, Value>,
@@ -243,9 +243,9 @@ fn describe_views(
     let error = json!({ "$ref": "#/components/schemas/Errors" });
     for served in served
         .iter()
-        .filter(|s| reads(&s.view.scopes) && reads(&s.source.scopes))
+        .filter(|view| reads(&view.scopes) && reads(&view.source.scopes))
     {
-        let slug = &served.view.slug;
+        let slug = &served.slug;
         let name = format!("View.{slug}");
         let columns: Vec<&Column> = served.shape.columns.iter().collect();
         schemas.insert(name.clone(), object(&columns, false));
@@ -257,7 +257,7 @@ fn describe_views(
         paths.insert(
             format!("/api/views/{slug}"),
             json!({ "get": {
-                "summary": format!("Read the DataView {}", served.view.name),
+                "summary": format!("Read the DataView {}", served.name),
                 "operationId": format!("readView{}", pascal(slug)),
                 "parameters": [
                     parameter("filter", "JSON filter over the output columns", json!({ "type": "string", "contentMediaType": "application/json" })),
