@@ -39,6 +39,11 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../sql/0011_user_identities.sql"),
     ),
     ("m0012_dataviews", include_str!("../sql/0012_dataviews.sql")),
+    (
+        "m0013_email_templates",
+        include_str!("../sql/0013_email_templates.sql"),
+    ),
+    ("m0014_files", include_str!("../sql/0014_files.sql")),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

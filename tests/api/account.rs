@@ -550,3 +550,73 @@ async fn without_smtp_emails_are_logged_and_kept() {
     assert_eq!(logged.as_deref(), Some("1"));
     assert!(app.smtp.emails().is_empty());
 }
+
+#[tokio::test]
+async fn email_templates_are_rows_edited_through_the_data_api_and_checked() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let templates = app
+        .get("/api/data/svc/email_templates?sort=kind", &admin)
+        .await;
+    assert_eq!(templates.status, StatusCode::OK, "{templates:?}");
+    let kinds: Vec<&str> = templates
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["invite", "reset", "verify"]);
+    assert!(
+        templates.data()[1]["body_html"]
+            .as_str()
+            .unwrap()
+            .contains("{{link}}")
+    );
+
+    let path = "/api/data/svc/email_templates/reset";
+    for (body, field) in [
+        (json!({ "body_text": "no link here" }), "body_text"),
+        (
+            json!({ "body_html": "<a href=\"{{link}}\">{{ linky }}</a>" }),
+            "body_html",
+        ),
+        (json!({ "subject": "two\nlines" }), "subject"),
+    ] {
+        let refused = app.patch(path, &admin, json!({ "data": body })).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{refused:?}");
+        assert_eq!(refused.code(), "INVALID_PAYLOAD");
+        assert_eq!(refused.body["errors"][0]["field"], field);
+    }
+    let changed = app
+        .patch(
+            path,
+            &admin,
+            json!({ "data": {
+                "subject": "Password help for{{name}}",
+                "body_text": "Hi{{name}}! Your link: {{link}} (edited)",
+            } }),
+        )
+        .await;
+    assert_eq!(changed.status, StatusCode::OK, "{changed:?}");
+    let removed = app.delete(path, &admin).await;
+    assert_eq!(removed.status, StatusCode::METHOD_NOT_ALLOWED);
+
+    app.create_user(&admin, "edited@example.com", "password-1", None)
+        .await;
+    public(
+        &app,
+        "/api/auth/password/forgot",
+        json!({ "email": "edited@example.com" }),
+    )
+    .await;
+    let email = app
+        .smtp
+        .wait_for("edited@example.com", "(edited)", Duration::from_secs(10))
+        .await;
+    assert!(
+        email.text.contains("Password help for Test User"),
+        "{email:?}"
+    );
+    assert!(email.token("reset-password").is_some());
+}

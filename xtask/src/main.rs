@@ -19,6 +19,8 @@ const DOMAIN_CRATES: &[&str] = &[
     "data",
     "workflows",
     "views",
+    "sql-console",
+    "files",
     "outbound",
     "permissions",
     "audit",
@@ -104,6 +106,18 @@ fn ensure_tool(tool: &str, packages: &[&str]) -> Result {
         .args(packages))
 }
 
+/// The files tests run an S3 emulator: moto's server (PyPI).
+fn ensure_s3_emulator() -> Result {
+    let found = Command::new("python3")
+        .args(["-c", "import moto.server"])
+        .output();
+    if found.is_ok_and(|o| o.status.success()) {
+        return Ok(());
+    }
+    eprintln!("xtask: installing moto[server] from PyPI");
+    run(Command::new("python3").args(["-m", "pip", "install", "--quiet", "moto[server]==5.2.1"]))
+}
+
 /// The OpenAPI tests check both documents with openapi-spec-validator (PyPI)
 /// and generate a TypeScript client with the versions pinned in
 /// `clients/typescript/package-lock.json` (npm).
@@ -150,6 +164,7 @@ fn test() -> Result {
     // The browser tests drive Debian's headless Chromium.
     ensure_tool("chromedriver", &["chromium", "chromium-driver"])?;
     ensure_openapi_tools()?;
+    ensure_s3_emulator()?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(cargo().args([
         "clippy",

@@ -71,6 +71,30 @@ pub struct Overrides {
     /// `force_generic_plan` (default) or `force_custom_plan`.
     #[arg(long, env = "TESSERA_DATABASE_PLAN_CACHE_MODE")]
     pub database_plan_cache_mode: Option<String>,
+    /// Folder of uploaded files when no S3 bucket is set (default `data/files`
+    /// under the working directory).
+    #[arg(long, env = "TESSERA_FILES_DIR")]
+    pub files_dir: Option<String>,
+    /// S3-compatible endpoint of the files' bucket, e.g. `http://127.0.0.1:9000`
+    /// (unset with a bucket: AWS).
+    #[arg(long, env = "TESSERA_FILES_S3_ENDPOINT")]
+    pub files_s3_endpoint: Option<String>,
+    /// Bucket of uploaded files; set, files go to S3 instead of the folder.
+    #[arg(long, env = "TESSERA_FILES_S3_BUCKET")]
+    pub files_s3_bucket: Option<String>,
+    /// Region of the bucket (default `us-east-1`).
+    #[arg(long, env = "TESSERA_FILES_S3_REGION")]
+    pub files_s3_region: Option<String>,
+    /// Access key id for the bucket.
+    #[arg(long, env = "TESSERA_FILES_S3_ACCESS_KEY_ID", hide_env_values = true)]
+    pub files_s3_access_key_id: Option<String>,
+    /// Secret access key for the bucket.
+    #[arg(
+        long,
+        env = "TESSERA_FILES_S3_SECRET_ACCESS_KEY",
+        hide_env_values = true
+    )]
+    pub files_s3_secret_access_key: Option<String>,
 }
 
 impl Overrides {
@@ -94,6 +118,14 @@ impl Overrides {
             database_plan_cache_mode: self
                 .database_plan_cache_mode
                 .or(other.database_plan_cache_mode),
+            files_dir: self.files_dir.or(other.files_dir),
+            files_s3_endpoint: self.files_s3_endpoint.or(other.files_s3_endpoint),
+            files_s3_bucket: self.files_s3_bucket.or(other.files_s3_bucket),
+            files_s3_region: self.files_s3_region.or(other.files_s3_region),
+            files_s3_access_key_id: self.files_s3_access_key_id.or(other.files_s3_access_key_id),
+            files_s3_secret_access_key: self
+                .files_s3_secret_access_key
+                .or(other.files_s3_secret_access_key),
         }
     }
 }
@@ -135,6 +167,8 @@ pub struct Config {
     pub database_pool_size: u32,
     /// How PostgreSQL plans the prepared statements of this instance.
     pub database_plan_cache_mode: store_pg::PlanCacheMode,
+    /// Where uploaded files are kept.
+    pub files: files::BlobsConfig,
 }
 
 impl Config {
@@ -204,6 +238,14 @@ impl Config {
                 Some(mode) => mode.parse().map_err(|e: String| anyhow::anyhow!(e))?,
                 None => store_pg::PlanCacheMode::ForceGenericPlan,
             },
+            files: files_config(
+                o.files_dir,
+                o.files_s3_endpoint,
+                o.files_s3_bucket,
+                o.files_s3_region,
+                o.files_s3_access_key_id,
+                o.files_s3_secret_access_key,
+            )?,
         })
     }
 
@@ -224,8 +266,40 @@ impl Config {
             workflow_lease: std::time::Duration::from_secs(DEFAULT_WORKFLOW_LEASE_SECONDS),
             database_pool_size: DEFAULT_DATABASE_POOL_SIZE,
             database_plan_cache_mode: store_pg::PlanCacheMode::ForceGenericPlan,
+            files: files::BlobsConfig::Local(DEFAULT_FILES_DIR.into()),
         }
     }
+}
+
+/// Where uploads go when no bucket is set.
+pub const DEFAULT_FILES_DIR: &str = "data/files";
+
+/// The files' storage: the bucket when one is named (with both keys), else the folder.
+fn files_config(
+    dir: Option<String>,
+    endpoint: Option<String>,
+    bucket: Option<String>,
+    region: Option<String>,
+    access_key_id: Option<String>,
+    secret_access_key: Option<String>,
+) -> anyhow::Result<files::BlobsConfig> {
+    let Some(bucket) = bucket.filter(|b| !b.is_empty()) else {
+        return Ok(files::BlobsConfig::Local(
+            dir.unwrap_or_else(|| DEFAULT_FILES_DIR.to_owned()).into(),
+        ));
+    };
+    let (Some(access_key_id), Some(secret_access_key)) = (access_key_id, secret_access_key) else {
+        bail!(
+            "TESSERA_FILES_S3_BUCKET needs TESSERA_FILES_S3_ACCESS_KEY_ID and TESSERA_FILES_S3_SECRET_ACCESS_KEY"
+        );
+    };
+    Ok(files::BlobsConfig::S3(files::S3Config {
+        endpoint: endpoint.filter(|e| !e.is_empty()),
+        bucket,
+        region: region.unwrap_or_else(|| "us-east-1".to_owned()),
+        access_key_id,
+        secret_access_key,
+    }))
 }
 
 #[cfg(test)]

@@ -42,6 +42,10 @@ pub struct Services {
     pub workflows: workflows::WorkflowService,
     /// DataViews and dashboards.
     pub views: views::ViewService,
+    /// The SQL console.
+    pub sql: sql_console::SqlConsole,
+    /// Files.
+    pub files: files::FileService,
 }
 
 impl Services {
@@ -98,6 +102,14 @@ impl Services {
             )
             .context("cannot build the OAuth HTTP client")?,
             views: views::ViewService::new(Arc::new(store.clone()), data.clone(), clock.clone()),
+            sql: sql_console::SqlConsole::new(Arc::new(store.clone()), settings.clone()),
+            files: files::FileService::new(
+                data.clone(),
+                Arc::new(store.clone()),
+                files::Blobs::open(&config.files)
+                    .map_err(|e| anyhow::anyhow!("files storage: {e}"))?,
+                settings.clone(),
+            ),
             data,
             auth,
             settings,
@@ -161,6 +173,8 @@ impl Application {
             data: services.data.clone(),
             workflows: services.workflows.clone(),
             views: services.views.clone(),
+            sql: services.sql.clone(),
+            files: services.files.clone(),
             audit: audit::AuditService::new(Arc::new(services.store.clone())),
             ready,
             trusted_proxies: config.trusted_proxies.clone(),

@@ -1,4 +1,5 @@
-//! Emails the auth domain sends, rendered from the templates in `templates/`.
+//! Emails the auth domain sends, rendered when queued from the templates in
+//! `svc.email_templates` (editable through the Data API).
 
 use uuid::Uuid;
 
@@ -40,45 +41,69 @@ impl EmailKind {
             EmailKind::Invitation => "accept-invitation",
         }
     }
-
-    fn templates(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            EmailKind::PasswordReset => (
-                "Reset your password",
-                include_str!("../templates/reset.txt"),
-                include_str!("../templates/reset.html"),
-            ),
-            EmailKind::EmailVerification => (
-                "Confirm your email address",
-                include_str!("../templates/verify.txt"),
-                include_str!("../templates/verify.html"),
-            ),
-            EmailKind::Invitation => (
-                "You are invited",
-                include_str!("../templates/invite.txt"),
-                include_str!("../templates/invite.html"),
-            ),
-        }
-    }
 }
 
-/// An email to put in the outbox.
+/// An email to put in the outbox, rendered by the store from the template
+/// of its kind in the same transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewEmail {
     /// Outbox id.
     pub id: Uuid,
     /// Recipient address.
     pub to: String,
-    /// `reset`, `verify` or `invite`.
+    /// `reset`, `verify` or `invite`: the template used.
     pub kind: &'static str,
+    /// The recipient's name, when known.
+    pub name: Option<String>,
+    /// The link the email carries.
+    pub link: String,
+}
+
+/// A template of `svc.email_templates`: `{{name}}` becomes `" <name>"` (or
+/// nothing), `{{link}}` the link; both HTML-escaped in the HTML body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailTemplate {
     /// Subject line.
     pub subject: String,
     /// Plain-text body.
     pub body_text: String,
     /// HTML body.
     pub body_html: String,
-    /// The link the email carries.
-    pub link: String,
+}
+
+/// An email as sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedEmail {
+    /// Subject line.
+    pub subject: String,
+    /// Plain-text body.
+    pub body_text: String,
+    /// HTML body.
+    pub body_html: String,
+}
+
+impl NewEmail {
+    /// The email written with `template`.
+    pub fn render(&self, template: &EmailTemplate) -> RenderedEmail {
+        let greeting = self
+            .name
+            .as_deref()
+            .map(|n| format!(" {n}"))
+            .unwrap_or_default();
+        let plain = |text: &str| {
+            text.replace("{{name}}", &greeting)
+                .replace("{{link}}", &self.link)
+        };
+        RenderedEmail {
+            // One line, whatever the name holds.
+            subject: plain(&template.subject).replace(['\r', '\n'], " "),
+            body_text: plain(&template.body_text),
+            body_html: template
+                .body_html
+                .replace("{{name}}", &escape_html(&greeting))
+                .replace("{{link}}", &escape_html(&self.link)),
+        }
+    }
 }
 
 fn escape_html(text: &str) -> String {
@@ -94,21 +119,13 @@ pub fn link(links_base: &str, kind: EmailKind, token: &str) -> String {
     format!("{links_base}/{}?token={token}", kind.page())
 }
 
-/// Renders the email of `kind` to `to`.
+/// The email of `kind` to `to`, to be rendered when queued.
 pub fn compose(kind: EmailKind, to: &str, name: Option<&str>, link: String) -> NewEmail {
-    let (subject, text, html) = kind.templates();
-    let greeting = name.map(|n| format!(" {n}")).unwrap_or_default();
     NewEmail {
         id: kernel::new_id(),
         to: to.to_owned(),
         kind: kind.as_str(),
-        subject: subject.to_owned(),
-        body_text: text
-            .replace("{{name}}", &greeting)
-            .replace("{{link}}", &link),
-        body_html: html
-            .replace("{{name}}", &escape_html(&greeting))
-            .replace("{{link}}", &escape_html(&link)),
+        name: name.map(str::to_owned),
         link,
     }
 }
@@ -121,21 +138,28 @@ mod tests {
     fn renders_links_and_escapes_html() {
         let link = link("https://app.example/auth", EmailKind::PasswordReset, "abc");
         assert_eq!(link, "https://app.example/auth/reset-password?token=abc");
+        let template = EmailTemplate {
+            subject: "Hi{{name}}".into(),
+            body_text: "Hello{{name}},\n{{link}}".into(),
+            body_html: "<p>Hello{{name}},</p><a href=\"{{link}}\">go</a>".into(),
+        };
         let email = compose(
             EmailKind::PasswordReset,
             "a@b.c",
-            Some("<Ann>"),
+            Some("<Ann>\nBcc: x"),
             link.clone(),
-        );
+        )
+        .render(&template);
         assert!(email.body_text.contains(&link));
-        assert!(email.body_text.starts_with("Hello <Ann>,"));
-        assert!(email.body_html.contains("Hello &lt;Ann&gt;,"));
+        assert!(email.body_text.starts_with("Hello <Ann>"));
+        assert_eq!(email.subject, "Hi <Ann> Bcc: x");
+        assert!(email.body_html.contains("Hello &lt;Ann&gt;"));
         assert!(
             email
                 .body_html
                 .contains("href=\"https://app.example/auth/reset-password?token=abc\"")
         );
-        let anonymous = compose(EmailKind::Invitation, "a@b.c", None, "x".into());
+        let anonymous = compose(EmailKind::Invitation, "a@b.c", None, "x".into()).render(&template);
         assert!(anonymous.body_text.starts_with("Hello,"));
     }
 }

@@ -59,6 +59,23 @@ pub struct Caller<'a> {
     pub ip: Option<&'a str>,
 }
 
+/// The table an operation runs on.
+#[derive(Debug, Clone, Copy)]
+struct Target<'a> {
+    schema: &'a str,
+    name: &'a str,
+    exposure: Exposure,
+}
+
+/// Whether the table must be exposed for the method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exposure {
+    /// The Data API's routes: hidden tables are 404, unexposed methods 405.
+    Required,
+    /// A route of the table's own.
+    Bypassed,
+}
+
 /// The list route's query parameters, as sent.
 #[derive(Debug, Clone, Default)]
 pub struct ListParams {
@@ -139,11 +156,10 @@ impl DataService {
         &self,
         caller: Caller<'_>,
         auth_version: i64,
-        schema: &str,
-        name: &str,
+        target: Target<'_>,
         key: &str,
     ) -> Result<String, DataError> {
-        let table = self.open(schema, name, "GET").await?;
+        let table = self.open(target, "GET").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
         let read = Read::One {
             predicate: scoped(None, &access, Some(key_of(&table, key)?)),
@@ -164,11 +180,10 @@ impl DataService {
         &self,
         caller: Caller<'_>,
         auth_version: i64,
-        schema: &str,
-        name: &str,
+        target: Target<'_>,
         params: &ListParams,
     ) -> Result<Page, DataError> {
-        let table = self.open(schema, name, "GET").await?;
+        let table = self.open(target, "GET").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
         let filter = params
             .filter
@@ -238,11 +253,10 @@ impl DataService {
         &self,
         caller: Caller<'_>,
         auth_version: i64,
-        schema: &str,
-        name: &str,
+        target: Target<'_>,
         body: &Value,
     ) -> Result<String, DataError> {
-        let table = self.open(schema, name, "POST").await?;
+        let table = self.open(target, "POST").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Create)?;
         let (rows, single) = match body {
             Value::Object(row) => (vec![(row, String::new())], true),
@@ -325,12 +339,11 @@ impl DataService {
         &self,
         caller: Caller<'_>,
         auth_version: i64,
-        schema: &str,
-        name: &str,
+        target: Target<'_>,
         key: &str,
         body: &Value,
     ) -> Result<String, DataError> {
-        let table = self.open(schema, name, "PATCH").await?;
+        let table = self.open(target, "PATCH").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Update)?;
         let key = key_of(&table, key)?;
         let values: &Map<String, Value> = body
@@ -380,11 +393,10 @@ impl DataService {
         &self,
         caller: Caller<'_>,
         auth_version: i64,
-        schema: &str,
-        name: &str,
+        target: Target<'_>,
         key: &str,
     ) -> Result<(), DataError> {
-        let table = self.open(schema, name, "DELETE").await?;
+        let table = self.open(target, "DELETE").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Delete)?;
         let write = Write {
             change: Change::Delete {
@@ -430,11 +442,10 @@ impl DataService {
     async fn check_as(
         &self,
         caller: Caller<'_>,
-        schema: &str,
-        name: &str,
+        target: Target<'_>,
         method: &str,
     ) -> Result<(), DataError> {
-        let table = self.open(schema, name, method).await?;
+        let table = self.open(target, method).await?;
         let action = match method {
             "GET" => Action::Read,
             "POST" => Action::Create,
@@ -462,30 +473,43 @@ impl DataService {
         name: &str,
         op: Op<'_>,
     ) -> Result<Answer, DataError> {
+        let target = Target {
+            schema,
+            name,
+            exposure: Exposure::Required,
+        };
+        self.run_on(caller, auth_version, target, op).await
+    }
+
+    /// Runs `op` on `target` as `caller`, resolved at auth version `auth_version`.
+    async fn run_on(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        op: Op<'_>,
+    ) -> Result<Answer, DataError> {
         let v = auth_version;
         match op {
             Op::List(params) => self
-                .list_as(caller, v, schema, name, params)
+                .list_as(caller, v, target, params)
                 .await
                 .map(Answer::Page),
-            Op::Get { key } => self
-                .get_as(caller, v, schema, name, key)
-                .await
-                .map(Answer::Json),
+            Op::Get { key } => self.get_as(caller, v, target, key).await.map(Answer::Json),
             Op::Create { body } => self
-                .create_as(caller, v, schema, name, body)
+                .create_as(caller, v, target, body)
                 .await
                 .map(Answer::Json),
             Op::Update { key, body } => self
-                .update_as(caller, v, schema, name, key, body)
+                .update_as(caller, v, target, key, body)
                 .await
                 .map(Answer::Json),
             Op::Delete { key } => self
-                .delete_as(caller, v, schema, name, key)
+                .delete_as(caller, v, target, key)
                 .await
                 .map(|()| Answer::Done),
             Op::Check { method } => self
-                .check_as(caller, schema, name, method)
+                .check_as(caller, target, method)
                 .await
                 .map(|()| Answer::Done),
         }
@@ -512,6 +536,26 @@ impl DataService {
             async |caller, version| self.run_as(caller, version, schema, name, op).await,
         )
         .await
+    }
+
+    /// Runs `op` on a service table that routes of its own stand in front of
+    /// (`svc.files` behind `/api/files`) as `caller`, resolved at auth
+    /// version `auth_version`: the Data API's grants, row filters, masks and
+    /// audit, whether or not the table is exposed.
+    pub async fn run_behind_route(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        schema: &str,
+        name: &str,
+        op: Op<'_>,
+    ) -> Result<Answer, DataError> {
+        let target = Target {
+            schema,
+            name,
+            exposure: Exposure::Bypassed,
+        };
+        self.run_on(caller, auth_version, target, op).await
     }
 
     /// Runs `run` as the caller the bearer stands for on `plane`, with the
@@ -554,15 +598,15 @@ impl DataService {
         Err(DataError::Store(StoreError::Stale))
     }
 
-    async fn open(&self, schema: &str, name: &str, method: &str) -> Result<Arc<Table>, DataError> {
+    async fn open(&self, target: Target<'_>, method: &str) -> Result<Arc<Table>, DataError> {
         let table = self
             .store
-            .table(schema, name)
+            .table(target.schema, target.name)
             .await
             .map_err(DataError::Store)?
-            .filter(|t| !t.exposed_methods.is_empty())
+            .filter(|t| target.exposure == Exposure::Bypassed || !t.exposed_methods.is_empty())
             .ok_or(DataError::NotFound)?;
-        if table.exposes(method) {
+        if target.exposure == Exposure::Bypassed || table.exposes(method) {
             Ok(table)
         } else {
             Err(DataError::MethodNotAllowed {
@@ -698,7 +742,7 @@ impl Op<'_> {
     /// credential resolved afresh: after any failure of what changes
     /// nothing; for a write, unless the database itself refused or failed it
     /// after finding its versions current (a write is never sent twice).
-    fn retried_after(&self, error: &DataError) -> bool {
+    pub fn retried_after(&self, error: &DataError) -> bool {
         let writes = matches!(
             self,
             Op::Create { .. } | Op::Update { .. } | Op::Delete { .. }

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 /// Service tables that may be exposed, with the only columns ever shown:
 /// secrets (password hashes, lockout state, token hashes) never are.
-pub const SERVICE_TABLES: [(&str, &[&str]); 3] = [
+pub const SERVICE_TABLES: [(&str, &[&str]); 5] = [
     (
         "users",
         &[
@@ -36,6 +36,23 @@ pub const SERVICE_TABLES: [(&str, &[&str]); 3] = [
         ],
     ),
     ("role_members", &["user_id", "role_id", "created_at"]),
+    (
+        "email_templates",
+        &["kind", "subject", "body_text", "body_html", "updated_at"],
+    ),
+    (
+        "files",
+        &[
+            "id",
+            "name",
+            "content_type",
+            "size",
+            "sha256",
+            "visibility",
+            "owner_id",
+            "created_at",
+        ],
+    ),
 ];
 
 /// The schema of the service's own tables.

@@ -80,6 +80,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::Conflict => StatusCode::CONFLICT,
         ErrorKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ErrorKind::RangeNotSatisfiable => StatusCode::RANGE_NOT_SATISFIABLE,
         ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

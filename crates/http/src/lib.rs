@@ -23,8 +23,8 @@ use utoipa_actix_web::{AppExt, UtoipaApp};
 
 use crate::error::ApiError;
 use crate::routes::{
-    account, admin, auth as auth_routes, console, data as data_routes, docs, health, oauth, pages,
-    views as view_routes, workflows as workflow_routes,
+    account, admin, auth as auth_routes, console, data as data_routes, docs, files as file_routes,
+    health, oauth, pages, views as view_routes, workflows as workflow_routes,
 };
 
 #[derive(OpenApi)]
@@ -150,6 +150,7 @@ fn routes() -> UtoipaApp<
                 .service(admin::dashboards::get)
                 .service(admin::dashboards::update)
                 .service(admin::dashboards::remove)
+                .service(admin::sql::run)
                 .service(admin::openapi::document)
                 .service(admin::openapi_data::document),
         )
@@ -164,6 +165,13 @@ fn routes() -> UtoipaApp<
                 ),
         )
         .service(scope("/api/views").service(view_routes::read))
+        .service(
+            scope("/api/files")
+                .service(file_routes::upload_file)
+                .service(file_routes::download_file)
+                .service(file_routes::file_meta)
+                .service(file_routes::delete_file),
+        )
         .service(
             scope("/api/dashboards")
                 .service(view_routes::dashboards)

@@ -25,6 +25,11 @@ pub fn json_data(status: StatusCode, data: &str) -> HttpResponse {
     enveloped(status, data, None)
 }
 
+/// `{ "data": <data>, "meta": <meta> }` around JSON texts.
+pub fn json_data_meta(status: StatusCode, data: &str, meta: &str) -> HttpResponse {
+    enveloped(status, data, Some(meta))
+}
+
 /// 200 `{ "data": [rows], "meta": { limit, offset, total? } }` of a Data API page.
 pub fn json_page(page: data::Page) -> HttpResponse {
     let meta = api_types::RowsMeta {

@@ -31,6 +31,10 @@ pub struct AppState {
     pub workflows: workflows::WorkflowService,
     /// DataViews and dashboards.
     pub views: views::ViewService,
+    /// Files.
+    pub files: files::FileService,
+    /// The SQL console.
+    pub sql: sql_console::SqlConsole,
     /// The audit log.
     pub audit: audit::AuditService,
     /// The readiness probe.

@@ -22,6 +22,8 @@ pub enum ErrorKind {
     PayloadTooLarge,
     /// The body is not of a media type the route takes (415).
     UnsupportedMediaType,
+    /// A range of bytes outside the file (416).
+    RangeNotSatisfiable,
     /// Too many requests (429).
     RateLimited,
     /// A bug (500).
@@ -89,6 +91,8 @@ codes! {
     PayloadTooLarge = "PAYLOAD_TOO_LARGE", PayloadTooLarge;
     /// Body of a media type the route does not take.
     UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE", UnsupportedMediaType;
+    /// A `Range` outside the file asked for.
+    RangeNotSatisfiable = "RANGE_NOT_SATISFIABLE", RangeNotSatisfiable;
     /// Too many calls.
     RateLimitExceeded = "RATE_LIMIT_EXCEEDED", RateLimited;
     /// No such workflow, or not published, enabled, a webhook or of this method.
@@ -99,6 +103,8 @@ codes! {
     WorkflowSyncTimeout = "WORKFLOW_SYNC_TIMEOUT", Timeout;
     /// The result route knows no such run for this caller.
     WorkflowRunNotFound = "WORKFLOW_RUN_NOT_FOUND", NotFound;
+    /// PostgreSQL refused a statement of the SQL console.
+    SqlError = "SQL_ERROR", InvalidRequest;
     /// A bug; details are only in the logs.
     Internal = "INTERNAL", Internal;
     /// The database cannot be reached.

@@ -454,6 +454,26 @@ impl Settings {
         self.value("system.timezone").as_str()
     }
 
+    /// The SQL console's `statement_timeout`, in milliseconds.
+    pub fn sql_console_timeout_ms(&self) -> u64 {
+        u64::try_from(self.int("sql_console.timeout_ms")).unwrap_or(30_000)
+    }
+
+    /// `sql_console.allow_api_tokens`.
+    pub fn sql_console_allow_api_tokens(&self) -> bool {
+        self.bool("sql_console.allow_api_tokens")
+    }
+
+    /// `mcp.enabled`.
+    pub fn mcp_enabled(&self) -> bool {
+        self.bool("mcp.enabled")
+    }
+
+    /// `files.max_bytes`.
+    pub fn files_max_bytes(&self) -> u64 {
+        u64::try_from(self.int("files.max_bytes")).unwrap_or(26_214_400)
+    }
+
     /// Longest a synchronous webhook waits for its run, in milliseconds.
     pub fn max_sync_wait_ms(&self) -> u64 {
         u64::try_from(self.int("workflows.max_sync_wait_ms")).unwrap_or(30_000)

@@ -1,6 +1,7 @@
 //! One-time tokens, invitations and the email outbox rows they queue.
 
 use audit::{Actor, AuditEvent};
+use auth::email::EmailTemplate;
 use auth::{Invitation, TokenMail};
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
@@ -34,13 +35,26 @@ pub(crate) async fn insert_mail(
     .await
     .map_err(map_err)?;
     let e = mail.email;
+    let template = conn
+        .query_one_raw(stmt(
+            "SELECT subject, body_text, body_html FROM svc.email_templates WHERE kind = $1",
+            [e.kind.into()],
+        ))
+        .await
+        .map_err(map_err)?
+        .ok_or_else(|| StoreError::Internal(format!("no email template of kind {}", e.kind)))?;
+    let rendered = e.render(&EmailTemplate {
+        subject: template.try_get("", "subject").map_err(map_err)?,
+        body_text: template.try_get("", "body_text").map_err(map_err)?,
+        body_html: template.try_get("", "body_html").map_err(map_err)?,
+    });
     email_outbox::ActiveModel {
         id: Set(e.id),
         to_address: Set(e.to),
         kind: Set(e.kind.to_owned()),
-        subject: Set(e.subject),
-        body_text: Set(e.body_text),
-        body_html: Set(e.body_html),
+        subject: Set(rendered.subject),
+        body_text: Set(rendered.body_text),
+        body_html: Set(rendered.body_html),
         link: Set(Some(e.link)),
         created_at: Set(t.created_at),
         sent_at: Set(None),

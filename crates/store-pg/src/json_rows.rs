@@ -136,7 +136,7 @@ pub(crate) fn write_object(
     Ok(())
 }
 
-fn write_value(out: &mut String, cell: Cell, bytes: &[u8]) -> Result<(), StoreError> {
+pub(crate) fn write_value(out: &mut String, cell: Cell, bytes: &[u8]) -> Result<(), StoreError> {
     let mut digits = itoa::Buffer::new();
     match cell {
         Cell::Int2 => out.push_str(digits.format(i16::from_be_bytes(fixed(bytes, "smallint")?))),
@@ -327,11 +327,19 @@ fn write_timestamp(out: &mut String, micros: i64, zone: &str) {
         });
         return;
     };
-    // In 0..86_400: fits.
-    let of_day = u32::try_from(seconds.rem_euclid(86_400)).unwrap_or_default();
     out.push('"');
     push_date(out, date);
     out.push('T');
+    push_time(out, micros.rem_euclid(86_400_000_000));
+    out.push_str(zone);
+    out.push('"');
+}
+
+/// `HH:MM:SS[.ffffff]` of `micros` after midnight (the fraction without
+/// trailing zeros, as PostgreSQL writes it).
+pub(crate) fn push_time(out: &mut String, micros: i64) {
+    // In 0..86_400 (24:00:00 for a time of day at its end): fits.
+    let of_day = u32::try_from(micros.div_euclid(1_000_000)).unwrap_or_default();
     push_two(out, of_day / 3600);
     out.push(':');
     push_two(out, of_day / 60 % 60);
@@ -344,8 +352,6 @@ fn write_timestamp(out: &mut String, micros: i64, zone: &str) {
         out.push('.');
         out.push_str(text[1..].trim_end_matches('0'));
     }
-    out.push_str(zone);
-    out.push('"');
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod auth_store;
 mod cache;
 mod data_store;
 mod entity;
+mod file_store;
 mod grant_store;
 mod json_rows;
 mod lane;
@@ -13,6 +14,8 @@ mod oauth_store;
 mod outbox_store;
 mod role_store;
 mod schema_store;
+mod sql_console_store;
+mod sql_values;
 mod view_store;
 mod workflow_store;
 
@@ -284,6 +287,13 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
                     message: pg.message().to_owned().into(),
                 };
             }
+            // Raised by a service table's check (an email template that would not render).
+            "TS400" => {
+                return StoreError::Invalid(kernel::FieldError::new(
+                    pg.column().unwrap_or_default().to_owned(),
+                    pg.message().to_owned(),
+                ));
+            }
             // Raised by svc.cache_current: a read was planned on stale cached state.
             "TS412" => return StoreError::Stale,
             // Raised by svc.permit: a written row is outside the grants.
@@ -306,6 +316,11 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
         }
         _ => StoreError::Internal(err.to_string()),
     }
+}
+
+/// [`map_err`] for an error of the driver itself.
+pub(crate) fn map_sqlx(err: sea_orm::sqlx::Error) -> StoreError {
+    map_err(DbErr::Query(RuntimeErr::SqlxError(Arc::new(err))))
 }
 
 /// PostgreSQL's own error behind a database error, when there is one.

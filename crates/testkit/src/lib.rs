@@ -43,6 +43,8 @@ pub struct TestApp {
     pub smtp: SmtpSink,
     /// The database; dropped with the app.
     pub db: TestDatabase,
+    /// The configuration the server runs with.
+    pub config: Config,
 }
 
 /// An answer: status and JSON body (null when empty).
@@ -92,6 +94,11 @@ async fn spawn(clock: Option<Arc<ManualClock>>, configure: impl FnOnce(&mut Conf
     config.public_url = "http://tessera.test".into();
     config.smtp_url = Some(smtp.url());
     config.mail_poll = std::time::Duration::from_millis(100);
+    config.files = files::BlobsConfig::Local(
+        std::env::temp_dir()
+            .join("tessera-test-files")
+            .join(&db.name),
+    );
     configure(&mut config);
     let app_clock: Arc<dyn Clock> = match &clock {
         Some(c) => c.clone(),
@@ -119,16 +126,17 @@ async fn spawn(clock: Option<Arc<ManualClock>>, configure: impl FnOnce(&mut Conf
         clock,
         smtp,
         db,
+        config,
     }
 }
 
 impl TestApp {
-    /// Starts a second server on this app's database, as another instance of
-    /// a deployment would run; answers its base address.
+    /// Starts a second server on this app's database and file storage, as
+    /// another instance of a deployment would run (it logs its emails instead
+    /// of sending them); answers its base address.
     pub async fn spawn_peer(&self) -> String {
-        let mut config = Config::for_database(&self.db.url);
-        config.bind = "127.0.0.1:0".into();
-        config.public_url = "http://tessera.test".into();
+        let mut config = self.config.clone();
+        config.smtp_url = None;
         let services = Services::start(&config, Arc::new(kernel::SystemClock))
             .await
             .expect("peer services start");

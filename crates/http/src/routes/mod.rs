@@ -6,6 +6,7 @@ pub mod auth;
 pub mod console;
 pub mod data;
 pub mod docs;
+pub mod files;
 pub mod health;
 pub mod oauth;
 pub mod pages;

@@ -17,7 +17,7 @@ use kernel::StoreError;
 use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, TransactionTrait};
 
 use crate::json_rows::{compact, write_object};
-use crate::{PgStore, map_err};
+use crate::{PgStore, map_err, map_sqlx};
 
 pub(crate) use catalog::Catalog;
 use sql::Rows;
@@ -155,11 +155,7 @@ impl DataStore for PgStore {
             });
         }
         let (sql, values) = rows.sql(table, context, false);
-        let found = self.reads.rows(&sql, values).await.map_err(|e| {
-            map_err(sea_orm::DbErr::Query(sea_orm::RuntimeErr::SqlxError(
-                Arc::new(e),
-            )))
-        })?;
+        let found = self.reads.rows(&sql, values).await.map_err(map_sqlx)?;
         if found.is_empty() && self.read_versions().await? != context.versions {
             return Err(StoreError::Stale);
         }

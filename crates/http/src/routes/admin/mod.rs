@@ -10,6 +10,7 @@ pub mod openapi_data;
 pub mod roles;
 pub mod schema;
 pub mod settings;
+pub mod sql;
 pub mod tokens;
 pub mod users;
 pub mod workflows;
