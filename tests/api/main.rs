@@ -20,6 +20,7 @@ mod grants;
 mod instances;
 mod login;
 mod login_limits;
+mod mcp;
 mod oauth;
 mod openapi;
 mod schema;

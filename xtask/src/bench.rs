@@ -1,7 +1,8 @@
-//! `cargo xtask bench auth|data|views|workflows`: the credential resolver,
-//! the Data API, DataViews and workflows under load, measured with wrk
-//! against a release build; the Data API's list route and a DataView are
-//! compared with pgbench running the same SQL.
+//! `cargo xtask bench auth|data|views|workflows|files`: the credential
+//! resolver, the Data API, DataViews, workflows and files under load,
+//! measured with wrk (curl for files) against a release build; the Data
+//! API's list route and a DataView are compared with pgbench running the
+//! same SQL, files with `cp` on the same disk.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -33,12 +34,14 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("peer") => peer_only(),
         Some("workflows") => workflows(),
         Some("views") => views(),
+        Some("files") => files(),
         None => auth()
             .and_then(|()| data())
             .and_then(|()| views())
-            .and_then(|()| workflows()),
+            .and_then(|()| workflows())
+            .and_then(|()| files()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, data, peer, views, workflows)"
+            "unknown benchmark `{other}` (known: auth, data, files, peer, views, workflows)"
         )),
     }
 }
@@ -170,6 +173,11 @@ fn wrk_with(
 
 /// Starts the release server on `database`, with the bench administrator.
 fn start_server(database: &str) -> Result<(Server, u16)> {
+    start_server_with(database, &[])
+}
+
+/// [`start_server`] with more environment variables.
+fn start_server_with(database: &str, env: &[(&str, &Path)]) -> Result<(Server, u16)> {
     ensure_tool("wrk", &["wrk"])?;
     run(cargo().args(["build", "--release", "-p", "tessera"]))?;
     let target = std::env::var("CARGO_TARGET_DIR")
@@ -182,6 +190,7 @@ fn start_server(database: &str) -> Result<(Server, u16)> {
         .env("TESSERA_BOOTSTRAP_ADMIN_EMAIL", ADMIN_EMAIL)
         .env("TESSERA_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD)
         .env("TESSERA_LOG", "warn")
+        .envs(env.iter().copied())
         .spawn()
         .map_err(|e| format!("starting tessera: {e}"))?;
     let server = Server(child);
@@ -423,6 +432,11 @@ fn pgbench_with(database: &str, script: &Path, seconds: &str, connections: &str)
 /// A release server on a new database `name`: the server, its port, the
 /// database URL and an administrator's session.
 fn fresh_server(name: &str) -> Result<(Server, u16, String, String)> {
+    fresh_server_with(name, &[])
+}
+
+/// [`fresh_server`] with more environment variables.
+fn fresh_server_with(name: &str, env: &[(&str, &Path)]) -> Result<(Server, u16, String, String)> {
     let server_url = pg::ensure()?;
     ensure_tool("pgbench", &["postgresql-contrib"])?;
     psql(
@@ -430,7 +444,7 @@ fn fresh_server(name: &str) -> Result<(Server, u16, String, String)> {
         &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
     )?;
     let database = format!("{server_url}/{name}");
-    let (server, port) = start_server(&database)?;
+    let (server, port) = start_server_with(&database, env)?;
     let admin = login(port, ADMIN_EMAIL, ADMIN_PASSWORD)?;
     Ok((server, port, database, admin))
 }
@@ -951,4 +965,120 @@ fn peer(database: &str, port: u16, admin: &str) -> Result {
     println!("targets: variant A >= 50% of the plain SELECT; variant B >= 90% of the floor");
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// Bytes of the file the files benchmark moves.
+const FILE_BYTES: usize = 10 * 1024 * 1024;
+/// Concurrent uploads while the server's memory is watched.
+const CONCURRENT_UPLOADS: usize = 16;
+
+/// Files: upload and download of a 10 MiB file (best of 5, MB/s) next to
+/// `cp` of the same file on the same disk, and the server's resident memory
+/// during 16 concurrent uploads.
+fn files() -> Result {
+    ensure_tool("curl", &["curl"])?;
+    let dir = std::env::temp_dir().join(format!("tessera-bench-files-{}", std::process::id()));
+    let store = dir.join("store");
+    std::fs::create_dir_all(&store).map_err(|e| e.to_string())?;
+    let sample = dir.join("sample.bin");
+    let bytes: Vec<u8> = (0..FILE_BYTES as u64)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&sample, &bytes).map_err(|e| e.to_string())?;
+    let mb = FILE_BYTES as f64 / 1e6;
+    let cp = best_of(5, || {
+        let started = std::time::Instant::now();
+        std::fs::copy(&sample, dir.join("copy.bin")).map_err(|e| e.to_string())?;
+        Ok(started.elapsed().as_secs_f64())
+    })?;
+    let (server, port, _database, admin) =
+        fresh_server_with("tessera_bench_files", &[("TESSERA_FILES_DIR", &store)])?;
+    let url = format!("http://127.0.0.1:{port}/api/files");
+    let mut id = String::new();
+    let upload = best_of(5, || {
+        let (seconds, body) = curl_upload(&url, &admin, &sample)?;
+        id = json_string(&body, "id").ok_or(format!("upload failed: {body}"))?;
+        Ok(seconds)
+    })?;
+    let download = best_of(5, || {
+        let output = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{time_total}", "-H"])
+            .arg(format!("Authorization: Bearer {admin}"))
+            .arg(format!("{url}/{id}"))
+            .output()
+            .map_err(|e| format!("curl: {e}"))?;
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse::<f64>()
+            .map_err(|e| e.to_string())
+    })?;
+    println!("\nfiles, {FILE_BYTES} bytes, release build, best of 5");
+    println!("{:<40} {:>10}", "operation", "MB/s");
+    println!("{:<40} {:>10.0}", "cp on the same disk", mb / cp);
+    println!(
+        "{:<40} {:>10.0}",
+        "POST /api/files (multipart upload)",
+        mb / upload
+    );
+    println!(
+        "{:<40} {:>10.0}",
+        "GET /api/files/{id} (download)",
+        mb / download
+    );
+
+    let pid = server.0.id();
+    let before = memory_mb(pid, "VmRSS:");
+    let uploads: Vec<Child> = (0..CONCURRENT_UPLOADS)
+        .map(|_| {
+            Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "-H"])
+                .arg(format!("Authorization: Bearer {admin}"))
+                .arg("-F")
+                .arg(format!("file=@{}", sample.display()))
+                .arg(&url)
+                .spawn()
+                .map_err(|e| format!("curl: {e}"))
+        })
+        .collect::<Result<_>>()?;
+    let mut peak = before;
+    let mut running = uploads;
+    while !running.is_empty() {
+        peak = peak.max(memory_mb(pid, "VmRSS:"));
+        running.retain_mut(|child| child.try_wait().ok().flatten().is_none());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    println!(
+        "RSS MB during {CONCURRENT_UPLOADS} concurrent uploads of {FILE_BYTES} bytes: before {before:.1}, peak {peak:.1}, process peak (VmHWM) {:.1} (target < 100)",
+        memory_mb(pid, "VmHWM:")
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The smallest of `n` measurements.
+fn best_of(n: usize, mut measure: impl FnMut() -> Result<f64>) -> Result<f64> {
+    let mut best = f64::MAX;
+    for _ in 0..n {
+        best = best.min(measure()?);
+    }
+    Ok(best)
+}
+
+/// Uploads `file` with curl; answers the seconds it took and the body.
+fn curl_upload(url: &str, bearer: &str, file: &Path) -> Result<(f64, String)> {
+    let output = Command::new("curl")
+        .args(["-s", "-w", "\n%{time_total}", "-H"])
+        .arg(format!("Authorization: Bearer {bearer}"))
+        .arg("-F")
+        .arg(format!("file=@{}", file.display()))
+        .arg(url)
+        .output()
+        .map_err(|e| format!("curl: {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let (body, seconds) = text.rsplit_once('\n').ok_or("curl answered nothing")?;
+    Ok((
+        seconds.trim().parse().map_err(|e| format!("{e}"))?,
+        body.to_owned(),
+    ))
 }

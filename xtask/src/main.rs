@@ -21,6 +21,7 @@ const DOMAIN_CRATES: &[&str] = &[
     "views",
     "sql-console",
     "files",
+    "mcp",
     "outbound",
     "permissions",
     "audit",
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::suite(args.get(1).map(String::as_str)),
         Some("openapi") => openapi(args.get(1).map_or("target/openapi", String::as_str)),
         _ => Err(
-            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | peer | workflows] | openapi [dir]>".into(),
+            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | files | peer | views | workflows] | openapi [dir]>".into(),
         ),
     };
     match result {

@@ -163,6 +163,11 @@ impl Application {
             let store = store.clone();
             Box::pin(async move { store.ping().await })
         });
+        let mcp_server = mcp::McpServer::new(
+            services.data.clone(),
+            services.views.clone(),
+            services.workflows.clone(),
+        );
         let state = web::Data::new(AppState {
             auth: services.auth.clone(),
             oauth: services.oauth.clone(),
@@ -175,6 +180,8 @@ impl Application {
             views: services.views.clone(),
             sql: services.sql.clone(),
             files: services.files.clone(),
+            mcp: Arc::new(mcp_server.clone().into_service()),
+            mcp_server,
             audit: audit::AuditService::new(Arc::new(services.store.clone())),
             ready,
             trusted_proxies: config.trusted_proxies.clone(),

@@ -67,6 +67,16 @@ struct Target<'a> {
     exposure: Exposure,
 }
 
+impl<'a> Target<'a> {
+    fn new(schema: &'a str, name: &'a str, exposure: Exposure) -> Self {
+        Self {
+            schema,
+            name,
+            exposure,
+        }
+    }
+}
+
 /// Whether the table must be exposed for the method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Exposure {
@@ -473,11 +483,7 @@ impl DataService {
         name: &str,
         op: Op<'_>,
     ) -> Result<Answer, DataError> {
-        let target = Target {
-            schema,
-            name,
-            exposure: Exposure::Required,
-        };
+        let target = Target::new(schema, name, Exposure::Required);
         self.run_on(caller, auth_version, target, op).await
     }
 
@@ -550,11 +556,7 @@ impl DataService {
         name: &str,
         op: Op<'_>,
     ) -> Result<Answer, DataError> {
-        let target = Target {
-            schema,
-            name,
-            exposure: Exposure::Bypassed,
-        };
+        let target = Target::new(schema, name, Exposure::Bypassed);
         self.run_on(caller, auth_version, target, op).await
     }
 

@@ -24,7 +24,7 @@ use utoipa_actix_web::{AppExt, UtoipaApp};
 use crate::error::ApiError;
 use crate::routes::{
     account, admin, auth as auth_routes, console, data as data_routes, docs, files as file_routes,
-    health, oauth, pages, views as view_routes, workflows as workflow_routes,
+    health, mcp as mcp_routes, oauth, pages, views as view_routes, workflows as workflow_routes,
 };
 
 #[derive(OpenApi)]
@@ -165,6 +165,11 @@ fn routes() -> UtoipaApp<
                 ),
         )
         .service(scope("/api/views").service(view_routes::read))
+        .service(
+            scope("/api/mcp")
+                .service(mcp_routes::endpoint)
+                .default_service(web::to(mcp_routes::other_method)),
+        )
         .service(
             scope("/api/files")
                 .service(file_routes::upload_file)

@@ -31,6 +31,10 @@ pub struct AppState {
     pub workflows: workflows::WorkflowService,
     /// DataViews and dashboards.
     pub views: views::ViewService,
+    /// The MCP tools.
+    pub mcp_server: mcp::McpServer,
+    /// The MCP endpoint.
+    pub mcp: Arc<mcp::McpService>,
     /// Files.
     pub files: files::FileService,
     /// The SQL console.

@@ -296,7 +296,7 @@ fn write_cell(out: &mut String, ty: &PgTypeInfo, bytes: &[u8]) -> Result<(), Sto
             out.push_str(itoa::Buffer::new().format(n));
             return Ok(());
         }
-        Some(oid::FLOAT4) => return write_float(out, f64::from(f32::from_be_bytes(fixed(bytes)?))),
+        Some(oid::FLOAT4) => return write_float(out, f32::from_be_bytes(fixed(bytes)?)),
         Some(oid::FLOAT8) => return write_float(out, f64::from_be_bytes(fixed(bytes)?)),
         Some(oid::TIME) => {
             out.push('"');
@@ -319,12 +319,17 @@ fn fixed<const N: usize>(bytes: &[u8]) -> Result<[u8; N], StoreError> {
         .map_err(|_| StoreError::Internal("a cell of the wrong size".into()))
 }
 
-/// A float as a JSON number; NaN and the infinities as PostgreSQL names them, quoted.
-fn write_float(out: &mut String, value: f64) -> Result<(), StoreError> {
-    if value.is_nan() {
+/// A float as a JSON number (the shortest text that reads back the same, as
+/// PostgreSQL writes it); NaN and the infinities as PostgreSQL names them, quoted.
+fn write_float<F>(out: &mut String, value: F) -> Result<(), StoreError>
+where
+    F: Into<f64> + Copy + std::fmt::Display,
+{
+    let wide: f64 = value.into();
+    if wide.is_nan() {
         out.push_str("\"NaN\"");
-    } else if value.is_infinite() {
-        out.push_str(if value > 0.0 {
+    } else if wide.is_infinite() {
+        out.push_str(if wide > 0.0 {
             "\"Infinity\""
         } else {
             "\"-Infinity\""
@@ -475,5 +480,8 @@ mod tests {
             write_float(&mut out, value).unwrap();
             assert_eq!(out, text);
         }
+        let mut out = String::new();
+        write_float(&mut out, 0.1f32).unwrap();
+        assert_eq!(out, "0.1");
     }
 }

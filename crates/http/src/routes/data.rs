@@ -47,7 +47,8 @@ pub(crate) fn request<'a>(
     }
 }
 
-fn zone_header(req: &HttpRequest) -> Option<&str> {
+/// The `X-Service-Timezone` header, if sent.
+pub(crate) fn zone_header(req: &HttpRequest) -> Option<&str> {
     req.headers().get(ZONE_HEADER).and_then(|v| v.to_str().ok())
 }
 
