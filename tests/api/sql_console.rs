@@ -116,6 +116,40 @@ async fn commands_count_the_rows_they_change_and_read_only_refuses_writes() {
     )
     .await;
     assert_eq!(read.data()["rows"], json!([[3]]));
+
+    // What a statement sets stays with its own connection, which is closed.
+    for _ in 0..3 {
+        let set = sql(
+            &app,
+            &admin,
+            json!({ "query": "SET search_path = nowhere" }),
+        )
+        .await;
+        assert_eq!(set.status, StatusCode::OK, "{set:?}");
+        let role = sql(
+            &app,
+            &admin,
+            json!({ "query": "SET ROLE pg_read_all_data" }),
+        )
+        .await;
+        assert_eq!(role.status, StatusCode::OK, "{role:?}");
+    }
+    for _ in 0..5 {
+        let path = sql(
+            &app,
+            &admin,
+            json!({ "query": "SELECT current_setting('search_path'), current_user" }),
+        )
+        .await;
+        assert_eq!(
+            path.data()["rows"],
+            json!([["\"$user\", public", "postgres"]])
+        );
+        assert_eq!(
+            app.get("/admin/api/roles", &admin).await.status,
+            StatusCode::OK
+        );
+    }
 }
 
 #[tokio::test]

@@ -1,10 +1,10 @@
 //! The SQL console's statement: prepared first (so PostgreSQL refuses more
 //! than one statement and infers the parameters' types), run with its
 //! parameters bound in the binary form of those types, in a transaction of
-//! its own with `statement_timeout` (and READ ONLY when asked), its rows
-//! written as JSON arrays up to the caps. The audit entry commits with the
-//! statement (after it, for a READ ONLY one); a statement PostgreSQL
-//! refuses is audited on its own.
+//! its own on a connection of its own (closed afterwards, so nothing the
+//! statement sets stays in the pool) with `statement_timeout` (and READ ONLY
+//! when asked), its rows written as JSON arrays up to the caps. The audit
+//! entry is written first, on its own, and PostgreSQL's refusal added to it.
 
 use async_trait::async_trait;
 use audit::AuditEvent;
@@ -13,8 +13,8 @@ use kernel::new_id;
 use sea_orm::sqlx::postgres::{PgArguments, PgColumn, PgDatabaseError, PgErrorPosition};
 use sea_orm::sqlx::{self, Column as _, Either, Executor as _, Row as _, Statement as _};
 use sea_orm::sqlx::{AssertSqlSafe, Postgres, SqlSafeStr as _, TypeInfo as _};
-use serde_json::{Value, json};
 use sql_console::{SqlColumn, SqlFailure, SqlOutput, SqlRun, SqlStore};
+use uuid::Uuid;
 
 use crate::sql_values::{bind, write_any};
 use crate::{PgStore, map_sqlx};
@@ -26,51 +26,48 @@ const SYNTAX_ERROR: &str = "42601";
 impl SqlStore for PgStore {
     async fn execute(&self, run: SqlRun<'_>) -> Result<SqlOutput, SqlFailure> {
         let pool = self.db.get_postgres_connection_pool();
-        let begin = if run.read_only {
-            "BEGIN READ ONLY"
-        } else {
-            "BEGIN"
-        };
-        let mut tx = pool.begin_with(begin).await.map_err(map_sqlx)?;
-        sqlx::query("SELECT set_config('statement_timeout', $1, true)")
-            .bind(run.timeout_ms.to_string())
-            .execute(&mut *tx)
+        // Written before the statement runs, on its own: whatever the
+        // statement does to its session or transaction (SET ROLE, COMMIT,
+        // read-only), the call is on record.
+        let entry = insert_audit(pool, &run.audit, self.now())
             .await
             .map_err(map_sqlx)?;
-        match statement(&mut tx, &run).await {
-            Ok(output) if run.read_only => {
-                // Nothing changed; a READ ONLY transaction cannot take the entry.
-                tx.commit().await.map_err(map_sqlx)?;
-                insert_audit(pool, &run.audit, None, self.now())
-                    .await
-                    .map_err(map_sqlx)?;
-                Ok(output)
-            }
-            Ok(output) => {
-                insert_audit(&mut *tx, &run.audit, None, self.now())
-                    .await
-                    .map_err(map_sqlx)?;
-                tx.commit().await.map_err(map_sqlx)?;
-                Ok(output)
-            }
-            Err(failure) => {
-                // Rolled back (a failed transaction takes nothing more); the
-                // refusal is audited on its own.
-                drop(tx);
-                if let SqlFailure::Refused { message, .. } = &failure {
-                    insert_audit(pool, &run.audit, Some(message), self.now())
-                        .await
-                        .map_err(map_sqlx)?;
-                }
-                Err(failure)
-            }
+        let outcome = run_statement(pool, &run).await;
+        if let Err(SqlFailure::Refused { message, .. }) = &outcome {
+            note_error(pool, entry, message).await.map_err(map_sqlx)?;
         }
+        outcome
     }
+}
+
+/// Runs the statement in a transaction of its own, on a connection of its
+/// own that is closed afterwards (so nothing the statement sets, such as a
+/// role or a `search_path`, reaches another request).
+async fn run_statement(pool: &sqlx::PgPool, run: &SqlRun<'_>) -> Result<SqlOutput, SqlFailure> {
+    let begin = if run.read_only {
+        "BEGIN READ ONLY"
+    } else {
+        "BEGIN"
+    };
+    let mut connection = pool.acquire().await.map_err(map_sqlx)?;
+    connection.close_on_drop();
+    let mut tx = sqlx::Connection::begin_with(&mut *connection, begin)
+        .await
+        .map_err(map_sqlx)?;
+    sqlx::query("SELECT set_config('statement_timeout', $1, true)")
+        .bind(run.timeout_ms.to_string())
+        .execute(&mut *tx)
+        .await
+        .map_err(map_sqlx)?;
+    let output = statement(&mut tx, run).await?;
+    // A deferred constraint may still refuse the change here.
+    tx.commit().await.map_err(refused)?;
+    Ok(output)
 }
 
 /// Prepares, binds and runs the statement; writes its rows.
 async fn statement(
-    tx: &mut sqlx::Transaction<'static, Postgres>,
+    tx: &mut sqlx::Transaction<'_, Postgres>,
     run: &SqlRun<'_>,
 ) -> Result<SqlOutput, SqlFailure> {
     let prepared = (&mut **tx)
@@ -175,30 +172,39 @@ fn database_error(error: &sqlx::Error) -> Option<&PgDatabaseError> {
     }
 }
 
-/// Writes the console's audit entry, with PostgreSQL's refusal when there is one.
-async fn insert_audit<'c>(
-    conn: impl sqlx::PgExecutor<'c>,
+/// Writes the console's audit entry; answers its id.
+async fn insert_audit(
+    pool: &sqlx::PgPool,
     event: &AuditEvent,
-    error: Option<&str>,
     at: chrono::DateTime<chrono::Utc>,
-) -> Result<(), sqlx::Error> {
-    let mut details = event.details.clone();
-    if let (Some(error), Value::Object(map)) = (error, &mut details) {
-        map.insert("error".to_owned(), json!(error));
-    }
+) -> Result<Uuid, sqlx::Error> {
+    let id = new_id();
     sqlx::query(
         "INSERT INTO svc.audit_log (id, at, actor_type, actor_id, action, target, details, ip) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
-    .bind(new_id())
+    .bind(id)
     .bind(at)
     .bind(event.actor.kind.as_str())
     .bind(event.actor.id)
     .bind(event.action)
     .bind(event.target.as_deref())
-    .bind(sqlx::types::Json(details))
+    .bind(sqlx::types::Json(&event.details))
     .bind(event.ip.as_deref())
-    .execute(conn)
+    .execute(pool)
+    .await?;
+    Ok(id)
+}
+
+/// Adds PostgreSQL's refusal to the call's audit entry.
+async fn note_error(pool: &sqlx::PgPool, entry: Uuid, error: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE svc.audit_log SET details = details || jsonb_build_object('error', $2::text) \
+         WHERE id = $1",
+    )
+    .bind(entry)
+    .bind(error)
+    .execute(pool)
     .await?;
     Ok(())
 }
