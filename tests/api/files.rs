@@ -324,6 +324,19 @@ async fn public_files_need_no_credential_and_private_ones_follow_grants_and_row_
     let private = upload(&app, &admin, "secret.txt", b"private bytes".to_vec(), None).await;
     let private_id = private.data()["id"].as_str().unwrap().to_owned();
 
+    // The records' table is a hidden resource, granted like any other.
+    let resources = app.get("/admin/api/resources", &admin).await;
+    let files = resources
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["schema"] == "svc" && r["table"] == "files")
+        .expect("svc.files is registered")
+        .clone();
+    assert_eq!(files["id"], FILES_RESOURCE);
+    assert_eq!(files["exposedMethods"], json!([]));
+
     let (status, headers, body) = download(&app, &public_id, None, None).await;
     assert_eq!((status, body), (StatusCode::OK, b"public bytes".to_vec()));
     assert_eq!(headers[header::CACHE_CONTROL], "public, max-age=3600");

