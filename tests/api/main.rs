@@ -24,6 +24,7 @@ mod mcp;
 mod oauth;
 mod openapi;
 mod schema;
+mod security;
 mod sessions;
 mod settings;
 mod sql_console;

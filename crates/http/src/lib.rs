@@ -268,6 +268,7 @@ pub fn app(
             Err::<actix_web::HttpResponse, _>(ApiError::not_found())
         }))
         .wrap(middleware::envelope_errors())
+        .wrap(middleware::security_headers())
         .wrap(actix_web::middleware::from_fn(middleware::trace_request))
         .wrap(actix_web::middleware::from_fn(middleware::cors))
 }

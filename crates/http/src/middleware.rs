@@ -15,6 +15,15 @@ use tracing::Instrument;
 
 use crate::error::ApiError;
 
+/// Headers every answer carries unless its route set its own: no content
+/// sniffing, no referrer. Pages and downloads add a Content-Security-Policy;
+/// no answer names the server's software.
+pub fn security_headers() -> actix_web::middleware::DefaultHeaders {
+    actix_web::middleware::DefaultHeaders::new()
+        .add((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .add((header::REFERRER_POLICY, "no-referrer"))
+}
+
 /// Rewrites any error answer that is not already JSON (actix's own 404, 405,
 /// 413, ...) into the envelope, so no answer of the service escapes it.
 pub fn envelope_errors<B: MessageBody + 'static>() -> ErrorHandlers<B> {
