@@ -310,4 +310,61 @@ mod tests {
         let long: Vec<_> = (0..1001).collect();
         assert!(Filter::parse(&json!({ "a": { "in": long } }), "filter").is_err());
     }
+
+    /// Any JSON at all: the parser answers a filter or an error, never
+    /// panics, and stays within its depth and size limits.
+    mod fuzz {
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        use super::super::Filter;
+
+        fn json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                any::<f64>().prop_map(
+                    |f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+                ),
+                "[$a-zA-Z0-9_.;'\" -]{0,12}".prop_map(Value::String),
+                prop::sample::select(vec![
+                    "$USER.id",
+                    "$USER.email",
+                    "$PERIOD.today",
+                    "$PERIOD.x",
+                    "$USER."
+                ])
+                .prop_map(|s| Value::String(s.to_owned())),
+            ];
+            leaf.prop_recursive(6, 64, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    prop::collection::btree_map(
+                        prop::sample::select(vec![
+                            "and", "or", "not", "eq", "neq", "gt", "gte", "lt", "lte", "in", "nin",
+                            "like", "ilike", "isNull", "title", "a", "b", "",
+                        ])
+                        .prop_map(str::to_owned),
+                        inner,
+                        0..4,
+                    )
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+            #[test]
+            fn never_panics(value in json()) {
+                if let Ok(filter) = Filter::parse(&value, "filter") {
+                    // What parsed names only columns that came from the input.
+                    for column in filter.columns() {
+                        prop_assert!(value.to_string().contains(column));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -509,4 +509,95 @@ mod tests {
             "2026-03-11T00:00:00+13:00"
         );
     }
+
+    /// Random filters over the table, with hostile strings: whatever the
+    /// parser and the checks accept becomes SQL in which no input value
+    /// appears (every value is bound) and every name is a quoted column of
+    /// the table.
+    mod fuzz {
+        use chrono::{TimeZone, Utc};
+        use data::{ListQuery, check_filter};
+        use permissions::Access;
+        use proptest::prelude::*;
+        use serde_json::{Value, json};
+
+        use super::*;
+
+        /// Marks every string the generator makes.
+        const MARK: &str = "zq9";
+
+        fn operand() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                any::<i32>().prop_map(Value::from),
+                "[a-z0-9 ';\"%_()-]{0,10}".prop_map(|s| Value::String(format!("{MARK}{s}"))),
+                prop::sample::select(vec![
+                    "$USER.id",
+                    "$USER.email",
+                    "$PERIOD.today",
+                    "2026-03-10T00:00:00Z"
+                ])
+                .prop_map(|s| Value::String(s.to_owned())),
+                prop::collection::vec(
+                    "[a-z']{0,6}".prop_map(|s| json!(format!("{MARK}{s}"))),
+                    1..4
+                )
+                .prop_map(Value::Array),
+                any::<bool>().prop_map(Value::Bool),
+            ]
+        }
+
+        fn filter() -> impl Strategy<Value = Value> {
+            let condition = (
+                prop::sample::select(vec!["id", "owner_id", "title", "at"]),
+                prop::sample::select(vec![
+                    "eq", "neq", "gt", "gte", "lt", "lte", "in", "nin", "like", "ilike", "isNull",
+                ]),
+                operand(),
+            )
+                .prop_map(|(column, op, value)| json!({ column: { op: value } }));
+            condition.prop_recursive(4, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 1..4).prop_map(|v| json!({ "and": v })),
+                    prop::collection::vec(inner.clone(), 1..4).prop_map(|v| json!({ "or": v })),
+                    inner.prop_map(|f| json!({ "not": f })),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4000))]
+            #[test]
+            fn values_never_reach_the_sql_text(raw in filter()) {
+                let table = table();
+                let Ok(filter) = Filter::parse(&raw, "filter") else { return Ok(()); };
+                if check_filter(&table, &Access::All, &filter).is_err() {
+                    return Ok(());
+                }
+                let context = Context {
+                    user_id: kernel::new_id(),
+                    now: Utc.with_ymd_and_hms(2026, 3, 10, 20, 0, 0).unwrap(),
+                    zone: chrono_tz::Tz::Europe__Paris,
+                    versions: Versions::default(),
+                };
+                let query = ListQuery {
+                    select: table.columns.iter().map(|column| Output { column, mask: None }).collect(),
+                    predicate: Predicate::Own(&filter),
+                    sort: Vec::new(),
+                    masks: Vec::new(),
+                    limit: 10,
+                    offset: 0,
+                    count: false,
+                };
+                let (sql, _) = Rows::of(&Read::List(query)).sql(&table, &context, false);
+                prop_assert!(!sql.contains(MARK), "{}", sql);
+                for quoted in sql.split('"').skip(1).step_by(2) {
+                    prop_assert!(
+                        ["app", "notes", "r", "svc", "users", "caller", "id", "owner_id", "title", "at", "email"]
+                            .contains(&quoted) || quoted.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                        "{} in {}", quoted, sql
+                    );
+                }
+            }
+        }
+    }
 }
