@@ -106,7 +106,26 @@ pub fn data_type(text: &str) -> Result<String, Refused> {
         .parse_data_type()
         .map_err(|e| Refused(format!("is not a type: {e}")))?;
     expect_end(&p)?;
-    Ok(parsed.to_string())
+    let printed = parsed.to_string();
+    plain_modifiers(&printed)?;
+    Ok(printed)
+}
+
+/// Refuses a type whose modifiers are anything but numbers (`TEXT(SELECT,
+/// 1)` parses as a custom type with two modifiers).
+fn plain_modifiers(printed: &str) -> Result<(), Refused> {
+    let mut inside = false;
+    for c in printed.chars() {
+        match c {
+            '(' if !inside => inside = true,
+            ')' if inside => inside = false,
+            c if inside && !(c.is_ascii_digit() || c == ',' || c == ' ') => {
+                return refuse("type modifiers must be numbers");
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Where an expression is used, which decides what it may refer to.
@@ -177,6 +196,18 @@ fn check(expr: &Expr, context: Context<'_>, depth: usize) -> Result<(), Refused>
         Expr::UnaryOp { op, expr } => {
             use sqlparser::ast::UnaryOperator as U;
             match op {
+                // `- -1` would print as `--1`, a comment: signs do not nest.
+                U::Plus | U::Minus
+                    if matches!(
+                        expr.as_ref(),
+                        Expr::UnaryOp {
+                            op: U::Plus | U::Minus,
+                            ..
+                        }
+                    ) =>
+                {
+                    refuse("signs cannot follow one another")
+                }
                 U::Plus | U::Minus | U::Not => check(expr, context, next),
                 other => refuse(format!("operator {other} is not allowed")),
             }
@@ -189,8 +220,14 @@ fn check(expr: &Expr, context: Context<'_>, depth: usize) -> Result<(), Refused>
         | Expr::IsNotTrue(inner)
         | Expr::IsNotFalse(inner) => check(inner, context, next),
         Expr::Cast {
-            expr, format: None, ..
-        } => check(expr, context, next),
+            expr,
+            data_type,
+            format: None,
+            ..
+        } => {
+            plain_modifiers(&data_type.to_string())?;
+            check(expr, context, next)
+        }
         Expr::InList { expr, list, .. } => {
             if list.len() > 1000 {
                 return refuse("IN lists are limited to 1000 items");
@@ -266,6 +303,13 @@ mod tests {
         assert!(data_type("int; drop table x").is_err());
         assert!(data_type("int -- x").is_err());
         assert!(data_type("int int").is_err());
+        // Found by the fuzzer: a custom type's modifiers are any tokens.
+        assert!(data_type("text(select, 1)").is_err());
+        assert!(expression("1::text (SELECT 1)", Context::Default).is_err());
+        assert!(data_type("timestamp(3) with time zone").is_ok());
+        assert!(expression("- + amount", Context::Default).is_err());
+        assert!(expression("amount > - - 1", Context::Check(&["amount".to_string()])).is_err());
+        assert!(expression("-1", Context::Default).is_ok());
     }
 
     #[test]
@@ -300,5 +344,79 @@ mod tests {
             assert!(expression(bad, check_ctx).is_err(), "{bad}");
         }
         assert!(expression("amount", Context::Default).is_err());
+    }
+
+    /// Text assembled from SQL's pieces, hostile ones included: the checks
+    /// answer an expression or a refusal, never panic, and what they accept
+    /// prints as one statement-free expression that reads back the same.
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        fn text() -> impl Strategy<Value = String> {
+            prop::collection::vec(
+                prop::sample::select(vec![
+                    "amount",
+                    "status",
+                    "secret",
+                    "1",
+                    "0.5",
+                    "'a'",
+                    "'it''s'",
+                    "(",
+                    ")",
+                    ",",
+                    "+",
+                    "-",
+                    "*",
+                    "/",
+                    "=",
+                    "<",
+                    ">=",
+                    "AND",
+                    "OR",
+                    "NOT",
+                    "IS NULL",
+                    "IN",
+                    "LIKE",
+                    "now()",
+                    "lower(",
+                    "pg_sleep(",
+                    "(SELECT 1)",
+                    ";",
+                    "--",
+                    "/*",
+                    "*/",
+                    "$1",
+                    "\"amount\"",
+                    "::text",
+                    "CASE WHEN",
+                    "THEN",
+                    "ELSE",
+                    "END",
+                    "DROP TABLE x",
+                ]),
+                1..12,
+            )
+            .prop_map(|parts| parts.join(" "))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+            #[test]
+            fn accepted_expressions_are_one_clean_expression(raw in text()) {
+                let columns = ["amount".to_string(), "status".to_string()];
+                for context in [Context::Default, Context::Check(&columns)] {
+                    if let Ok(printed) = expression(&raw, context) {
+                        prop_assert!(!printed.contains(';') && !printed.contains("--"), "{}", printed);
+                        prop_assert!(!printed.to_lowercase().contains("select"), "{}", printed);
+                        prop_assert!(!printed.contains("secret"), "{}", printed);
+                        prop_assert_eq!(expression(&printed, context).ok(), Some(printed.clone()));
+                    }
+                }
+                let _ = data_type(&raw);
+            }
+        }
     }
 }

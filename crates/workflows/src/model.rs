@@ -994,4 +994,72 @@ mod tests {
         let def = Definition::parse(&hook(), &steps, 30_000).unwrap();
         assert!(def.reads_user());
     }
+
+    /// Any JSON as a trigger and steps: a definition or a refusal naming a
+    /// field, never a panic.
+    mod fuzz {
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        use super::super::Definition;
+
+        fn json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                prop::sample::select(vec![
+                    "webhook",
+                    "db_event",
+                    "POST",
+                    "GET",
+                    "public",
+                    "authenticated",
+                    "sync",
+                    "async",
+                    "transform",
+                    "condition",
+                    "finish",
+                    "http",
+                    "query",
+                    "insert",
+                    "update",
+                    "delete",
+                    "{{start.data.body.x}}",
+                    "{{a}}",
+                    "app.t",
+                    "insert",
+                    "x",
+                    "",
+                ])
+                .prop_map(|s| Value::String(s.to_owned())),
+            ];
+            leaf.prop_recursive(5, 48, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                    prop::collection::btree_map(
+                        prop::sample::select(vec![
+                            "type", "id", "method", "access", "mode", "result", "steps", "then",
+                            "else", "if", "resource", "data", "filter", "url", "table", "events",
+                            "slug", "next",
+                        ])
+                        .prop_map(str::to_owned),
+                        inner,
+                        0..5,
+                    )
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+            #[test]
+            fn never_panics(trigger in json(), steps in json()) {
+                if let Err(refused) = Definition::parse(&trigger, &steps, 30_000) {
+                    prop_assert!(!refused.field.is_empty());
+                }
+            }
+        }
+    }
 }

@@ -144,4 +144,51 @@ mod tests {
         let found: Vec<&str> = paths(&value).collect();
         assert_eq!(found, ["k", "a.b", "c", "d"]);
     }
+
+    /// Any template over any context renders without a panic, and a
+    /// template without placeholders renders as itself.
+    mod fuzz {
+        use proptest::prelude::*;
+        use serde_json::{Value, json};
+
+        use super::super::render;
+
+        fn text() -> impl Strategy<Value = String> {
+            prop::collection::vec(
+                prop::sample::select(vec![
+                    "{{",
+                    "}}",
+                    "start",
+                    ".",
+                    "data",
+                    "body",
+                    "x",
+                    "0",
+                    "[0]",
+                    "{{start.data.body.x}}",
+                    " ",
+                    "}",
+                    "{",
+                    "\\",
+                    "{{a.b.c.d}}",
+                    "é",
+                ]),
+                0..10,
+            )
+            .prop_map(|parts| parts.concat())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+            #[test]
+            fn renders_anything(template in text(), deep in text()) {
+                let context = json!({ "start": { "data": { "body": { "x": deep, "list": [1, {"a": null}] } } } });
+                let _ = render(&Value::String(template.clone()), &context);
+                let _ = render(&json!({ "k": [template.clone(), { "n": template.clone() }] }), &context);
+                if !template.contains("{{") {
+                    prop_assert_eq!(render(&Value::String(template.clone()), &context), Value::String(template));
+                }
+            }
+        }
+    }
 }
