@@ -15,6 +15,7 @@ mod browser;
 mod concurrency;
 mod data;
 mod envelope;
+mod faults;
 mod files;
 mod grants;
 mod instances;

@@ -57,7 +57,7 @@ impl Default for PoolOptions {
     fn default() -> Self {
         Self {
             max_connections: 32,
-            acquire_timeout: Duration::from_secs(5),
+            acquire_timeout: Duration::from_secs(3),
             plan_cache_mode: PlanCacheMode::ForceGenericPlan,
         }
     }

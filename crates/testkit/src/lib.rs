@@ -7,6 +7,7 @@
     reason = "test support fails loudly by design"
 )]
 
+mod cluster;
 mod db;
 mod oauth_mock;
 mod smtp;
@@ -18,6 +19,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tessera::{Application, Config, Services};
 
+pub use crate::cluster::Cluster;
 pub use crate::db::TestDatabase;
 pub use crate::oauth_mock::{
     IdTokenFault, MOCK_CLIENT_ID, MOCK_CLIENT_SECRET, MockProvider, MockUser,
