@@ -152,6 +152,16 @@ async fn an_upload_is_hashed_counted_and_read_back_whole_or_by_range() {
             .starts_with("inline; filename=\"hello.txt\"")
     );
 
+    let unchanged = app
+        .client
+        .get(format!("{}/api/files/{id}", app.address))
+        .bearer_auth(&admin)
+        .header(header::IF_NONE_MATCH, format!("\"{}\"", hex_sha256(&bytes)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unchanged.status(), StatusCode::NOT_MODIFIED);
+
     let (status, headers, body) = download(&app, id, Some(&admin), Some("bytes=7-11")).await;
     assert_eq!(status, StatusCode::PARTIAL_CONTENT);
     assert_eq!(body, b"files");

@@ -6,7 +6,6 @@
 
 mod tools;
 
-use std::borrow::Cow;
 use std::convert::Infallible;
 
 use bytes::Bytes;
@@ -218,9 +217,4 @@ impl ServerHandler for McpServer {
         };
         Ok(result.into())
     }
-}
-
-/// A tool name as rmcp keeps it.
-pub(crate) fn name(text: &'static str) -> Cow<'static, str> {
-    Cow::Borrowed(text)
 }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use workflows::model::WebhookMethod;
 use workflows::{WebhookAnswer, WebhookCall};
 
-use crate::{McpCaller, McpServer, ToolError, name};
+use crate::{McpCaller, McpServer, ToolError};
 
 /// Tables the caller may `action` on (exposed for it, and granted).
 fn tables_for<'t>(
@@ -76,12 +76,12 @@ pub(crate) async fn list(server: &McpServer, caller: &McpCaller) -> Result<Vec<T
         .collect();
     Ok(vec![
         Tool::new(
-            name("list_resources"),
+            "list_resources",
             "The tables (\"schema.table\", with the methods and columns you may use) and DataViews you may read",
             schema(json!({}), &[]),
         ),
         Tool::new(
-            name("query_rows"),
+            "query_rows",
             "Rows of a table, as GET /api/data/{schema}/{table}: filter, sort, select, limit, offset",
             schema(
                 json!({
@@ -96,7 +96,7 @@ pub(crate) async fn list(server: &McpServer, caller: &McpCaller) -> Result<Vec<T
             ),
         ),
         Tool::new(
-            name("get_row"),
+            "get_row",
             "One row by its primary key, as GET /api/data/{schema}/{table}/{pk}",
             schema(
                 json!({
@@ -107,7 +107,7 @@ pub(crate) async fn list(server: &McpServer, caller: &McpCaller) -> Result<Vec<T
             ),
         ),
         Tool::new(
-            name("insert_row"),
+            "insert_row",
             "Inserts a row (an object) or rows (an array), as POST /api/data/{schema}/{table}",
             schema(
                 json!({
@@ -118,7 +118,7 @@ pub(crate) async fn list(server: &McpServer, caller: &McpCaller) -> Result<Vec<T
             ),
         ),
         Tool::new(
-            name("update_row"),
+            "update_row",
             "Changes columns of a row, as PATCH /api/data/{schema}/{table}/{pk}",
             schema(
                 json!({
@@ -130,7 +130,7 @@ pub(crate) async fn list(server: &McpServer, caller: &McpCaller) -> Result<Vec<T
             ),
         ),
         Tool::new(
-            name("delete_row"),
+            "delete_row",
             "Deletes a row, as DELETE /api/data/{schema}/{table}/{pk}",
             schema(
                 json!({
@@ -141,7 +141,7 @@ pub(crate) async fn list(server: &McpServer, caller: &McpCaller) -> Result<Vec<T
             ),
         ),
         Tool::new(
-            name("query_dataview"),
+            "query_dataview",
             "Rows of a published DataView, as GET /api/views/{slug}",
             schema(
                 json!({
@@ -154,7 +154,7 @@ pub(crate) async fn list(server: &McpServer, caller: &McpCaller) -> Result<Vec<T
             ),
         ),
         Tool::new(
-            name("invoke_workflow"),
+            "invoke_workflow",
             "Calls a workflow's POST webhook with a JSON body, as POST /api/workflows/{slug}/webhook; answers the run's outcome, or its id when it runs on",
             schema(
                 json!({

@@ -121,32 +121,37 @@ pub(crate) fn bind(
         oid::JSON | oid::JSONB => add(arguments, sea_orm::sqlx::types::Json(value.clone())),
         oid::DATE => add(
             arguments,
-            text_of(value)
+            value
+                .as_str()
                 .and_then(|t| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
                 .ok_or_else(|| wrong("a date (YYYY-MM-DD)"))?,
         ),
         oid::TIME => add(
             arguments,
-            text_of(value)
+            value
+                .as_str()
                 .and_then(|t| NaiveTime::parse_from_str(t, "%H:%M:%S%.f").ok())
                 .ok_or_else(|| wrong("a time (HH:MM:SS)"))?,
         ),
         oid::TIMESTAMP => add(
             arguments,
-            text_of(value)
+            value
+                .as_str()
                 .and_then(|t| NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f").ok())
                 .ok_or_else(|| wrong("a timestamp (YYYY-MM-DDTHH:MM:SS)"))?,
         ),
         oid::TIMESTAMPTZ => add(
             arguments,
-            text_of(value)
+            value
+                .as_str()
                 .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
                 .map(|t| t.with_timezone(&Utc))
                 .ok_or_else(|| wrong("an RFC 3339 timestamp"))?,
         ),
         oid::BYTEA => add(
             arguments,
-            text_of(value)
+            value
+                .as_str()
                 .and_then(hex_bytes)
                 .ok_or_else(|| wrong("\\x followed by hex digits"))?,
         ),
@@ -181,10 +186,6 @@ where
         + 'q,
 {
     arguments.add(value).map_err(|e| e.to_string())
-}
-
-fn text_of(value: &Value) -> Option<&str> {
-    value.as_str()
 }
 
 /// A string, or the JSON text of a number or boolean.
