@@ -1,6 +1,7 @@
 //! The real binary: its commands, its configuration, and a graceful stop on SIGTERM.
 
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -26,6 +27,46 @@ pub(crate) async fn serve_with(
     database_url: &str,
     env: &[(&str, &str)],
 ) -> (tokio::process::Child, String) {
+    start(database_url, env, Stdio::null).await
+}
+
+/// [`serve_with`] keeping everything the process writes to stdout and
+/// stderr (its log) in the answered buffer.
+pub(crate) async fn serve_logged(
+    database_url: &str,
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, String, Arc<Mutex<String>>) {
+    use tokio::io::AsyncReadExt;
+    let (mut child, base) = start(database_url, env, Stdio::piped).await;
+    let log = Arc::new(Mutex::new(String::new()));
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let streams: [Box<dyn tokio::io::AsyncRead + Unpin + Send>; 2] =
+        [Box::new(stdout), Box::new(stderr)];
+    for mut stream in streams {
+        let log = log.clone();
+        tokio::spawn(async move {
+            let mut chunk = vec![0u8; 8192];
+            while let Ok(n) = stream.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                log.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+    }
+    (child, base, log)
+}
+
+/// Starts `tessera serve` with its output going to `output()` and waits
+/// until it is ready.
+async fn start(
+    database_url: &str,
+    env: &[(&str, &str)],
+    output: fn() -> Stdio,
+) -> (tokio::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -38,8 +79,8 @@ pub(crate) async fn serve_with(
         .env("TESSERA_BOOTSTRAP_ADMIN_EMAIL", "boot@example.com")
         .env("TESSERA_BOOTSTRAP_ADMIN_PASSWORD", "boot-password-1")
         .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(output())
+        .stderr(output())
         .kill_on_drop(true)
         .spawn()
         .expect("the tessera binary is built (cargo build -p tessera)");
@@ -262,50 +303,32 @@ async fn openapi_prints_the_served_document_without_a_database() {
 
 #[tokio::test]
 async fn json_logs_carry_each_request_id() {
-    use tokio::io::AsyncBufReadExt;
     let db = testkit::TestDatabase::create().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    let (_child, base, log) = serve_logged(&db.url, &[("TESSERA_LOG_FORMAT", "json")]).await;
+    let answered = reqwest::get(format!("{base}/healthz")).await.unwrap();
+    let id = answered.headers()["x-request-id"]
+        .to_str()
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = tokio::process::Command::new(binary())
-        .arg("serve")
-        .env("TESSERA_DATABASE_URL", &db.url)
-        .env("TESSERA_BIND", format!("127.0.0.1:{port}"))
-        .env("TESSERA_LOG_FORMAT", "json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::new();
-    let mut answered = None;
+        .to_owned();
+    let mut logged = None;
     for _ in 0..100 {
-        if let Ok(response) = client.get(format!("{base}/healthz")).send().await {
-            answered = Some(response);
+        let mut lines = log.lock().unwrap().clone();
+        // Only whole lines: the last one may still be arriving.
+        lines.truncate(lines.rfind('\n').map_or(0, |end| end + 1));
+        logged = lines
+            .lines()
+            .map(|line| {
+                serde_json::from_str::<serde_json::Value>(line)
+                    .unwrap_or_else(|_| panic!("not JSON: {line}"))
+            })
+            .find(|line| line["span"]["request_id"] == id.as_str());
+        if logged.is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let id = answered.unwrap().headers()["x-request-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let logged = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            let line: serde_json::Value =
-                serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"));
-            if line["span"]["request_id"] == id.as_str() {
-                return line;
-            }
-        }
-        panic!("the log ended before the request's line");
-    })
-    .await
-    .unwrap();
+    let logged = logged.expect("the request's log line");
     assert_eq!(logged["fields"]["route"], "/healthz");
     assert_eq!(logged["fields"]["status"], 200);
+    db.destroy().await;
 }

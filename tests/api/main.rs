@@ -24,6 +24,7 @@ mod login_limits;
 mod mcp;
 mod oauth;
 mod openapi;
+mod processes;
 mod schema;
 mod security;
 mod sessions;

@@ -64,6 +64,10 @@ pub struct Overrides {
     /// a run of a dead instance is resumed by another after it (default 30).
     #[arg(long, env = "TESSERA_WORKFLOW_LEASE_SECONDS")]
     pub workflow_lease_seconds: Option<u64>,
+    /// Seconds a claimed email stays with its sender; an email of an
+    /// instance that died while sending it goes out after it (default 60).
+    #[arg(long, env = "TESSERA_OUTBOX_LEASE_SECONDS")]
+    pub outbox_lease_seconds: Option<u64>,
     /// Most connections to PostgreSQL this instance holds (default 32).
     #[arg(long, env = "TESSERA_DATABASE_POOL_SIZE")]
     pub database_pool_size: Option<u32>,
@@ -114,6 +118,7 @@ impl Overrides {
             log: self.log.or(other.log),
             listen_for_changes: self.listen_for_changes.or(other.listen_for_changes),
             workflow_lease_seconds: self.workflow_lease_seconds.or(other.workflow_lease_seconds),
+            outbox_lease_seconds: self.outbox_lease_seconds.or(other.outbox_lease_seconds),
             database_pool_size: self.database_pool_size.or(other.database_pool_size),
             database_plan_cache_mode: self
                 .database_plan_cache_mode
@@ -135,6 +140,9 @@ const DEFAULT_DATABASE_POOL_SIZE: u32 = 32;
 
 /// Default lease of a workflow run, in seconds.
 const DEFAULT_WORKFLOW_LEASE_SECONDS: u64 = 30;
+
+/// Default lease of a claimed email, in seconds.
+const DEFAULT_OUTBOX_LEASE_SECONDS: u64 = 60;
 
 /// The configuration in force.
 #[derive(Debug, Clone)]
@@ -163,6 +171,8 @@ pub struct Config {
     pub listen_for_changes: bool,
     /// How long a workflow run's lease lasts without renewal.
     pub workflow_lease: std::time::Duration,
+    /// How long a claimed email stays with its sender.
+    pub outbox_lease: std::time::Duration,
     /// Most connections to PostgreSQL this instance holds.
     pub database_pool_size: u32,
     /// How PostgreSQL plans the prepared statements of this instance.
@@ -230,6 +240,11 @@ impl Config {
                     .unwrap_or(DEFAULT_WORKFLOW_LEASE_SECONDS)
                     .max(1),
             ),
+            outbox_lease: std::time::Duration::from_secs(
+                o.outbox_lease_seconds
+                    .unwrap_or(DEFAULT_OUTBOX_LEASE_SECONDS)
+                    .max(1),
+            ),
             database_pool_size: o
                 .database_pool_size
                 .unwrap_or(DEFAULT_DATABASE_POOL_SIZE)
@@ -264,6 +279,7 @@ impl Config {
             log: DEFAULT_LOG.to_owned(),
             listen_for_changes: true,
             workflow_lease: std::time::Duration::from_secs(DEFAULT_WORKFLOW_LEASE_SECONDS),
+            outbox_lease: std::time::Duration::from_secs(DEFAULT_OUTBOX_LEASE_SECONDS),
             database_pool_size: DEFAULT_DATABASE_POOL_SIZE,
             database_plan_cache_mode: store_pg::PlanCacheMode::ForceGenericPlan,
             files: files::BlobsConfig::Local(DEFAULT_FILES_DIR.into()),

@@ -154,6 +154,7 @@ impl Application {
             config.smtp_url.as_deref(),
             &config.smtp_from,
             config.mail_poll,
+            config.outbox_lease,
         )?;
         let listener = TcpListener::bind(&config.bind)
             .with_context(|| format!("cannot listen on {}", config.bind))?;

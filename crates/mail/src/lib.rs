@@ -22,9 +22,6 @@ const BATCH: u32 = 20;
 const MAX_ATTEMPTS: u32 = 20;
 /// Longest wait between two attempts.
 const MAX_BACKOFF_SECS: u64 = 600;
-/// How long a claimed email is held by its sender: a crashed sender's
-/// emails come back by themselves after it.
-const LEASE: Duration = Duration::from_secs(60);
 /// Longest error kept with an email.
 const ERROR_MAX_CHARS: usize = 1000;
 
@@ -53,6 +50,7 @@ pub struct MailWorker {
     delivery: Delivery,
     from: Mailbox,
     poll: Duration,
+    lease: Duration,
 }
 
 /// An email claimed from the outbox.
@@ -102,12 +100,15 @@ pub trait Outbox: Send + Sync + 'static {
 impl MailWorker {
     /// A worker over `outbox`, sending through `smtp_url` (`smtp://host:port`,
     /// `smtp://user:pass@host:587?tls=required`, `smtps://host`) or, without
-    /// one, logging. `poll` is the pause between rounds.
+    /// one, logging. `poll` is the pause between rounds; `lease` how long a
+    /// claimed email is held by its sender (a crashed sender's emails come
+    /// back by themselves after it).
     pub fn new(
         outbox: Arc<dyn Outbox>,
         smtp_url: Option<&str>,
         from: &str,
         poll: Duration,
+        lease: Duration,
     ) -> Result<Self, MailError> {
         let delivery = match smtp_url {
             Some(url) => Delivery::Smtp(
@@ -126,6 +127,7 @@ impl MailWorker {
             delivery,
             from,
             poll,
+            lease,
         })
     }
 
@@ -155,7 +157,7 @@ impl MailWorker {
             Delivery::Smtp(transport) => {
                 let emails = self
                     .outbox
-                    .claim_for_sending(BATCH, LEASE, MAX_ATTEMPTS)
+                    .claim_for_sending(BATCH, self.lease, MAX_ATTEMPTS)
                     .await?;
                 let count = emails.len();
                 for email in emails {

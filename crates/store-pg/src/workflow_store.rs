@@ -62,6 +62,19 @@ fn status(row: &QueryResult) -> Result<RunStatus, StoreError> {
     RunStatus::parse(&text).ok_or_else(|| StoreError::Internal(format!("stored run status {text}")))
 }
 
+/// A run's outcome from its `id, status, result, error` columns.
+fn outcome(row: &QueryResult) -> Result<Outcome, StoreError> {
+    Ok(Outcome {
+        id: row.try_get("", "id").map_err(map_err)?,
+        status: status(row)?,
+        result: row
+            .try_get::<Option<Json>>("", "result")
+            .map_err(map_err)?
+            .unwrap_or(Json::Null),
+        error: error_of(row)?,
+    })
+}
+
 fn error_of(row: &QueryResult) -> Result<Option<RunError>, StoreError> {
     let error: Option<Json> = row.try_get("", "error").map_err(map_err)?;
     Ok(error.and_then(|e| serde_json::from_value(e).ok()))
@@ -477,18 +490,19 @@ impl WorkflowStore for PgStore {
             ))
             .await
             .map_err(map_err)?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        Ok(Some(Outcome {
-            id: row.try_get("", "id").map_err(map_err)?,
-            status: status(&row)?,
-            result: row
-                .try_get::<Option<Json>>("", "result")
-                .map_err(map_err)?
-                .unwrap_or(Json::Null),
-            error: error_of(&row)?,
-        }))
+        row.as_ref().map(outcome).transpose()
+    }
+
+    async fn run_outcome(&self, run: Uuid) -> Result<Option<Outcome>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT id, status, result, error FROM svc.workflow_runs WHERE id = $1",
+                [run.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.as_ref().map(outcome).transpose()
     }
 
     async fn runs(

@@ -41,6 +41,17 @@ const CONCURRENT_RUNS_MAX: usize = 1024;
 const ATTEMPTS_MAX: i32 = 3;
 /// Runs or events claimed per pass of the background worker.
 const CLAIM_BATCH: u64 = 32;
+/// What a worker pass claims.
+#[derive(Clone, Copy)]
+enum Batch {
+    /// Row events, each starting runs.
+    Events,
+    /// Runs whose lease expired.
+    Orphans,
+}
+
+/// How often a sync webhook reads a run another instance took over.
+const FOLLOW_EVERY: Duration = Duration::from_millis(100);
 
 /// A webhook call as received.
 #[derive(Debug, Clone)]
@@ -597,6 +608,9 @@ impl WorkflowService {
     }
 
     /// Waits for a run; past `wait`, cancels it when asked and answers 504.
+    /// When this instance loses the run's lease (it stalled and another
+    /// instance took the run over), the answer is the run's stored outcome,
+    /// followed until `wait` ends.
     async fn await_outcome(
         &self,
         run: StartedRun,
@@ -604,16 +618,41 @@ impl WorkflowService {
         wait: Duration,
         on_timeout: Option<OnTimeout>,
     ) -> Result<Outcome, WorkflowError> {
-        match tokio::time::timeout(wait, &mut handle).await {
-            Ok(Ok(Some(outcome))) => Ok(outcome),
-            Ok(_) => Err(WorkflowError::SyncTimeout { run: run.id }),
-            Err(_) => {
-                if on_timeout == Some(OnTimeout::Cancel) {
-                    run.cancel.send_replace(true);
-                    self.store.request_cancel(run.id).await?;
+        let deadline = tokio::time::Instant::now() + wait;
+        match tokio::time::timeout_at(deadline, &mut handle).await {
+            Ok(Ok(Some(outcome))) => return Ok(outcome),
+            Ok(Ok(None)) if !run.stored_at_end => {
+                if let Some(outcome) = self.follow(run.id, deadline).await? {
+                    return Ok(outcome);
                 }
-                Err(WorkflowError::SyncTimeout { run: run.id })
             }
+            Ok(_) => return Err(WorkflowError::SyncTimeout { run: run.id }),
+            Err(_) => {}
+        }
+        if on_timeout == Some(OnTimeout::Cancel) {
+            run.cancel.send_replace(true);
+            self.store.request_cancel(run.id).await?;
+        }
+        Err(WorkflowError::SyncTimeout { run: run.id })
+    }
+
+    /// Reads a run another instance executes until it ends or `deadline`
+    /// passes (then `None`).
+    async fn follow(
+        &self,
+        run: Uuid,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<Outcome>, WorkflowError> {
+        loop {
+            if let Some(outcome) = self.store.run_outcome(run).await?
+                && outcome.status != RunStatus::Running
+            {
+                return Ok(Some(outcome));
+            }
+            if tokio::time::Instant::now() + FOLLOW_EVERY > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(FOLLOW_EVERY).await;
         }
     }
 
@@ -623,31 +662,38 @@ impl WorkflowService {
     pub async fn work(self) {
         let mut tick: u64 = 0;
         loop {
-            if let Err(error) = self.pass(tick).await {
-                tracing::warn!(?error, "workflow worker pass failed");
-            }
+            let more = match self.pass(tick).await {
+                Ok(more) => more,
+                Err(error) => {
+                    tracing::warn!(?error, "workflow worker pass failed");
+                    false
+                }
+            };
             tick = tick.wrapping_add(1);
-            tokio::time::sleep(self.options.poll).await;
+            // A full batch: more may wait, so the next pass follows at once
+            // (starting runs waits for free slots, which bounds the pace).
+            if !more {
+                tokio::time::sleep(self.options.poll).await;
+            }
         }
     }
 
-    /// One pass of the background work.
-    pub async fn pass(&self, tick: u64) -> Result<(), WorkflowError> {
+    /// One pass of the background work; answers whether a batch came back
+    /// full (more events or orphans may be waiting).
+    pub async fn pass(&self, tick: u64) -> Result<bool, WorkflowError> {
         let lease = self.options.lease;
         let settings = self.settings.current().await?;
-        for claimed in self
-            .store
-            .claim_events(self.owner, lease, CLAIM_BATCH)
-            .await?
-        {
-            self.resume(claimed, settings.http_allow_private()).await;
-        }
-        for claimed in self
-            .store
-            .claim_orphans(self.owner, lease, CLAIM_BATCH)
-            .await?
-        {
-            self.resume(claimed, settings.http_allow_private()).await;
+        let mut more = false;
+        for batch in [Batch::Events, Batch::Orphans] {
+            let claimed = match batch {
+                Batch::Events => self.store.claim_events(self.owner, lease, CLAIM_BATCH),
+                Batch::Orphans => self.store.claim_orphans(self.owner, lease, CLAIM_BATCH),
+            }
+            .await?;
+            more |= claimed.len() as u64 >= CLAIM_BATCH;
+            for run in claimed {
+                self.resume(run, settings.http_allow_private()).await;
+            }
         }
         self.store.clear_ended_limits().await?;
         let passes_per_hour = (3600.0 / self.options.poll.as_secs_f64().max(0.001)) as u64;
@@ -658,7 +704,7 @@ impl WorkflowService {
                 tracing::info!(purged, "purged old workflow runs");
             }
         }
-        Ok(())
+        Ok(more)
     }
 
     /// Executes a claimed run from its last recorded step, or fails it as

@@ -231,6 +231,9 @@ pub trait WorkflowStore: RunJournal {
         run: Uuid,
         asker: ResultAsker<'_>,
     ) -> Result<Option<Outcome>, StoreError>;
+    /// A run's stored outcome, whoever asks (the instance that started it
+    /// follows it there after losing its lease).
+    async fn run_outcome(&self, run: Uuid) -> Result<Option<Outcome>, StoreError>;
     /// A workflow's runs, newest first.
     async fn runs(
         &self,

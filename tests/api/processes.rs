@@ -1,0 +1,583 @@
+//! Real `tessera serve` processes killed, stalled and run side by side on
+//! one database (issue 15): nothing acknowledged is lost, no run stays
+//! RUNNING, every queued email leaves, and two processes act as one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{Value, json};
+use testkit::{SmtpSink, TestDatabase};
+use tokio::process::Child;
+
+use crate::binary::serve_with;
+
+/// One JSON request; answers the status and the body (`null` when empty).
+async fn send(
+    client: &Client,
+    method: Method,
+    url: String,
+    bearer: Option<&str>,
+    body: Option<Value>,
+) -> reqwest::Result<(StatusCode, Value)> {
+    let mut request = client.request(method, url);
+    if let Some(bearer) = bearer {
+        request = request.bearer_auth(bearer);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await?;
+    let status = response.status();
+    let bytes = response.bytes().await?;
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
+}
+
+/// [`send`] that must answer `expected`; answers the body's `data`.
+async fn expect(
+    client: &Client,
+    method: Method,
+    url: String,
+    bearer: &str,
+    body: Option<Value>,
+    expected: StatusCode,
+) -> Value {
+    let (status, answer) = send(client, method, url.clone(), Some(bearer), body)
+        .await
+        .unwrap();
+    assert_eq!(status, expected, "{url}: {answer}");
+    answer["data"].clone()
+}
+
+/// The bootstrap administrator's session on `base`.
+async fn sign_in(client: &Client, base: &str) -> String {
+    let body = json!({ "email": "boot@example.com", "password": "boot-password-1" });
+    let (status, answer) = send(
+        client,
+        Method::POST,
+        format!("{base}/api/auth/login"),
+        None,
+        Some(body),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    answer["data"]["token"].as_str().unwrap().to_owned()
+}
+
+/// Creates `app.notes (id identity, title)`, exposed for reads and writes;
+/// answers its resource id.
+async fn notes_table(client: &Client, base: &str, admin: &str) -> String {
+    let columns = json!([
+        { "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" },
+        { "name": "title", "dataType": "text" }
+    ]);
+    let table = expect(
+        client,
+        Method::POST,
+        format!("{base}/admin/api/schema/app/tables"),
+        admin,
+        Some(json!({ "data": { "name": "notes", "columns": columns } })),
+        StatusCode::CREATED,
+    )
+    .await;
+    let resource = table["resourceId"].as_str().unwrap().to_owned();
+    expect(
+        client,
+        Method::PATCH,
+        format!("{base}/admin/api/resources/{resource}"),
+        admin,
+        Some(json!({ "data": { "exposedMethods": ["GET", "POST"] } })),
+        StatusCode::OK,
+    )
+    .await;
+    resource
+}
+
+/// Creates and publishes a workflow; answers its id.
+async fn workflow(
+    client: &Client,
+    base: &str,
+    admin: &str,
+    slug: &str,
+    trigger: Value,
+    steps: Value,
+) -> String {
+    let created = expect(
+        client,
+        Method::POST,
+        format!("{base}/admin/api/workflows"),
+        admin,
+        Some(json!({ "data": { "slug": slug, "trigger": trigger, "steps": steps } })),
+        StatusCode::CREATED,
+    )
+    .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    expect(
+        client,
+        Method::POST,
+        format!("{base}/admin/api/workflows/{id}/publish"),
+        admin,
+        None,
+        StatusCode::OK,
+    )
+    .await;
+    id
+}
+
+/// The administrator's user id.
+async fn me(client: &Client, base: &str, admin: &str) -> String {
+    let me = expect(
+        client,
+        Method::GET,
+        format!("{base}/api/auth/me"),
+        admin,
+        None,
+        StatusCode::OK,
+    )
+    .await;
+    me["id"].as_str().unwrap().to_owned()
+}
+
+/// Polls `sql` (answering a count) until it is `0`, for at most `limit`.
+async fn until_zero(db: &TestDatabase, sql: &str, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let left = db.sql(sql).await;
+        if left.as_deref() == Some("0") {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{sql} still {left:?} after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How many emails each address received.
+fn received(sink: &SmtpSink) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for email in sink.emails() {
+        for to in email.to {
+            *counts.entry(to.to_ascii_lowercase()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to a child process.
+fn signal(child: &Child, signal: &str) {
+    let pid = child.id().unwrap().to_string();
+    let sent = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// Short leases, so that another process takes over within a second.
+fn quick_leases(smtp: &str) -> [(&'static str, String); 3] {
+    [
+        ("TESSERA_WORKFLOW_LEASE_SECONDS", "1".to_owned()),
+        ("TESSERA_OUTBOX_LEASE_SECONDS", "1".to_owned()),
+        ("TESSERA_SMTP_URL", smtp.to_owned()),
+    ]
+}
+
+async fn serve(db: &TestDatabase, env: &[(&'static str, String)]) -> (Child, String) {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    serve_with(&db.url, &env).await
+}
+
+/// What the burst's clients were told before the kill.
+#[derive(Default)]
+struct Acknowledged {
+    notes: Vec<i64>,
+    runs: Vec<String>,
+    invited: Vec<String>,
+}
+
+/// One kind of request of a burst: a POST to `url` expecting `expected`.
+#[derive(Clone)]
+struct Load {
+    url: String,
+    bearer: Option<String>,
+    expected: StatusCode,
+    /// The body of the `i`-th request.
+    body: fn(usize) -> Value,
+    /// Keeps what the `i`-th answer acknowledged.
+    keep: fn(&mut Acknowledged, usize, &Value),
+}
+
+/// Sends `load` until the server stops answering.
+async fn repeat(client: Client, load: Load, acknowledged: Arc<Mutex<Acknowledged>>) {
+    for i in 0.. {
+        let body = (load.body)(i);
+        match send(
+            &client,
+            Method::POST,
+            load.url.clone(),
+            load.bearer.as_deref(),
+            Some(body),
+        )
+        .await
+        {
+            Ok((status, answer)) if status == load.expected => {
+                (load.keep)(&mut acknowledged.lock().unwrap(), i, &answer);
+            }
+            Ok((status, answer)) => panic!("{} answered {status}: {answer}", load.url),
+            Err(_) => return,
+        }
+    }
+}
+
+#[tokio::test]
+async fn kill_9_under_load_loses_nothing_that_was_acknowledged() {
+    let db = TestDatabase::create().await;
+    let sink = SmtpSink::start().await;
+    let env = quick_leases(&sink.url());
+    let (mut first, base) = serve(&db, &env).await;
+    let client = Client::new();
+    let admin = sign_in(&client, &base).await;
+    let admin_id = me(&client, &base, &admin).await;
+    let notes = notes_table(&client, &base, &admin).await;
+    let on_note = workflow(
+        &client,
+        &base,
+        &admin,
+        "on-note",
+        json!({ "type": "dbEvent", "resourceId": notes, "events": ["insert"] }),
+        json!([{ "id": "wait", "type": "delay", "ms": 200 }, { "id": "done", "type": "finish", "result": "{{start.data.new.id}}" }]),
+    )
+    .await;
+    workflow(
+        &client,
+        &base,
+        &admin,
+        "slow",
+        json!({ "type": "webhook", "access": "public", "executeAs": admin_id }),
+        json!([{ "id": "wait", "type": "delay", "ms": 300 }, { "id": "done", "type": "finish", "result": "slept" }]),
+    )
+    .await;
+
+    let acknowledged = Arc::new(Mutex::new(Acknowledged::default()));
+    let write = Load {
+        url: format!("{base}/api/data/app/notes"),
+        bearer: Some(admin.clone()),
+        expected: StatusCode::CREATED,
+        body: |i| json!({ "data": { "title": format!("#{i}") } }),
+        keep: |acked, _, answer| acked.notes.push(answer["data"]["id"].as_i64().unwrap()),
+    };
+    let call = Load {
+        url: format!("{base}/api/workflows/slow/webhook"),
+        bearer: None,
+        expected: StatusCode::OK,
+        body: |_| json!({}),
+        keep: |acked, _, answer| {
+            assert_eq!(answer["data"]["result"], "slept", "{answer}");
+            acked
+                .runs
+                .push(answer["data"]["id"].as_str().unwrap().to_owned());
+        },
+    };
+    let invite = Load {
+        url: format!("{base}/admin/api/invitations"),
+        bearer: Some(admin.clone()),
+        expected: StatusCode::CREATED,
+        body: |i| json!({ "data": { "email": format!("guest{i}@example.com"), "roleIds": [] } }),
+        keep: |acked, i, _| acked.invited.push(format!("guest{i}@example.com")),
+    };
+    let mut burst = tokio::task::JoinSet::new();
+    for load in [&write, &write, &write, &write, &call, &call, &invite] {
+        burst.spawn(repeat(client.clone(), load.clone(), acknowledged.clone()));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    first.kill().await.unwrap();
+    while let Some(ended) = burst.join_next().await {
+        ended.unwrap();
+    }
+
+    let (_second, _) = serve(&db, &env).await;
+    let limit = Duration::from_secs(30);
+    until_zero(
+        &db,
+        "SELECT count(*)::text FROM svc.workflow_runs WHERE status = 'RUNNING'",
+        limit,
+    )
+    .await;
+    until_zero(&db, "SELECT count(*)::text FROM svc.row_events", limit).await;
+    until_zero(
+        &db,
+        "SELECT count(*)::text FROM svc.email_outbox WHERE sent_at IS NULL",
+        limit,
+    )
+    .await;
+
+    let acknowledged = std::mem::take(&mut *acknowledged.lock().unwrap());
+    assert!(
+        acknowledged.notes.len() > 20,
+        "too few writes: {}",
+        acknowledged.notes.len()
+    );
+    assert!(!acknowledged.runs.is_empty() && !acknowledged.invited.is_empty());
+    let ids: Vec<String> = acknowledged.notes.iter().map(i64::to_string).collect();
+    let stored = db
+        .sql(&format!(
+            "SELECT count(*)::text FROM app.notes WHERE id IN ({})",
+            ids.join(",")
+        ))
+        .await;
+    assert_eq!(
+        stored,
+        Some(ids.len().to_string()),
+        "an acknowledged write is missing"
+    );
+    // Every stored row (acknowledged or committed just before the kill)
+    // started exactly one run, and every run succeeded.
+    let rows = db.sql("SELECT count(*)::text FROM app.notes").await;
+    let runs = db
+        .sql(&format!(
+            "SELECT count(*)::text FROM svc.workflow_runs WHERE workflow_id = '{on_note}'"
+        ))
+        .await;
+    assert_eq!(runs, rows, "row events and runs differ");
+    assert_eq!(
+        db.sql("SELECT count(*)::text FROM svc.workflow_runs WHERE status <> 'SUCCEEDED'")
+            .await,
+        Some("0".into())
+    );
+    for run in &acknowledged.runs {
+        assert_eq!(
+            db.sql(&format!(
+                "SELECT status FROM svc.workflow_runs WHERE id = '{run}'"
+            ))
+            .await
+            .as_deref(),
+            Some("SUCCEEDED"),
+            "acknowledged run {run}"
+        );
+    }
+    // Every acknowledged invitation left at least once; a mail sent just
+    // before the kill and not yet marked sent leaves twice.
+    let counts = received(&sink);
+    for email in &acknowledged.invited {
+        assert!(
+            counts.get(email).is_some_and(|n| *n >= 1),
+            "{email} never sent"
+        );
+    }
+    let duplicates: usize = counts.values().map(|n| n - 1).sum();
+    eprintln!(
+        "kill -9: {} writes, {} sync runs, {} invitations acknowledged; {} rows, {} event runs; {} emails sent twice",
+        acknowledged.notes.len(),
+        acknowledged.runs.len(),
+        acknowledged.invited.len(),
+        rows.unwrap_or_default(),
+        runs.unwrap_or_default(),
+        duplicates
+    );
+    db.destroy().await;
+}
+
+#[tokio::test]
+async fn a_sync_webhook_answers_when_another_process_finished_its_run() {
+    let db = TestDatabase::create().await;
+    let sink = SmtpSink::start().await;
+    let env = quick_leases(&sink.url());
+    let (first, a) = serve(&db, &env).await;
+    let (_second, _) = serve(&db, &env).await;
+    let client = Client::new();
+    let admin = sign_in(&client, &a).await;
+    let admin_id = me(&client, &a, &admin).await;
+    workflow(
+        &client,
+        &a,
+        &admin,
+        "long",
+        json!({ "type": "webhook", "access": "public", "executeAs": admin_id, "waitSeconds": 25 }),
+        json!([{ "id": "wait", "type": "delay", "ms": 2000 }, { "id": "done", "type": "finish", "result": "finished elsewhere" }]),
+    )
+    .await;
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move {
+            send(
+                &client,
+                Method::POST,
+                format!("{a}/api/workflows/long/webhook"),
+                None,
+                Some(json!({})),
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The first process stalls; the second takes the run over once the
+    // lease ends and finishes it.
+    signal(&first, "STOP");
+    until_zero(
+        &db,
+        "SELECT count(*)::text FROM svc.workflow_runs WHERE status <> 'SUCCEEDED' OR attempts < 2",
+        Duration::from_secs(15),
+    )
+    .await;
+    signal(&first, "CONT");
+    let (status, answer) = call.await.unwrap().unwrap();
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["data"]["result"], "finished elsewhere");
+    db.destroy().await;
+}
+
+#[tokio::test]
+async fn two_processes_share_revocations_emails_and_row_events() {
+    let db = TestDatabase::create().await;
+    let sink = SmtpSink::start().await;
+    let env = [("TESSERA_SMTP_URL", sink.url())];
+    let (_first, a) = serve(&db, &env).await;
+    let (_second, b) = serve(&db, &env).await;
+    let client = Client::new();
+    let admin = sign_in(&client, &a).await;
+
+    // A session ended on one process is refused by the other at once.
+    let session = sign_in(&client, &a).await;
+    expect(
+        &client,
+        Method::GET,
+        format!("{b}/api/auth/me"),
+        &session,
+        None,
+        StatusCode::OK,
+    )
+    .await;
+    expect(
+        &client,
+        Method::POST,
+        format!("{a}/api/auth/logout"),
+        &session,
+        None,
+        StatusCode::NO_CONTENT,
+    )
+    .await;
+    expect(
+        &client,
+        Method::GET,
+        format!("{b}/api/auth/me"),
+        &session,
+        None,
+        StatusCode::UNAUTHORIZED,
+    )
+    .await;
+    // So is a token revoked on one.
+    let token = expect(
+        &client,
+        Method::POST,
+        format!("{a}/api/auth/tokens"),
+        &admin,
+        Some(json!({ "name": "ci", "lifetimeDays": 1, "plane": "ADMIN" })),
+        StatusCode::CREATED,
+    )
+    .await;
+    let (id, secret) = (
+        token["id"].as_str().unwrap(),
+        token["token"].as_str().unwrap(),
+    );
+    expect(
+        &client,
+        Method::GET,
+        format!("{b}/admin/api/settings"),
+        secret,
+        None,
+        StatusCode::OK,
+    )
+    .await;
+    expect(
+        &client,
+        Method::DELETE,
+        format!("{a}/api/auth/tokens/{id}"),
+        &admin,
+        None,
+        StatusCode::NO_CONTENT,
+    )
+    .await;
+    expect(
+        &client,
+        Method::GET,
+        format!("{b}/admin/api/settings"),
+        secret,
+        None,
+        StatusCode::UNAUTHORIZED,
+    )
+    .await;
+
+    // Row events written through both processes: one run each.
+    let notes = notes_table(&client, &a, &admin).await;
+    let on_note = workflow(
+        &client,
+        &a,
+        &admin,
+        "on-note",
+        json!({ "type": "dbEvent", "resourceId": notes, "events": ["insert"] }),
+        json!([{ "id": "done", "type": "finish", "result": "{{start.data.new.id}}" }]),
+    )
+    .await;
+    const EACH: usize = 40;
+    for i in 0..EACH {
+        let base = if i % 2 == 0 { &a } else { &b };
+        let body = json!({ "data": { "title": format!("n{i}") } });
+        expect(
+            &client,
+            Method::POST,
+            format!("{base}/api/data/app/notes"),
+            &admin,
+            Some(body),
+            StatusCode::CREATED,
+        )
+        .await;
+        let invite = json!({ "data": { "email": format!("guest{i}@example.com"), "roleIds": [] } });
+        expect(
+            &client,
+            Method::POST,
+            format!("{base}/admin/api/invitations"),
+            &admin,
+            Some(invite),
+            StatusCode::CREATED,
+        )
+        .await;
+    }
+    let limit = Duration::from_secs(30);
+    until_zero(&db, "SELECT count(*)::text FROM svc.row_events", limit).await;
+    until_zero(
+        &db,
+        "SELECT count(*)::text FROM svc.workflow_runs WHERE status = 'RUNNING'",
+        limit,
+    )
+    .await;
+    until_zero(
+        &db,
+        "SELECT count(*)::text FROM svc.email_outbox WHERE sent_at IS NULL",
+        limit,
+    )
+    .await;
+    let runs = db
+        .sql(&format!(
+            "SELECT count(DISTINCT result::text)::text || '/' || count(*)::text FROM svc.workflow_runs WHERE workflow_id = '{on_note}'"
+        ))
+        .await;
+    assert_eq!(runs, Some(format!("{EACH}/{EACH}")), "distinct rows / runs");
+    // Both processes send from the one outbox: each email exactly once.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let counts = received(&sink);
+    for i in 0..EACH {
+        assert_eq!(
+            counts.get(&format!("guest{i}@example.com")),
+            Some(&1),
+            "guest{i}"
+        );
+    }
+    db.destroy().await;
+}
