@@ -73,6 +73,35 @@ pub(crate) async fn grant(
 }
 
 /// A user in `role`, signed in; answers (id, session).
+/// Exposes `resource` for every method and creates role `name` holding
+/// each of `actions` on it with `filter` and `columns` (null: none);
+/// answers the role's id.
+pub(crate) async fn open_to_new_role(
+    app: &TestApp,
+    admin: &str,
+    resource: &str,
+    name: &str,
+    actions: &[&str],
+    filter: Value,
+    columns: Value,
+) -> String {
+    expose(app, admin, resource, &["GET", "POST", "PATCH", "DELETE"]).await;
+    let role = create_role(app, admin, name).await;
+    for action in actions {
+        grant(
+            app,
+            admin,
+            &role,
+            resource,
+            action,
+            filter.clone(),
+            columns.clone(),
+        )
+        .await;
+    }
+    role
+}
+
 pub(crate) async fn member(
     app: &TestApp,
     admin: &str,
@@ -120,22 +149,10 @@ async fn user_row_filters_isolate_users_with_sessions_and_tokens() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
     let resource = notes(&app, &admin).await;
-    expose(&app, &admin, &resource, &["GET", "POST", "PATCH", "DELETE"]).await;
-    let role = create_role(&app, &admin, "Writers").await;
     let own = json!({ "owner_id": { "eq": "$USER.id" } });
     let columns = json!(["id", "owner_id", "title"]);
-    for action in ["read", "create", "update", "delete"] {
-        grant(
-            &app,
-            &admin,
-            &role,
-            &resource,
-            action,
-            own.clone(),
-            columns.clone(),
-        )
-        .await;
-    }
+    let all = ["read", "create", "update", "delete"];
+    let role = open_to_new_role(&app, &admin, &resource, "Writers", &all, own, columns).await;
     let (alice, alice_session) = member(&app, &admin, "alice@example.com", &role).await;
     let (bob, bob_session) = member(&app, &admin, "bob@example.com", &role).await;
     let bob_token = app.create_token(&bob_session, "API").await;

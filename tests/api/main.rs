@@ -17,6 +17,7 @@ mod data;
 mod envelope;
 mod faults;
 mod files;
+mod fuzz;
 mod grants;
 mod instances;
 mod login;

@@ -6,7 +6,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use testkit::{TestApp, spawn_app};
 
-use crate::data::{create_role, create_table, expose, grant, member};
+use crate::data::{create_table, member, open_to_new_role};
 
 const PROTOCOL: &str = "2025-06-18";
 
@@ -198,21 +198,17 @@ async fn tools_run_under_the_callers_grants() {
         ]),
     )
     .await;
-    expose(&app, &admin, &resource, &["GET", "POST", "PATCH", "DELETE"]).await;
-    let role = create_role(&app, &admin, "Doers").await;
     let own = json!({ "owner_id": { "eq": "$USER.id" } });
-    for action in ["read", "create", "update"] {
-        grant(
-            &app,
-            &admin,
-            &role,
-            &resource,
-            action,
-            own.clone(),
-            Value::Null,
-        )
-        .await;
-    }
+    let role = open_to_new_role(
+        &app,
+        &admin,
+        &resource,
+        "Doers",
+        &["read", "create", "update"],
+        own,
+        Value::Null,
+    )
+    .await;
     let (ann_id, ann) = member(&app, &admin, "ann@example.com", &role).await;
     let (bob_id, _) = member(&app, &admin, "bob@example.com", &role).await;
 

@@ -7,7 +7,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use testkit::spawn_app;
 
-use crate::data::{create_role, create_table, expose, grant};
+use crate::data::{create_table, open_to_new_role};
 
 #[tokio::test]
 async fn the_documents_follow_the_admin_api_rule() {
@@ -138,20 +138,16 @@ async fn the_documents_are_valid_and_generate_a_typed_client() {
         { "name": "done", "dataType": "boolean", "default": "false" },
     ]);
     let resource = create_table(&app, &admin, "app", "notes", columns).await;
-    expose(&app, &admin, &resource, &["GET", "POST", "PATCH", "DELETE"]).await;
-    let role = create_role(&app, &admin, "Editors").await;
-    for action in ["read", "create", "update", "delete"] {
-        grant(
-            &app,
-            &admin,
-            &role,
-            &resource,
-            action,
-            Value::Null,
-            Value::Null,
-        )
-        .await;
-    }
+    let role = open_to_new_role(
+        &app,
+        &admin,
+        &resource,
+        "Editors",
+        &["read", "create", "update", "delete"],
+        Value::Null,
+        Value::Null,
+    )
+    .await;
     let admin_document = app.get("/admin/api/openapi", &admin).await;
     assert_eq!(admin_document.status, StatusCode::OK);
     let data_document = app

@@ -26,6 +26,11 @@ const DATA_ROWS: u32 = 100_000;
 const ADMIN_EMAIL: &str = "bench@example.com";
 const ADMIN_PASSWORD: &str = "bench-password-1";
 
+mod scale;
+mod soak;
+
+pub use soak::soak;
+
 /// Runs the named benchmark suite.
 pub fn suite(name: Option<&str>) -> Result {
     match name {
@@ -35,13 +40,14 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("workflows") => workflows(),
         Some("views") => views(),
         Some("files") => files(),
+        Some("scale") => scale::scale(),
         None => auth()
             .and_then(|()| data())
             .and_then(|()| views())
             .and_then(|()| workflows())
             .and_then(|()| files()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, data, files, peer, views, workflows)"
+            "unknown benchmark `{other}` (known: auth, data, files, peer, scale, views, workflows; scale is not in the default run)"
         )),
     }
 }
@@ -215,6 +221,31 @@ fn token(port: u16, session: &str, plane: &str) -> Result<String> {
     json_string(&body, "token").ok_or(format!("token creation failed: {body}"))
 }
 
+/// Creates `email` as a member of `role`, signs in and creates an API
+/// token; answers the user's id and the token.
+fn member_token(port: u16, admin: &str, email: &str, role: &str) -> Result<(String, String)> {
+    let user = post(
+        port,
+        "/admin/api/users",
+        admin,
+        &format!(r#"{{"email":"{email}","password":"{ADMIN_PASSWORD}","roleIds":["{role}"]}}"#),
+    )?;
+    let user = json_string(&user, "id").ok_or(format!("no user id: {user}"))?;
+    let session = login(port, email, ADMIN_PASSWORD)?;
+    Ok((user, token(port, &session, "API")?))
+}
+
+/// Changes settings (`data`: a JSON object of key and value).
+fn settings(port: u16, admin: &str, data: &str) -> Result {
+    patch(port, "/admin/api/settings", admin, data).map(drop)
+}
+
+/// The id of the user signed in with `session`.
+fn user_id(port: u16, session: &str) -> Result<String> {
+    let (_, me) = request(port, "GET", "/api/auth/me", Some(session), None)?;
+    json_string(&me, "id").ok_or(format!("no user id: {me}"))
+}
+
 fn print_header(duration: &str) {
     println!(
         "\nwrk -t{THREADS} -c{CONNECTIONS} -d{duration}, release build, {} cores",
@@ -263,7 +294,47 @@ fn auth() -> Result {
     for (name, path, bearer) in scenarios {
         print_row(name, &wrk(port, path, bearer, DURATION, None)?);
     }
+    sign_in_timing(port, &session)?;
     storm(&server, port, &session)
+}
+
+/// Sign-in tries for each side of the timing comparison.
+const TIMING_TRIES: usize = 200;
+
+/// Wrong-password sign-ins for a known and an unknown email, interleaved
+/// (the order alternating): their median times must be within 10%.
+fn sign_in_timing(port: u16, admin: &str) -> Result {
+    settings(port, admin, r#"{"auth.login_rate_limit_per_minute":0}"#)?;
+    post(
+        port,
+        "/admin/api/users",
+        admin,
+        &format!(r#"{{"email":"timing@example.com","password":"{ADMIN_PASSWORD}"}}"#),
+    )?;
+    let mut times = [Vec::new(), Vec::new()];
+    for i in 0..TIMING_TRIES * 2 {
+        let side = (i + i / 2) % 2;
+        let email = ["timing@example.com", "nobody@example.com"][side];
+        let body = format!(r#"{{"email":"{email}","password":"wrong-password-1"}}"#);
+        let started = std::time::Instant::now();
+        let (status, _) = request(port, "POST", "/api/auth/login", None, Some(&body))?;
+        times[side].push(started.elapsed());
+        if status != 401 {
+            return Err(format!("a wrong sign-in answered {status}"));
+        }
+    }
+    let [known, unknown] = times.map(|mut t| {
+        t.sort_unstable();
+        t[t.len() / 2]
+    });
+    let (fast, slow) = (known.min(unknown), known.max(unknown));
+    println!(
+        "\nsign-in with a wrong password, median of {TIMING_TRIES} each: known email {known:?}, unknown email {unknown:?} (target: within 10%)"
+    );
+    if slow - fast > slow / 10 {
+        return Err("sign-in time tells known emails from unknown ones".into());
+    }
+    Ok(())
 }
 
 /// `VmRSS` or `VmHWM` (the peak) of process `pid`, in MB.
@@ -284,16 +355,11 @@ fn memory_mb(pid: u32, field: &str) -> f64 {
 /// passwords alternating, the rate limit off), while 4 connections call
 /// `GET /api/auth/me`; the server's resident memory before, at the peak and after.
 fn storm(server: &Server, port: u16, session: &str) -> Result {
-    let (status, body) = request(
+    settings(
         port,
-        "PATCH",
-        "/admin/api/settings",
-        Some(session),
-        Some(r#"{"data":{"auth.login_rate_limit_per_minute":0,"auth.lockout_threshold":1000}}"#),
+        session,
+        r#"{"auth.login_rate_limit_per_minute":0,"auth.lockout_threshold":1000}"#,
     )?;
-    if status != 200 {
-        return Err(format!("settings: {status} {body}"));
-    }
     let pid = server.0.id();
     let dir = std::env::temp_dir().join(format!("tessera-storm-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -364,9 +430,19 @@ fn psql(url: &str, sql: &str) -> Result {
 
 /// A POST of the Admin or Data API with `{ data }`; answers the body, or fails unless 2xx.
 fn post(port: u16, path: &str, bearer: &str, data: &str) -> Result<String> {
+    send(port, "POST", path, bearer, data)
+}
+
+/// A PATCH with `{ data }`, as [`post`].
+fn patch(port: u16, path: &str, bearer: &str, data: &str) -> Result<String> {
+    send(port, "PATCH", path, bearer, data)
+}
+
+/// A request with `{ data }`; answers the body, or fails unless 2xx.
+fn send(port: u16, method: &str, path: &str, bearer: &str, data: &str) -> Result<String> {
     let (status, body) = request(
         port,
-        "POST",
+        method,
         path,
         Some(bearer),
         Some(&format!("{{\"data\":{data}}}")),
@@ -374,24 +450,20 @@ fn post(port: u16, path: &str, bearer: &str, data: &str) -> Result<String> {
     if (200..300).contains(&status) {
         Ok(body)
     } else {
-        Err(format!("POST {path}: {status} {body}"))
+        Err(format!("{method} {path}: {status} {body}"))
     }
 }
 
 /// Exposes resource `id` for `methods` (a JSON array).
 fn expose(port: u16, admin: &str, id: &str, methods: &str) -> Result {
-    let (status, body) = request(
+    let path = format!("/admin/api/resources/{id}");
+    patch(
         port,
-        "PATCH",
-        &format!("/admin/api/resources/{id}"),
-        Some(admin),
-        Some(&format!(r#"{{"data":{{"exposedMethods":{methods}}}}}"#)),
-    )?;
-    if status == 200 {
-        Ok(())
-    } else {
-        Err(format!("expose: {status} {body}"))
-    }
+        &path,
+        admin,
+        &format!(r#"{{"exposedMethods":{methods}}}"#),
+    )
+    .map(drop)
 }
 
 /// Runs `script` with pgbench for `seconds`; answers its TPS.
@@ -453,18 +525,12 @@ fn fresh_server_with(name: &str, env: &[(&str, &Path)]) -> Result<(Server, u16, 
 /// authenticated with a token, and an async one; the public rate limit raised.
 fn workflows() -> Result {
     let (_server, port, _database, admin) = fresh_server("tessera_bench_workflows")?;
-    let (_, me) = request(port, "GET", "/api/auth/me", Some(&admin), None)?;
-    let me = json_string(&me, "id").ok_or(format!("no user id: {me}"))?;
-    let (status, body) = request(
+    let me = user_id(port, &admin)?;
+    settings(
         port,
-        "PATCH",
-        "/admin/api/settings",
-        Some(&admin),
-        Some(r#"{"data":{"workflows.public_rate_limit_per_minute":1000000}}"#),
+        &admin,
+        r#"{"workflows.public_rate_limit_per_minute":1000000}"#,
     )?;
-    if status != 200 {
-        return Err(format!("settings: {status} {body}"));
-    }
     let steps = r#"[{"id":"greet","type":"transform","output":{"hello":"{{start.data.body.name}}"}},
         {"id":"done","type":"finish","result":"{{steps.greet.result}}"}]"#;
     for (slug, trigger) in [
@@ -700,17 +766,7 @@ fn data() -> Result {
             ),
         )?;
     }
-    let user = post(
-        port,
-        "/admin/api/users",
-        &admin,
-        &format!(
-            r#"{{"email":"reader@example.com","password":"{ADMIN_PASSWORD}","roleIds":["{role}"]}}"#
-        ),
-    )?;
-    let user = json_string(&user, "id").ok_or("no user id")?;
-    let session = login(port, "reader@example.com", ADMIN_PASSWORD)?;
-    let api_token = token(port, &session, "API")?;
+    let (user, api_token) = member_token(port, &admin, "reader@example.com", &role)?;
 
     // Every tenth row is the bench user's; the rest belong to others.
     psql(

@@ -39,8 +39,10 @@ fn main() -> ExitCode {
         Some("db-up") => pg::ensure().map(|url| println!("PostgreSQL ready at {url}")),
         Some("bench") => bench::suite(args.get(1).map(String::as_str)),
         Some("openapi") => openapi(args.get(1).map_or("target/openapi", String::as_str)),
+        Some("fuzz-api") => minutes(&args).and_then(fuzz_api),
+        Some("soak") => minutes(&args).and_then(bench::soak),
         _ => Err(
-            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | files | peer | views | workflows] | openapi [dir]>".into(),
+            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | files | peer | scale | views | workflows] | soak --minutes N | fuzz-api --minutes N | openapi [dir]>".into(),
         ),
     };
     match result {
@@ -51,6 +53,63 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// The `N` of `--minutes N` (default 10).
+fn minutes(args: &[String]) -> Result<u64> {
+    match args.iter().position(|a| a == "--minutes") {
+        None => Ok(10),
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| "--minutes needs a whole number above 0".to_owned()),
+    }
+}
+
+/// Runs the schemathesis test (`tests/api/fuzz.rs`) for `minutes`, shared
+/// by the Admin document and the Data document.
+fn fuzz_api(minutes: u64) -> Result {
+    let server = pg::ensure()?;
+    ensure_schemathesis()?;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |t| t.as_secs());
+    eprintln!("xtask: schemathesis seed {seed} (TESSERA_FUZZ_SEED={seed} repeats this run)");
+    run(cargo()
+        .args([
+            "test",
+            "-p",
+            "tests",
+            "--",
+            "--exact",
+            "fuzz::schemathesis_finds_nothing_in_either_document",
+            "--nocapture",
+        ])
+        .env("TESSERA_TEST_PG_URL", server)
+        .env("TESSERA_FUZZ_SECONDS", (minutes * 30).to_string())
+        .env("TESSERA_FUZZ_SEED", seed.to_string()))
+}
+
+/// The API fuzz test drives schemathesis (PyPI), pinned.
+fn ensure_schemathesis() -> Result {
+    let found = Command::new("schemathesis").arg("--version").output();
+    if found.is_ok_and(|o| {
+        o.status.success() && String::from_utf8_lossy(&o.stdout).contains(SCHEMATHESIS)
+    }) {
+        return Ok(());
+    }
+    eprintln!("xtask: installing schemathesis {SCHEMATHESIS} from PyPI");
+    run(Command::new("python3").args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        &format!("schemathesis=={SCHEMATHESIS}"),
+    ]))
+}
+
+/// The schemathesis release the fuzz test is written against.
+const SCHEMATHESIS: &str = "4.32.5";
 
 /// Writes the Admin API's OpenAPI document to `dir/admin.json` for client
 /// generators (the per-role Data documents come from a running server:
@@ -166,6 +225,7 @@ fn test() -> Result {
     ensure_tool("chromedriver", &["chromium", "chromium-driver"])?;
     ensure_openapi_tools()?;
     ensure_s3_emulator()?;
+    ensure_schemathesis()?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(cargo().args([
         "clippy",

@@ -204,13 +204,15 @@ fn routes() -> UtoipaApp<
 pub fn openapi_document() -> utoipa::openapi::OpenApi {
     let mut document = routes().split_for_parts().1;
     describe_responses(&mut document);
+    document_common_errors(&mut document);
     document
 }
 
-/// OpenAPI requires a description on every response: a response declared
-/// without one gets its status's reason phrase ("No Content", "Not Found").
-fn describe_responses(document: &mut utoipa::openapi::OpenApi) {
-    let operations = document.paths.paths.values_mut().flat_map(|item| {
+/// Every operation of `document`.
+fn operations(
+    document: &mut utoipa::openapi::OpenApi,
+) -> impl Iterator<Item = (&String, &mut utoipa::openapi::path::Operation)> {
+    document.paths.paths.iter_mut().flat_map(|(path, item)| {
         [
             &mut item.get,
             &mut item.put,
@@ -223,8 +225,14 @@ fn describe_responses(document: &mut utoipa::openapi::OpenApi) {
         ]
         .into_iter()
         .flatten()
-    });
-    for operation in operations {
+        .map(move |operation| (path, operation))
+    })
+}
+
+/// OpenAPI requires a description on every response: a response declared
+/// without one gets its status's reason phrase ("No Content", "Not Found").
+fn describe_responses(document: &mut utoipa::openapi::OpenApi) {
+    for (_, operation) in operations(document) {
         for (status, response) in operation.responses.responses.iter_mut() {
             if let utoipa::openapi::RefOr::T(response) = response
                 && response.description.is_empty()
@@ -236,6 +244,56 @@ fn describe_responses(document: &mut utoipa::openapi::OpenApi) {
                     .and_then(|code| code.canonical_reason());
                 response.description = reason.unwrap_or("Response").to_owned();
             }
+        }
+    }
+}
+
+/// Declares the refusals any operation of a kind can answer, where its
+/// handler does not already: 401 and 403 where a credential is read, 400
+/// where a query, path or body is read, 413 and 415 where a body is, and 503
+/// (the database unreachable) everywhere but `/healthz`. Every one is an
+/// error envelope.
+fn document_common_errors(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{Ref, RefOr, content::Content, response::ResponseBuilder};
+    let error = |description: &str| {
+        RefOr::T(
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    Content::new(Some(Ref::from_schema_name("ErrorEnvelope"))),
+                )
+                .build(),
+        )
+    };
+    for (path, operation) in operations(document) {
+        let credential = operation
+            .security
+            .as_ref()
+            .is_some_and(|requirements| !requirements.is_empty());
+        let reads_input = operation.parameters.as_ref().is_some_and(|p| !p.is_empty())
+            || operation.request_body.is_some();
+        let mut common = Vec::new();
+        if credential {
+            common.push(("401", "No valid credential"));
+            common.push(("403", "The credential does not allow this"));
+        }
+        if reads_input {
+            common.push(("400", "The request cannot be read"));
+        }
+        if operation.request_body.is_some() {
+            common.push(("413", "The body is too large"));
+            common.push(("415", "The body is not of a type the operation reads"));
+        }
+        if path != "/healthz" {
+            common.push(("503", "The database is unavailable; retry later"));
+        }
+        for (status, description) in common {
+            operation
+                .responses
+                .responses
+                .entry(status.to_owned())
+                .or_insert_with(|| error(description));
         }
     }
 }

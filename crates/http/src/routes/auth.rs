@@ -18,7 +18,8 @@ use crate::{AppState, convert};
 #[utoipa::path(operation_id = "login", tag = "auth", request_body = LoginRequest,
     responses((status = 200, body = inline(api_types::DataEnvelope<LoginResponse>)),
               (status = 401, description = "Invalid email or password", body = ErrorEnvelope),
-              (status = 403, description = "EMAIL_NOT_VERIFIED", body = ErrorEnvelope)))]
+              (status = 403, description = "EMAIL_NOT_VERIFIED", body = ErrorEnvelope),
+              (status = 429, description = "Too many sign-in attempts from this address", body = ErrorEnvelope)))]
 #[post("/login")]
 pub async fn login(
     state: web::Data<AppState>,

@@ -52,10 +52,24 @@ pub(crate) fn zone_header(req: &HttpRequest) -> Option<&str> {
     req.headers().get(ZONE_HEADER).and_then(|v| v.to_str().ok())
 }
 
-/// A Data API error as an answer; a 405 names the methods the table answers.
-fn data_error(err: DataError) -> ApiError {
+/// A Data API error as an answer to `req`; a 405 names the methods the
+/// table answers on that path (a table's: GET, POST; a row's: GET, PATCH,
+/// DELETE).
+fn data_error(err: DataError, req: &HttpRequest) -> ApiError {
+    let on_row = req.match_info().get("pk").is_some();
     let allow = match &err {
-        DataError::MethodNotAllowed { allowed } => Some(allowed.join(", ")),
+        DataError::MethodNotAllowed { allowed } => Some(
+            allowed
+                .iter()
+                .filter(|m| match m.as_str() {
+                    "GET" => true,
+                    "POST" => !on_row,
+                    _ => on_row,
+                })
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
         _ => None,
     };
     let answer = ApiError::from(err);
@@ -94,7 +108,7 @@ pub async fn list(
         .data
         .list(request(&bearer, &req, None), &schema, &table, &params)
         .await
-        .map_err(data_error)?;
+        .map_err(|e| data_error(e, &req))?;
     Ok(json_page(page))
 }
 
@@ -114,7 +128,7 @@ pub async fn get(
         .data
         .get(request(&bearer, &req, None), &schema, &table, &key)
         .await
-        .map_err(data_error)?;
+        .map_err(|e| data_error(e, &req))?;
     Ok(json_data(StatusCode::OK, &row))
 }
 
@@ -139,7 +153,7 @@ pub async fn create(
         .data
         .check_method(request(&bearer, &req, None), &schema, &table, "POST")
         .await
-        .map_err(data_error)?;
+        .map_err(|e| data_error(e, &req))?;
     let body = body?;
     let rows = state
         .data
@@ -150,7 +164,7 @@ pub async fn create(
             &body.0,
         )
         .await
-        .map_err(data_error)?;
+        .map_err(|e| data_error(e, &req))?;
     Ok(json_data(StatusCode::CREATED, &rows))
 }
 
@@ -174,7 +188,7 @@ pub async fn update(
         .data
         .check_method(request(&bearer, &req, None), &schema, &table, "PATCH")
         .await
-        .map_err(data_error)?;
+        .map_err(|e| data_error(e, &req))?;
     let body = body?;
     let row = state
         .data
@@ -186,7 +200,7 @@ pub async fn update(
             &body.0,
         )
         .await
-        .map_err(data_error)?;
+        .map_err(|e| data_error(e, &req))?;
     Ok(json_data(StatusCode::OK, &row))
 }
 
@@ -207,7 +221,7 @@ pub async fn remove(
         .data
         .delete(request(&bearer, &req, Some(&origin)), &schema, &table, &key)
         .await
-        .map_err(data_error)?;
+        .map_err(|e| data_error(e, &req))?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -229,7 +243,7 @@ pub async fn other_method(
             req.method().as_str(),
         )
         .await
-        .map_err(data_error)?;
+        .map_err(|e| data_error(e, &req))?;
     Err(ApiError::new(
         kernel::Code::MethodNotAllowed,
         "This table is not exposed for this method",

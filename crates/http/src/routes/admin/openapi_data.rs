@@ -65,6 +65,7 @@ pub async fn document(
     let hooks = state.workflows.webhooks(admin, &granted).await?;
     describe_webhooks(&hooks, &mut paths, &mut schemas);
     name_operations(&mut paths);
+    document_common_errors(&mut paths);
     Ok(HttpResponse::Ok().json(json!({
         "openapi": "3.1.0",
         "info": { "title": format!("Tessera Data API for role {}", role.name), "version": env!("CARGO_PKG_VERSION") },
@@ -75,6 +76,70 @@ pub async fn document(
         },
         "security": [ { "bearer": [] } ],
     })))
+}
+
+/// An optional query parameter.
+fn parameter(name: &str, description: &str, schema: Value) -> Value {
+    json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description })
+}
+
+/// `limit`, `offset` and `count` of a list. An empty value (`?limit=` from
+/// a form) counts as not given, so the schemas allow it.
+fn paging(limit: &str) -> [Value; 3] {
+    let or_empty =
+        |schema: Value| json!({ "anyOf": [schema, { "type": "string", "maxLength": 0 }] });
+    [
+        parameter(
+            "limit",
+            limit,
+            or_empty(json!({ "type": "integer", "minimum": 1, "maximum": LIMIT_MAX })),
+        ),
+        parameter(
+            "offset",
+            "Rows to skip",
+            or_empty(json!({ "type": "integer", "minimum": 0 })),
+        ),
+        parameter(
+            "count",
+            "exact adds meta.total",
+            json!({ "type": "string", "enum": ["exact", ""] }),
+        ),
+    ]
+}
+
+/// Declares the refusals any operation can answer where it does not
+/// already: 400 where a query, path or body is read, 413 and 415 where a
+/// body is, 503 (the database unreachable) everywhere. Each is an envelope.
+fn document_common_errors(paths: &mut Map<String, Value>) {
+    let error = json!({ "$ref": "#/components/schemas/Errors" });
+    let operations = paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut());
+    for operation in operations {
+        let reads_input = operation["parameters"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+            || operation.get("requestBody").is_some();
+        let mut common = vec![("503", "The database is unavailable; retry later")];
+        if reads_input {
+            common.push(("400", "The request cannot be read"));
+        }
+        if operation.get("requestBody").is_some() {
+            common.extend([
+                ("413", "The body is too large"),
+                ("415", "The body is not JSON"),
+            ]);
+        }
+        let Some(responses) = operation["responses"].as_object_mut() else {
+            continue;
+        };
+        for (status, description) in common {
+            responses
+                .entry(status)
+                .or_insert_with(|| answer(description, error.clone()));
+        }
+    }
 }
 
 fn column_schema(column: &Column) -> Value {
@@ -150,18 +215,14 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
                 let list = json!({ "type": "object", "properties": {
                     "data": { "type": "array", "items": row_ref },
                     "meta": { "type": "object", "properties": { "limit": { "type": "integer" }, "offset": { "type": "integer" }, "total": { "type": "integer" } } } } });
-                let parameter = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description });
                 let text = json!({ "type": "string" });
                 on_collection.insert("get".into(), json!({
                     "summary": format!("List rows of {name}"),
-                    "parameters": [
+                    "parameters": ([
                         parameter("select", "Columns, comma separated", text.clone()),
                         parameter("filter", "JSON filter", json!({ "type": "string", "contentMediaType": "application/json" })),
                         parameter("sort", "Columns, comma separated; - for descending", text),
-                        parameter("limit", &format!("1 to {LIMIT_MAX}, default {LIMIT_DEFAULT}"), json!({ "type": "integer", "minimum": 1, "maximum": LIMIT_MAX })),
-                        parameter("offset", "Rows to skip", json!({ "type": "integer", "minimum": 0 })),
-                        parameter("count", "exact adds meta.total", json!({ "type": "string", "enum": ["exact"] })),
-                    ],
+                    ].into_iter().chain(paging(&format!("1 to {LIMIT_MAX}, default {LIMIT_DEFAULT}"))).collect::<Vec<Value>>()),
                     "responses": { "200": answer("The rows", list), "400": answer("Bad query", error.clone()) },
                 }));
                 if keyed {
@@ -253,19 +314,15 @@ fn describe_views(
         let list = json!({ "type": "object", "properties": {
             "data": { "type": "array", "items": { "$ref": format!("#/components/schemas/{name}") } },
             "meta": { "type": "object", "properties": { "limit": { "type": "integer" }, "offset": { "type": "integer" }, "total": { "type": "integer" } } } } });
-        let parameter = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": false, "schema": schema, "description": description });
         paths.insert(
             format!("/api/views/{slug}"),
             json!({ "get": {
                 "summary": format!("Read the DataView {}", served.name),
                 "operationId": format!("readView{}", pascal(slug)),
-                "parameters": [
+                "parameters": ([
                     parameter("filter", "JSON filter over the output columns", json!({ "type": "string", "contentMediaType": "application/json" })),
                     parameter("sort", "Output columns, comma separated; - for descending", json!({ "type": "string" })),
-                    parameter("limit", &format!("1 to {LIMIT_MAX}"), json!({ "type": "integer", "minimum": 1, "maximum": LIMIT_MAX })),
-                    parameter("offset", "Rows to skip", json!({ "type": "integer", "minimum": 0 })),
-                    parameter("count", "exact adds meta.total", json!({ "type": "string", "enum": ["exact"] })),
-                ],
+                ].into_iter().chain(paging(&format!("1 to {LIMIT_MAX}"))).collect::<Vec<Value>>()),
                 "responses": {
                     "200": answer("The view's rows", list),
                     "400": answer("Bad query", error.clone()),

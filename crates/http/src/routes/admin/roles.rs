@@ -57,7 +57,8 @@ pub async fn get(
 
 /// Changes a role; built-in roles keep their name and API access.
 #[utoipa::path(operation_id = "updateRole", tag = "roles", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<UpdateRoleRequest>),
-    responses((status = 200, body = inline(api_types::DataEnvelope<Role>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
+    responses((status = 200, body = inline(api_types::DataEnvelope<Role>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope),
+        (status = 409, description = "the name is taken", body = ErrorEnvelope)))]
 #[patch("/roles/{id}")]
 pub async fn update(
     state: web::Data<AppState>,
