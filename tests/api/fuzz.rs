@@ -131,3 +131,70 @@ async fn schemathesis_finds_nothing_in_either_document() {
     assert_eq!(document.status, StatusCode::OK);
     fuzz(&app, "admin", &document.body, &token).await;
 }
+
+/// What schemathesis found, kept as plain checks that need no fuzzer.
+#[tokio::test]
+async fn what_the_fuzzer_found_stays_fixed() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let columns = json!([{ "name": "id", "dataType": "bigint", "primaryKey": true }]);
+    let resource = create_table(&app, &admin, "app", "things", columns).await;
+    let role = open_to_new_role(
+        &app,
+        &admin,
+        &resource,
+        "Readers",
+        &["read"],
+        Value::Null,
+        Value::Null,
+    )
+    .await;
+
+    // A 405 names the exposed methods of its own path only.
+    for (path, allowed) in [
+        ("/api/data/app/things", "GET, POST"),
+        ("/api/data/app/things/1", "GET, PATCH, DELETE"),
+    ] {
+        let answer = app
+            .client
+            .request(reqwest::Method::OPTIONS, format!("{}{path}", app.address))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        assert_eq!(answer.headers()["allow"], allowed, "{path}");
+    }
+
+    // Refusals every operation can give are declared where they apply.
+    let document = app.get("/admin/api/openapi", &admin).await.body;
+    let operation = |path: &str, method: &str| document["paths"][path][method]["responses"].clone();
+    for status in ["400", "401", "403", "413", "415", "503"] {
+        assert!(
+            operation("/admin/api/roles/{id}", "patch")[status].is_object(),
+            "{status}"
+        );
+    }
+    assert!(operation("/admin/api/roles/{id}", "patch")["409"].is_object());
+    assert!(operation("/api/auth/login", "post")["429"].is_object());
+    assert!(operation("/healthz", "get")["503"].is_null());
+
+    // An empty paging value counts as not given, and the Data document says so.
+    let data = app
+        .get(&format!("/admin/api/openapi/data?role={role}"), &admin)
+        .await
+        .body;
+    let list = &data["paths"]["/api/data/app/things"]["get"];
+    let count = list["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "count")
+        .unwrap();
+    assert_eq!(count["schema"]["enum"], json!(["exact", ""]));
+    assert!(list["responses"]["503"].is_object());
+    let empty = app
+        .get("/api/data/app/things?count=&limit=&offset=", &admin)
+        .await;
+    assert_eq!(empty.status, StatusCode::OK, "{:?}", empty.body);
+}

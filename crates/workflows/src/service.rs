@@ -41,6 +41,16 @@ const CONCURRENT_RUNS_MAX: usize = 1024;
 const ATTEMPTS_MAX: i32 = 3;
 /// Runs or events claimed per pass of the background worker.
 const CLAIM_BATCH: u64 = 32;
+/// A webhook's body as `start.data.body`: none is null; otherwise a JSON
+/// object or array, anything else 400 INVALID_WEBHOOK_PAYLOAD.
+fn webhook_body(bytes: Option<&[u8]>) -> Result<Value, WorkflowError> {
+    match bytes.map(serde_json::from_slice::<Value>) {
+        None => Ok(Value::Null),
+        Some(Ok(value @ (Value::Object(_) | Value::Array(_)))) => Ok(value),
+        Some(_) => Err(WorkflowError::InvalidWebhookPayload),
+    }
+}
+
 /// What a worker pass claims.
 #[derive(Clone, Copy)]
 enum Batch {
@@ -433,13 +443,7 @@ impl WorkflowService {
             }
         };
         let settings = self.settings.current().await?;
-        let body = match call.body {
-            None => Value::Null,
-            Some(bytes) => match serde_json::from_slice::<Value>(bytes) {
-                Ok(value @ (Value::Object(_) | Value::Array(_))) => value,
-                _ => return Err(WorkflowError::InvalidWebhookPayload),
-            },
-        };
+        let body = webhook_body(call.body)?;
         let start_data = json!({
             "query": call.query,
             "body": body,
@@ -924,5 +928,34 @@ mod tests {
         for bad in ["", "Order", "a b", "-x", "a/b", &"a".repeat(65)] {
             assert!(slug(bad).is_err(), "{bad}");
         }
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+        /// Any bytes, JSON-like text included: an object or array, or the
+        /// refusal, never a panic.
+        #[test]
+        fn webhook_bodies_are_objects_arrays_or_refused(
+            bytes in prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..64),
+                "[\\[\\]{}\",:0-9a-z \\\\]{0,40}".prop_map(String::into_bytes),
+            ]
+        ) {
+            match webhook_body(Some(&bytes)) {
+                Ok(value) => prop_assert!(matches!(value, Value::Object(_) | Value::Array(_))),
+                Err(error) => prop_assert!(matches!(error, crate::WorkflowError::InvalidWebhookPayload)),
+            }
+        }
+    }
+
+    #[test]
+    fn no_body_is_null_and_scalars_are_refused() {
+        assert_eq!(webhook_body(None).ok(), Some(Value::Null));
+        for refused in [&b"1"[..], b"\"x\"", b"null", b"", b"{"] {
+            assert!(webhook_body(Some(refused)).is_err());
+        }
+        assert!(webhook_body(Some(b"{\"a\":[1]}")).is_ok());
     }
 }
