@@ -332,3 +332,83 @@ async fn json_logs_carry_each_request_id() {
     assert_eq!(logged["fields"]["status"], 200);
     db.destroy().await;
 }
+
+#[tokio::test]
+async fn version_names_the_git_revision() {
+    let printed = tessera(&["--version"], "postgres://nobody@127.0.0.1:1/none").await;
+    assert!(printed.status.success(), "{printed:?}");
+    let line = String::from_utf8_lossy(&printed.stdout).trim().to_owned();
+    let expected = format!("tessera {} (", env!("CARGO_PKG_VERSION"));
+    assert!(line.starts_with(&expected), "{line}");
+    let revision = line[expected.len()..].trim_end_matches(')');
+    assert!(
+        revision == "unknown"
+            || (revision.len() == 12 && revision.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{line}"
+    );
+}
+
+#[tokio::test]
+async fn metrics_count_the_requests_made() {
+    let db = testkit::TestDatabase::create().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    let (_child, base) = serve_with(&db.url, &[("TESSERA_METRICS_BIND", bind.as_str())]).await;
+    let client = reqwest::Client::new();
+    for (path, times) in [("/healthz", 5), ("/no/such/page", 3), ("/api/auth/me", 2)] {
+        for _ in 0..times {
+            client.get(format!("{base}{path}")).send().await.unwrap();
+        }
+    }
+    let text = client
+        .get(format!("http://{bind}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+    let requests = |route: &str, status: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == "tessera_http_requests_total"
+                    && s.labels.get("route") == Some(route)
+                    && s.labels.get("status") == Some(status)
+                    && s.labels.get("method") == Some("GET")
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(n) | prometheus_parse::Value::Untyped(n) => n,
+                ref other => panic!("{other:?}"),
+            })
+    };
+    // The probe that waited for readiness asked /readyz, not /healthz.
+    assert_eq!(requests("/healthz", "200"), Some(5.0), "{text}");
+    assert_eq!(requests("unmatched", "404"), Some(3.0), "{text}");
+    assert_eq!(requests("/api/auth/me", "401"), Some(2.0), "{text}");
+    for gauge in [
+        "tessera_db_pool_connections",
+        "tessera_outbox_waiting",
+        "tessera_workflow_runs_running",
+        "tessera_row_events_waiting",
+    ] {
+        assert!(
+            scrape.samples.iter().any(|s| s.metric == gauge),
+            "{gauge}: {text}"
+        );
+    }
+    assert!(
+        scrape.samples.iter().any(|s| s
+            .metric
+            .starts_with("tessera_http_request_duration_seconds")),
+        "{text}"
+    );
+    db.destroy().await;
+}

@@ -186,10 +186,8 @@ fn start_server(database: &str) -> Result<(Server, u16)> {
 fn start_server_with(database: &str, env: &[(&str, &Path)]) -> Result<(Server, u16)> {
     ensure_tool("wrk", &["wrk"])?;
     run(cargo().args(["build", "--release", "-p", "tessera"]))?;
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .unwrap_or_else(|_| format!("{}/../target", env!("CARGO_MANIFEST_DIR")));
     let port = free_port()?;
-    let child = Command::new(format!("{target}/release/tessera"))
+    let child = Command::new(format!("{}/release/tessera", crate::target_dir()))
         .arg("serve")
         .env("TESSERA_DATABASE_URL", database)
         .env("TESSERA_BIND", format!("127.0.0.1:{port}"))

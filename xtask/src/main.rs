@@ -41,8 +41,9 @@ fn main() -> ExitCode {
         Some("openapi") => openapi(args.get(1).map_or("target/openapi", String::as_str)),
         Some("fuzz-api") => minutes(&args).and_then(fuzz_api),
         Some("soak") => minutes(&args).and_then(bench::soak),
+        Some("release") => release(),
         _ => Err(
-            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | files | peer | scale | views | workflows] | soak --minutes N | fuzz-api --minutes N | openapi [dir]>".into(),
+            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | files | peer | scale | views | workflows] | soak --minutes N | fuzz-api --minutes N | release | openapi [dir]>".into(),
         ),
     };
     match result {
@@ -51,6 +52,59 @@ fn main() -> ExitCode {
             eprintln!("xtask: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Builds the release binary and prints where it is and what
+/// `tessera --version` says (the version and the git revision).
+fn release() -> Result {
+    run(cargo().args(["build", "--release", "-p", "tessera"]))?;
+    let binary = format!("{}/release/tessera", target_dir());
+    let version = Command::new(&binary)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{binary}: {e}"))?;
+    println!(
+        "{binary}\n{}",
+        String::from_utf8_lossy(&version.stdout).trim()
+    );
+    Ok(())
+}
+
+/// Where cargo puts its builds.
+fn target_dir() -> String {
+    std::env::var("CARGO_TARGET_DIR")
+        .unwrap_or_else(|_| format!("{}/../target", env!("CARGO_MANIFEST_DIR")))
+}
+
+/// Checks `deploy/tessera.service` with `systemd-analyze verify`, the
+/// binary path pointed at the debug build: any complaint fails.
+fn verify_unit() -> Result {
+    ensure_tool("systemd-analyze", &["systemd"])?;
+    let xtask_dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    let unit = std::fs::read_to_string(format!("{xtask_dir}/../deploy/tessera.service"))
+        .map_err(|e| format!("deploy/tessera.service: {e}"))?;
+    let dir = std::env::temp_dir().join(format!("tessera-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let path = dir.join("tessera.service");
+    let binary = format!("{}/debug/tessera", target_dir());
+    std::fs::write(&path, unit.replace("/usr/local/bin/tessera", &binary))
+        .map_err(|e| e.to_string())?;
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .map_err(|e| format!("systemd-analyze: {e}"))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let complaints = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() && complaints.trim().is_empty() {
+        eprintln!("xtask: deploy/tessera.service verified");
+        Ok(())
+    } else {
+        Err(format!(
+            "systemd-analyze verify deploy/tessera.service: {complaints}"
+        ))
     }
 }
 
@@ -238,6 +292,7 @@ fn test() -> Result {
     lint()?;
     // The shutdown test drives the real binary.
     run(cargo().args(["build", "-p", "tessera"]))?;
+    verify_unit()?;
     let nextest = Command::new("cargo-nextest")
         .arg("--version")
         .output()

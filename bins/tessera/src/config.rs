@@ -49,6 +49,10 @@ pub struct Overrides {
     /// SMTP server for outgoing email, e.g. `smtp://127.0.0.1:2525`; unset: emails are logged.
     #[arg(long, env = "TESSERA_SMTP_URL", hide_env_values = true)]
     pub smtp_url: Option<String>,
+    /// Address of the Prometheus metrics endpoint (`GET /metrics`), e.g.
+    /// `127.0.0.1:9464`; unset: no metrics.
+    #[arg(long, env = "TESSERA_METRICS_BIND")]
+    pub metrics_bind: Option<String>,
     /// Sender of outgoing email.
     #[arg(long, env = "TESSERA_SMTP_FROM")]
     pub smtp_from: Option<String>,
@@ -114,6 +118,7 @@ impl Overrides {
             max_body_bytes: self.max_body_bytes.or(other.max_body_bytes),
             trusted_proxies: self.trusted_proxies.or(other.trusted_proxies),
             smtp_url: self.smtp_url.or(other.smtp_url),
+            metrics_bind: self.metrics_bind.or(other.metrics_bind),
             smtp_from: self.smtp_from.or(other.smtp_from),
             log: self.log.or(other.log),
             listen_for_changes: self.listen_for_changes.or(other.listen_for_changes),
@@ -161,6 +166,8 @@ pub struct Config {
     pub trusted_proxies: Vec<IpAddr>,
     /// SMTP server for outgoing email; `None` logs emails instead.
     pub smtp_url: Option<String>,
+    /// Where `GET /metrics` listens; `None`: no metrics.
+    pub metrics_bind: Option<String>,
     /// Sender of outgoing email.
     pub smtp_from: String,
     /// Pause between two rounds of the email outbox worker.
@@ -231,6 +238,7 @@ impl Config {
             max_body_bytes: o.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
             trusted_proxies,
             smtp_url: o.smtp_url.filter(|u| !u.is_empty()),
+            metrics_bind: o.metrics_bind.filter(|b| !b.is_empty()),
             smtp_from: o.smtp_from.unwrap_or_else(|| DEFAULT_SMTP_FROM.to_owned()),
             mail_poll: DEFAULT_MAIL_POLL,
             log: o.log.unwrap_or_else(|| DEFAULT_LOG.to_owned()),
@@ -274,6 +282,7 @@ impl Config {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             trusted_proxies: Vec::new(),
             smtp_url: None,
+            metrics_bind: None,
             smtp_from: DEFAULT_SMTP_FROM.to_owned(),
             mail_poll: DEFAULT_MAIL_POLL,
             log: DEFAULT_LOG.to_owned(),

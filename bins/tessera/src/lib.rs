@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod database;
+mod metrics;
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -139,9 +140,11 @@ impl Services {
     }
 }
 
-/// A bound, not yet running HTTP server.
+/// A bound, not yet running HTTP server (and the metrics server, when one
+/// is configured).
 pub struct Application {
     server: Server,
+    metrics: Option<Server>,
     port: u16,
 }
 
@@ -193,12 +196,21 @@ impl Application {
         }
         tokio::spawn(mailer.run());
         tokio::spawn(services.workflows.clone().work());
+        let metrics = config
+            .metrics_bind
+            .as_deref()
+            .map(|bind| metrics::serve(bind, services.store.clone()))
+            .transpose()?;
         let document = http::AdminDocument::shared(&http::openapi_document());
         let server = HttpServer::new(move || http::app(state.clone(), document.clone()))
             .listen(listener)?
             .shutdown_timeout(30)
             .run();
-        Ok(Self { server, port })
+        Ok(Self {
+            server,
+            metrics,
+            port,
+        })
     }
 
     /// The port the server listens on.
@@ -208,6 +220,10 @@ impl Application {
 
     /// Serves until SIGTERM or SIGINT; in-flight requests finish first.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        // The metrics server stops on the same signals by itself.
+        if let Some(metrics) = self.metrics {
+            tokio::spawn(metrics);
+        }
         self.server.await
     }
 }

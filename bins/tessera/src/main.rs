@@ -14,7 +14,7 @@ use tracing_subscriber::EnvFilter;
 #[derive(Parser)]
 #[command(
     name = "tessera",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("TESSERA_GIT_REVISION"), ")"),
     about = "Self-hosted data-management backend over PostgreSQL"
 )]
 struct Cli {

@@ -67,6 +67,23 @@ pub fn envelope_errors<B: MessageBody + 'static>() -> ErrorHandlers<B> {
     })
 }
 
+/// A request method as a metrics label: the standard ones, else `OTHER`
+/// (any token is a method, and labels must stay few).
+fn method_label(method: &actix_web::http::Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        "TRACE" => "TRACE",
+        "CONNECT" => "CONNECT",
+        _ => "OTHER",
+    }
+}
+
 /// The header answering each request's id.
 const REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
 
@@ -111,8 +128,18 @@ pub async fn trace_request(
         }
     };
     let status = res.status().as_u16();
-    let route = res.request().match_pattern().unwrap_or(path);
-    tracing::info!(parent: &span, %method, %route, status, latency_ms = started.elapsed().as_secs_f64() * 1000.0, "request");
+    let pattern = res.request().match_pattern();
+    let route = pattern.as_deref().unwrap_or(&path);
+    let latency = started.elapsed().as_secs_f64();
+    tracing::info!(parent: &span, %method, %route, status, latency_ms = latency * 1000.0, "request");
+    // Route templates only, so the number of series stays bounded.
+    let labels = [
+        ("method", method_label(&method).to_owned()),
+        ("route", pattern.unwrap_or_else(|| "unmatched".to_owned())),
+        ("status", status.to_string()),
+    ];
+    metrics::counter!("tessera_http_requests_total", &labels).increment(1);
+    metrics::histogram!("tessera_http_request_duration_seconds", &labels).record(latency);
     if let Some(value) = id_header {
         res.headers_mut().insert(REQUEST_ID, value);
     }

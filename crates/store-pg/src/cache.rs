@@ -119,6 +119,8 @@ pub(crate) async fn watch(
             && listener.listen_all(channels.iter().copied()).await.is_ok()
         {
             while let Ok(Some(note)) = listener.try_recv().await {
+                metrics::counter!("tessera_cache_invalidations_total", "channel" => note.channel().to_owned())
+                    .increment(1);
                 caches
                     .iter()
                     .filter(|(channel, _)| *channel == note.channel())

@@ -225,6 +225,51 @@ impl PgStore {
     pub async fn ping(&self) -> bool {
         self.db.ping().await.is_ok()
     }
+
+    /// What an operator watches, read in one statement: the outbox, the
+    /// workflow queue and the connection pool.
+    pub async fn operations(&self) -> Result<Operations, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT (SELECT count(*) FROM svc.email_outbox WHERE sent_at IS NULL) AS outbox, \
+                 (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 \
+                  FROM svc.email_outbox WHERE sent_at IS NULL) AS outbox_age, \
+                 (SELECT count(*) FROM svc.workflow_runs WHERE status = 'RUNNING') AS running, \
+                 (SELECT count(*) FROM svc.row_events) AS row_events",
+                [],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("no operations row".into()))?;
+        let count = |name: &str| row.try_get::<i64>("", name).map_err(map_err);
+        let pool = self.db.get_postgres_connection_pool();
+        Ok(Operations {
+            outbox_waiting: count("outbox")?,
+            outbox_oldest_seconds: row.try_get("", "outbox_age").map_err(map_err)?,
+            runs_running: count("running")?,
+            row_events_waiting: count("row_events")?,
+            pool_size: pool.size(),
+            pool_idle: pool.num_idle(),
+        })
+    }
+}
+
+/// A snapshot for the metrics endpoint.
+#[derive(Debug, Clone, Copy)]
+pub struct Operations {
+    /// Emails not sent yet.
+    pub outbox_waiting: i64,
+    /// Age of the oldest of them, in seconds (0 when none waits).
+    pub outbox_oldest_seconds: f64,
+    /// Workflow runs RUNNING on any instance.
+    pub runs_running: i64,
+    /// Row events no run has been started for yet.
+    pub row_events_waiting: i64,
+    /// Connections this instance's pool holds.
+    pub pool_size: u32,
+    /// Of which idle.
+    pub pool_idle: usize,
 }
 
 /// The versions in columns `{prefix}auth`, `{prefix}catalog`, `{prefix}settings`.

@@ -602,7 +602,13 @@ impl WorkflowService {
                 ..service.ports.clone()
             };
             match engine::execute(&ports, execution).await {
-                Ok(outcome) => outcome,
+                Ok(outcome) => {
+                    if let Some(ended) = &outcome {
+                        metrics::counter!("tessera_workflow_runs_total", "status" => ended.status.as_str())
+                            .increment(1);
+                    }
+                    outcome
+                }
                 Err(error) => {
                     tracing::error!(run = %run_id, ?error, "workflow run stopped on a store failure");
                     None
