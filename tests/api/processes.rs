@@ -581,3 +581,55 @@ async fn two_processes_share_revocations_emails_and_row_events() {
     }
     db.destroy().await;
 }
+
+#[tokio::test]
+async fn a_stopped_process_hands_its_runs_over_at_once() {
+    let db = TestDatabase::create().await;
+    // The lease stays at its 30 s default: only the release makes the
+    // other process take the run over within seconds.
+    let (mut first, a) = serve(&db, &[("TESSERA_SHUTDOWN_GRACE_SECONDS", "1".into())]).await;
+    let (_second, _) = serve(&db, &[]).await;
+    let client = Client::new();
+    let admin = sign_in(&client, &a).await;
+    let admin_id = me(&client, &a, &admin).await;
+    workflow(
+        &client,
+        &a,
+        &admin,
+        "long",
+        json!({ "type": "webhook", "access": "public", "response": "async", "executeAs": admin_id }),
+        json!([{ "id": "wait", "type": "delay", "ms": 4000 }, { "id": "done", "type": "finish", "result": "handed over" }]),
+    )
+    .await;
+    let (status, answer) = send(
+        &client,
+        Method::POST,
+        format!("{a}/api/workflows/long/webhook"),
+        None,
+        Some(json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopping = tokio::time::Instant::now();
+    signal(&first, "TERM");
+    let exited = tokio::time::timeout(Duration::from_secs(10), first.wait())
+        .await
+        .expect("the process stops within its grace")
+        .unwrap();
+    assert!(exited.success(), "{exited:?}");
+    until_zero(
+        &db,
+        "SELECT count(*)::text FROM svc.workflow_runs WHERE status <> 'SUCCEEDED'",
+        Duration::from_secs(15),
+    )
+    .await;
+    assert!(stopping.elapsed() < Duration::from_secs(15));
+    assert_eq!(
+        db.sql("SELECT result::text || ' ' || attempts FROM svc.workflow_runs")
+            .await,
+        Some("\"handed over\" 2".into())
+    );
+    db.destroy().await;
+}

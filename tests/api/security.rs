@@ -189,7 +189,7 @@ async fn alike(
             answers[side].insert(answer);
             // Work a call leaves in the background (an email queued) ends
             // before the next call, whose own time is what is compared.
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
     assert_eq!(

@@ -290,6 +290,10 @@ fn test() -> Result {
         "warnings",
     ]))?;
     lint()?;
+    // The API reference builds without a warning.
+    run(cargo()
+        .args(["doc", "--no-deps", "--workspace"])
+        .env("RUSTDOCFLAGS", "-D warnings"))?;
     // The shutdown test drives the real binary.
     run(cargo().args(["build", "-p", "tessera"]))?;
     verify_unit()?;

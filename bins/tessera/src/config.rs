@@ -49,6 +49,10 @@ pub struct Overrides {
     /// SMTP server for outgoing email, e.g. `smtp://127.0.0.1:2525`; unset: emails are logged.
     #[arg(long, env = "TESSERA_SMTP_URL", hide_env_values = true)]
     pub smtp_url: Option<String>,
+    /// Seconds a stopping instance (SIGTERM) gives in-flight requests and
+    /// running workflow steps before it releases what is left (default 30).
+    #[arg(long, env = "TESSERA_SHUTDOWN_GRACE_SECONDS")]
+    pub shutdown_grace_seconds: Option<u64>,
     /// Address of the Prometheus metrics endpoint (`GET /metrics`), e.g.
     /// `127.0.0.1:9464`; unset: no metrics.
     #[arg(long, env = "TESSERA_METRICS_BIND")]
@@ -119,6 +123,7 @@ impl Overrides {
             trusted_proxies: self.trusted_proxies.or(other.trusted_proxies),
             smtp_url: self.smtp_url.or(other.smtp_url),
             metrics_bind: self.metrics_bind.or(other.metrics_bind),
+            shutdown_grace_seconds: self.shutdown_grace_seconds.or(other.shutdown_grace_seconds),
             smtp_from: self.smtp_from.or(other.smtp_from),
             log: self.log.or(other.log),
             listen_for_changes: self.listen_for_changes.or(other.listen_for_changes),
@@ -146,6 +151,9 @@ const DEFAULT_DATABASE_POOL_SIZE: u32 = 32;
 /// Default lease of a workflow run, in seconds.
 const DEFAULT_WORKFLOW_LEASE_SECONDS: u64 = 30;
 
+/// Default grace of a stopping instance, in seconds.
+const DEFAULT_SHUTDOWN_GRACE_SECONDS: u64 = 30;
+
 /// Default lease of a claimed email, in seconds.
 const DEFAULT_OUTBOX_LEASE_SECONDS: u64 = 60;
 
@@ -168,6 +176,8 @@ pub struct Config {
     pub smtp_url: Option<String>,
     /// Where `GET /metrics` listens; `None`: no metrics.
     pub metrics_bind: Option<String>,
+    /// How long a stopping instance waits for requests and runs.
+    pub shutdown_grace: std::time::Duration,
     /// Sender of outgoing email.
     pub smtp_from: String,
     /// Pause between two rounds of the email outbox worker.
@@ -239,6 +249,10 @@ impl Config {
             trusted_proxies,
             smtp_url: o.smtp_url.filter(|u| !u.is_empty()),
             metrics_bind: o.metrics_bind.filter(|b| !b.is_empty()),
+            shutdown_grace: std::time::Duration::from_secs(
+                o.shutdown_grace_seconds
+                    .unwrap_or(DEFAULT_SHUTDOWN_GRACE_SECONDS),
+            ),
             smtp_from: o.smtp_from.unwrap_or_else(|| DEFAULT_SMTP_FROM.to_owned()),
             mail_poll: DEFAULT_MAIL_POLL,
             log: o.log.unwrap_or_else(|| DEFAULT_LOG.to_owned()),
@@ -283,6 +297,7 @@ impl Config {
             trusted_proxies: Vec::new(),
             smtp_url: None,
             metrics_bind: None,
+            shutdown_grace: std::time::Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECONDS),
             smtp_from: DEFAULT_SMTP_FROM.to_owned(),
             mail_poll: DEFAULT_MAIL_POLL,
             log: DEFAULT_LOG.to_owned(),

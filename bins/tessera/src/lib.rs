@@ -204,7 +204,7 @@ impl Application {
         let document = http::AdminDocument::shared(&http::openapi_document());
         let server = HttpServer::new(move || http::app(state.clone(), document.clone()))
             .listen(listener)?
-            .shutdown_timeout(30)
+            .shutdown_timeout(config.shutdown_grace.as_secs())
             .run();
         Ok(Self {
             server,

@@ -600,6 +600,13 @@ impl WorkflowStore for PgStore {
         execute(&self.db, sql, []).await
     }
 
+    async fn release_leases(&self, owner: Uuid) -> Result<u64, StoreError> {
+        // No owner: a late checkpoint of the stopping instance cannot renew it.
+        let sql = "UPDATE svc.workflow_runs SET lease_owner = NULL, lease_until = now() \
+                   WHERE lease_owner = $1 AND status = 'RUNNING'";
+        execute(&self.db, sql, [owner.into()]).await
+    }
+
     async fn purge_runs(&self, days: i64) -> Result<u64, StoreError> {
         let sql = "DELETE FROM svc.workflow_runs WHERE finished_at < now() - make_interval(days => $1::int)";
         execute(&self.db, sql, [days.into()]).await

@@ -3,6 +3,7 @@
 //! starts database-event runs and purges old runs.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -120,6 +121,8 @@ pub struct WorkflowService {
     options: RunnerOptions,
     slots: Arc<Semaphore>,
     published: Arc<PublishedDefinitions>,
+    /// Set by [`WorkflowService::drain`]: the worker claims nothing more.
+    stopping: Arc<AtomicBool>,
 }
 
 /// What a create or update sends.
@@ -155,6 +158,7 @@ impl WorkflowService {
             options,
             slots: Arc::new(Semaphore::new(CONCURRENT_RUNS_MAX)),
             published: Arc::default(),
+            stopping: Arc::default(),
         }
     }
 
@@ -666,12 +670,13 @@ impl WorkflowService {
         }
     }
 
-    /// Background work until the process stops: resumes runs whose lease
+    /// Background work until the process stops or [`WorkflowService::drain`]
+    /// begins: resumes runs whose lease
     /// expired (failing those resumed too often), starts runs for row
     /// events, and purges runs past `workflows.run_retention_days`.
     pub async fn work(self) {
         let mut tick: u64 = 0;
-        loop {
+        while !self.stopping.load(Ordering::Relaxed) {
             let more = match self.pass(tick).await {
                 Ok(more) => more,
                 Err(error) => {
@@ -686,6 +691,21 @@ impl WorkflowService {
                 tokio::time::sleep(self.options.poll).await;
             }
         }
+    }
+
+    /// Stops taking work, waits up to `grace` for the runs this instance
+    /// executes to end, then releases the leases of those still running so
+    /// another instance resumes them at once (not when the lease expires);
+    /// answers how many were released.
+    pub async fn drain(&self, grace: Duration) -> Result<u64, WorkflowError> {
+        self.stopping.store(true, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.slots.available_permits() < CONCURRENT_RUNS_MAX
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(self.store.release_leases(self.owner).await?)
     }
 
     /// One pass of the background work; answers whether a batch came back

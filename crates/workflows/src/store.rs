@@ -241,6 +241,9 @@ pub trait WorkflowStore: RunJournal {
         limit: u64,
         offset: u64,
     ) -> Result<Vec<RunRecord>, StoreError>;
+    /// Ends every lease `owner` holds (a stopping instance), so that any
+    /// instance takes those runs over at once; answers how many.
+    async fn release_leases(&self, owner: Uuid) -> Result<u64, StoreError>;
     /// Takes over up to `limit` RUNNING runs whose lease expired.
     async fn claim_orphans(
         &self,
