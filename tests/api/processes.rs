@@ -129,18 +129,20 @@ async fn workflow(
     id
 }
 
-/// The administrator's user id.
-async fn me(client: &Client, base: &str, admin: &str) -> String {
+/// The bootstrap administrator's session on `base` and user id.
+async fn administrator(client: &Client, base: &str) -> (String, String) {
+    let admin = sign_in(client, base).await;
     let me = expect(
         client,
         Method::GET,
         format!("{base}/api/auth/me"),
-        admin,
+        &admin,
         None,
         StatusCode::OK,
     )
     .await;
-    me["id"].as_str().unwrap().to_owned()
+    let id = me["id"].as_str().unwrap().to_owned();
+    (admin, id)
 }
 
 /// Polls `sql` (answering a count) until it is `0`, for at most `limit`.
@@ -243,8 +245,7 @@ async fn kill_9_under_load_loses_nothing_that_was_acknowledged() {
     let env = quick_leases(&sink.url());
     let (mut first, base) = serve(&db, &env).await;
     let client = Client::new();
-    let admin = sign_in(&client, &base).await;
-    let admin_id = me(&client, &base, &admin).await;
+    let (admin, admin_id) = administrator(&client, &base).await;
     let notes = notes_table(&client, &base, &admin).await;
     let on_note = workflow(
         &client,
@@ -392,8 +393,7 @@ async fn a_sync_webhook_answers_when_another_process_finished_its_run() {
     let (first, a) = serve(&db, &env).await;
     let (_second, _) = serve(&db, &env).await;
     let client = Client::new();
-    let admin = sign_in(&client, &a).await;
-    let admin_id = me(&client, &a, &admin).await;
+    let (admin, admin_id) = administrator(&client, &a).await;
     workflow(
         &client,
         &a,
@@ -590,8 +590,7 @@ async fn a_stopped_process_hands_its_runs_over_at_once() {
     let (mut first, a) = serve(&db, &[("TESSERA_SHUTDOWN_GRACE_SECONDS", "1".into())]).await;
     let (_second, _) = serve(&db, &[]).await;
     let client = Client::new();
-    let admin = sign_in(&client, &a).await;
-    let admin_id = me(&client, &a, &admin).await;
+    let (admin, admin_id) = administrator(&client, &a).await;
     workflow(
         &client,
         &a,

@@ -32,6 +32,7 @@ pub fn serve(bind: &str, store: PgStore) -> anyhow::Result<Server> {
         .install_recorder()
         .context("installing the metrics recorder")?;
     describe();
+    http::record_metrics();
     let listener =
         TcpListener::bind(bind).with_context(|| format!("cannot listen on {bind} for metrics"))?;
     let scrape = web::Data::new(Scrape { handle, store });

@@ -9,6 +9,7 @@ mod respond;
 pub mod routes;
 mod state;
 
+pub use middleware::record_metrics;
 pub use routes::admin::openapi::AdminDocument;
 pub use state::{AppState, ReadinessCheck};
 

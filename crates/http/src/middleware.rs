@@ -67,6 +67,27 @@ pub fn envelope_errors<B: MessageBody + 'static>() -> ErrorHandlers<B> {
     })
 }
 
+/// Whether requests are counted: only once a metrics endpoint is served, so
+/// that without one no request builds labels.
+static RECORD_METRICS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Counts requests from now on (`GET /metrics` is served).
+pub fn record_metrics() {
+    RECORD_METRICS.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Counts one answered request and its latency, by route template only so
+/// that the number of series stays bounded.
+fn record(method: &actix_web::http::Method, pattern: Option<String>, status: u16, latency: f64) {
+    let labels = [
+        ("method", method_label(method).to_owned()),
+        ("route", pattern.unwrap_or_else(|| "unmatched".to_owned())),
+        ("status", status.to_string()),
+    ];
+    metrics::counter!("tessera_http_requests_total", &labels).increment(1);
+    metrics::histogram!("tessera_http_request_duration_seconds", &labels).record(latency);
+}
+
 /// A request method as a metrics label: the standard ones, else `OTHER`
 /// (any token is a method, and labels must stay few).
 fn method_label(method: &actix_web::http::Method) -> &'static str {
@@ -132,14 +153,9 @@ pub async fn trace_request(
     let route = pattern.as_deref().unwrap_or(&path);
     let latency = started.elapsed().as_secs_f64();
     tracing::info!(parent: &span, %method, %route, status, latency_ms = latency * 1000.0, "request");
-    // Route templates only, so the number of series stays bounded.
-    let labels = [
-        ("method", method_label(&method).to_owned()),
-        ("route", pattern.unwrap_or_else(|| "unmatched".to_owned())),
-        ("status", status.to_string()),
-    ];
-    metrics::counter!("tessera_http_requests_total", &labels).increment(1);
-    metrics::histogram!("tessera_http_request_duration_seconds", &labels).record(latency);
+    if RECORD_METRICS.load(std::sync::atomic::Ordering::Relaxed) {
+        record(&method, pattern, status, latency);
+    }
     if let Some(value) = id_header {
         res.headers_mut().insert(REQUEST_ID, value);
     }
