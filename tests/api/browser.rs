@@ -316,22 +316,17 @@ async fn pages_forbid_referrers_and_framing() {
     assert_eq!(script.status(), StatusCode::OK);
 }
 
-#[tokio::test]
-async fn the_api_docs_sign_in_load_the_document_and_try_it_out() {
-    let app = spawn_app().await;
-    let browser = Browser::start().await;
-
-    // Without a session the docs send the visitor to sign in, then back.
-    browser.open(&app, "/admin/docs/").await;
+/// Opens the API docs without a session: signs in where they send the
+/// visitor, then runs getMe with "Try it out". `base` is Tessera's mount path.
+async fn sign_in_to_the_docs_and_try_get_me(browser: &Browser, app: &TestApp, base: &str) {
+    browser.open(app, "/admin/docs/").await;
     browser.wait_for("form[data-action=sign-in]").await;
+    let url = browser.client.current_url().await.unwrap();
     assert!(
-        browser
-            .client
-            .current_url()
-            .await
-            .unwrap()
-            .as_str()
-            .contains("/admin/auth/sign-in?next=/admin/docs/")
+        url.as_str().ends_with(&format!(
+            "{base}/admin/auth/sign-in?next={base}/admin/docs/"
+        )),
+        "{url}"
     );
     browser.fill("email", testkit::ADMIN_EMAIL).await;
     browser.fill("password", testkit::ADMIN_PASSWORD).await;
@@ -363,6 +358,30 @@ async fn the_api_docs_sign_in_load_the_document_and_try_it_out() {
         .wait_for("#operations-auth-getMe .live-responses-table .microlight")
         .await;
     assert!(body.text().await.unwrap().contains(testkit::ADMIN_EMAIL));
+}
+
+#[tokio::test]
+async fn the_api_docs_sign_in_load_the_document_and_try_it_out() {
+    let app = spawn_app().await;
+    let browser = Browser::start().await;
+    sign_in_to_the_docs_and_try_get_me(&browser, &app, "").await;
+    browser.client.close().await.unwrap();
+}
+
+/// Embedded under a path, the pages link, sign in and call the API under it.
+#[tokio::test]
+async fn the_pages_work_under_the_path_tessera_is_mounted_at() {
+    let app = testkit::spawn_app_under("/backend").await;
+    let browser = Browser::start().await;
+    sign_in_to_the_docs_and_try_get_me(&browser, &app, "/backend").await;
+    browser.open(&app, "/admin/").await;
+    // The navigation is written by the server, the sections by the script.
+    browser.wait_for("nav a[href='/backend/admin/docs/']").await;
+    browser
+        .wait_for("#sections a[href='/backend/admin/api/openapi']")
+        .await;
+    let text = browser.wait_for("#sections").await.text().await.unwrap();
+    assert!(text.contains("Tables and resources"), "{text}");
     browser.client.close().await.unwrap();
 }
 

@@ -12,21 +12,21 @@ type Result<T = ()> = std::result::Result<T, String>;
 
 /// Crates that must stay free of the web framework and the ORM.
 const DOMAIN_CRATES: &[&str] = &[
-    "kernel",
-    "auth",
-    "oauth",
-    "schema",
-    "data",
-    "workflows",
-    "views",
-    "sql-console",
-    "files",
-    "mcp",
-    "outbound",
-    "permissions",
-    "audit",
-    "api-types",
-    "mail",
+    "tessera-kernel",
+    "tessera-auth",
+    "tessera-oauth",
+    "tessera-schema",
+    "tessera-data",
+    "tessera-workflows",
+    "tessera-views",
+    "tessera-sql-console",
+    "tessera-files",
+    "tessera-mcp",
+    "tessera-outbound",
+    "tessera-permissions",
+    "tessera-audit",
+    "tessera-api-types",
+    "tessera-mail",
 ];
 const FORBIDDEN_IN_DOMAIN: &[&str] = &["actix-web", "sea-orm", "sqlx"];
 
@@ -295,6 +295,7 @@ fn test() -> Result {
         .args(["doc", "--no-deps", "--workspace"])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
     // The shutdown test drives the real binary.
+    package()?;
     run(cargo().args(["build", "-p", "tessera"]))?;
     verify_unit()?;
     let nextest = Command::new("cargo-nextest")
@@ -308,6 +309,24 @@ fn test() -> Result {
         tests.args(["test", "--workspace"]);
     }
     run(tests.env("TESSERA_TEST_PG_URL", server))
+}
+
+/// The crates meant for the registry package without a warning (their
+/// metadata is complete); nothing is uploaded.
+fn package() -> Result {
+    let mut command = cargo();
+    command.args(["package", "--workspace", "--no-verify", "--allow-dirty"]);
+    for private in ["tests", "xtask", "testkit", "embedded-example"] {
+        command.args(["--exclude", private]);
+    }
+    eprintln!("xtask: running {command:?}");
+    let output = command.output().map_err(|e| e.to_string())?;
+    let log = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() || log.contains("warning:") {
+        return Err(format!("cargo package failed or warned:\n{log}"));
+    }
+    eprintln!("xtask: every published crate packages cleanly");
+    Ok(())
 }
 
 /// Domain crates depend on neither actix-web nor sea-orm.

@@ -9,8 +9,9 @@ mod metrics;
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use actix_web::dev::Server;
-use actix_web::{HttpServer, web};
+use actix_web::body::MessageBody;
+use actix_web::dev::{Server, ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::{App, HttpServer, web};
 use anyhow::Context;
 use auth::AuthService;
 use http::{AppState, ReadinessCheck};
@@ -19,6 +20,11 @@ use permissions::RoleService;
 use store_pg::{PgStore, PoolOptions};
 
 pub use crate::config::Config;
+/// The crates a host embedding Tessera calls directly (docs/embedding.md).
+pub use {
+    audit, auth, data, files, http, kernel, mcp, oauth, permissions, schema, sql_console, store_pg,
+    views, workflows,
+};
 
 /// The services of one process, over one pool.
 #[derive(Clone)]
@@ -61,6 +67,17 @@ impl Services {
         let db = store_pg::connect(&config.database_url, pool)
             .await
             .context("cannot connect to the database")?;
+        Self::over(config, db, clock).await
+    }
+
+    /// Migrates the database behind `db` (a pool the caller made, such as
+    /// one from [`store_pg::connect`]) and builds the services over it.
+    /// `config.database_url` is not read.
+    pub async fn over(
+        config: &Config,
+        db: sea_orm::DatabaseConnection,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
         database::migrate(&db).await?;
         let store = PgStore::new(db, clock.clone());
         if config.listen_for_changes {
@@ -140,28 +157,28 @@ impl Services {
     }
 }
 
-/// A bound, not yet running HTTP server (and the metrics server, when one
-/// is configured).
-pub struct Application {
-    server: Server,
-    metrics: Option<Server>,
-    port: u16,
+/// Tessera's HTTP face and background workers over [`Services`], for a
+/// host's own actix-web application (docs/embedding.md); the standalone
+/// [`Application`] is built from it too.
+#[derive(Clone)]
+pub struct Tessera {
+    services: Services,
+    state: web::Data<AppState>,
+    document: web::Data<http::AdminDocument>,
+    smtp_url: Option<String>,
+    smtp_from: String,
+    mail_poll: std::time::Duration,
+    outbox_lease: std::time::Duration,
 }
 
-impl Application {
-    /// Binds the listener, starts the email outbox worker and builds the
-    /// server over `services`. Must run inside the Tokio runtime.
-    pub fn build(config: &Config, services: &Services) -> anyhow::Result<Self> {
-        let mailer = mail::MailWorker::new(
-            Arc::new(services.store.clone()),
-            config.smtp_url.as_deref(),
-            &config.smtp_from,
-            config.mail_poll,
-            config.outbox_lease,
-        )?;
-        let listener = TcpListener::bind(&config.bind)
-            .with_context(|| format!("cannot listen on {}", config.bind))?;
-        let port = listener.local_addr()?.port();
+impl Tessera {
+    /// Tessera over `services`, its routes to be mounted at `base_path`:
+    /// empty, or `/` and segments of letters, digits, `_`, `-` and `.` with
+    /// no trailing slash (`/backend`, `/api/v1/tessera`). Emails and OAuth
+    /// callbacks link to `config.public_url`, which should name the same
+    /// place (`https://example.com/backend`).
+    pub fn new(config: &Config, services: &Services, base_path: &str) -> anyhow::Result<Self> {
+        check_base_path(base_path)?;
         let store = services.store.clone();
         let ready: ReadinessCheck = Arc::new(move || {
             let store = store.clone();
@@ -190,19 +207,98 @@ impl Application {
             ready,
             trusted_proxies: config.trusted_proxies.clone(),
             max_body_bytes: config.max_body_bytes,
+            base_path: base_path.to_owned(),
         });
-        if config.smtp_url.is_none() {
+        Ok(Self {
+            services: services.clone(),
+            document: http::AdminDocument::shared(base_path),
+            state,
+            smtp_url: config.smtp_url.clone(),
+            smtp_from: config.smtp_from.clone(),
+            mail_poll: config.mail_poll,
+            outbox_lease: config.outbox_lease,
+        })
+    }
+
+    /// Every Tessera route under the base path, with Tessera's middleware
+    /// (error envelope, security headers, CORS, request spans): give it to
+    /// `App::service` in each worker's application factory.
+    pub fn scope(
+        &self,
+    ) -> actix_web::Scope<
+        impl ServiceFactory<
+            ServiceRequest,
+            Config = (),
+            Response = ServiceResponse<impl MessageBody + use<>>,
+            Error = actix_web::Error,
+            InitError = (),
+        > + use<>,
+    > {
+        http::scope(self.state.clone(), self.document.clone())
+    }
+
+    /// Starts the email outbox worker and the workflow worker on the
+    /// current Tokio runtime. Call once per process.
+    pub fn start_workers(&self) -> anyhow::Result<()> {
+        let mailer = mail::MailWorker::new(
+            Arc::new(self.services.store.clone()),
+            self.smtp_url.as_deref(),
+            &self.smtp_from,
+            self.mail_poll,
+            self.outbox_lease,
+        )?;
+        if self.smtp_url.is_none() {
             tracing::warn!("TESSERA_SMTP_URL is not set: emails stay in the outbox and are logged");
         }
         tokio::spawn(mailer.run());
-        tokio::spawn(services.workflows.clone().work());
+        tokio::spawn(self.services.workflows.clone().work());
+        Ok(())
+    }
+}
+
+/// Refuses a mount path the router would not match as written.
+fn check_base_path(base_path: &str) -> anyhow::Result<()> {
+    let segment_ok = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    };
+    let fine = base_path.is_empty()
+        || base_path
+            .strip_prefix('/')
+            .is_some_and(|rest| rest.split('/').all(segment_ok));
+    anyhow::ensure!(
+        fine,
+        "the base path `{base_path}` must be empty or like `/backend` (no trailing slash)"
+    );
+    Ok(())
+}
+
+/// A bound, not yet running HTTP server (and the metrics server, when one
+/// is configured).
+pub struct Application {
+    server: Server,
+    metrics: Option<Server>,
+    port: u16,
+}
+
+impl Application {
+    /// Binds the listener, starts the background workers and builds the
+    /// server over `services`. Must run inside the Tokio runtime.
+    pub fn build(config: &Config, services: &Services) -> anyhow::Result<Self> {
+        let tessera = Tessera::new(config, services, "")?;
+        let listener = TcpListener::bind(&config.bind)
+            .with_context(|| format!("cannot listen on {}", config.bind))?;
+        let port = listener.local_addr()?.port();
+        tessera.start_workers()?;
         let metrics = config
             .metrics_bind
             .as_deref()
             .map(|bind| metrics::serve(bind, services.store.clone()))
             .transpose()?;
-        let document = http::AdminDocument::shared(&http::openapi_document());
-        let server = HttpServer::new(move || http::app(state.clone(), document.clone()))
+        let server = HttpServer::new(move || App::new().service(tessera.scope()))
             .listen(listener)?
             .shutdown_timeout(config.shutdown_grace.as_secs())
             .run();

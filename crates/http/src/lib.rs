@@ -19,7 +19,8 @@ use actix_web::{App, web};
 use kernel::Code;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa_actix_web::scope::scope;
+use utoipa_actix_web::scope as documented;
+use utoipa_actix_web::service_config::ServiceConfig;
 use utoipa_actix_web::{AppExt, UtoipaApp};
 
 use crate::error::ApiError;
@@ -53,26 +54,17 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
-/// Every route.
-fn routes() -> UtoipaApp<
-    impl ServiceFactory<
-        ServiceRequest,
-        Config = (),
-        Response = ServiceResponse,
-        Error = actix_web::Error,
-        InitError = (),
-    >,
-> {
-    App::new()
-        .into_utoipa_app()
-        .openapi(ApiDoc::openapi())
-        .map(pages::register)
-        .map(docs::register)
-        .map(console::register)
+/// Every route and page, the pages' links written under `base` (the mount
+/// path: empty, or `/prefix`).
+fn configure(config: &mut ServiceConfig, base: &str) {
+    config
+        .map(|c| pages::register(c, base))
+        .map(|c| docs::register(c, base))
+        .map(|c| console::register(c, base))
         .service(health::healthz)
         .service(health::readyz)
         .service(
-            scope("/api/auth")
+            documented::scope("/api/auth")
                 .service(auth_routes::login)
                 .service(auth_routes::logout)
                 .service(auth_routes::me)
@@ -94,7 +86,7 @@ fn routes() -> UtoipaApp<
                 .service(account::accept_invitation),
         )
         .service(
-            scope("/admin/api")
+            documented::scope("/admin/api")
                 .service(admin::users::list)
                 .service(admin::users::create)
                 .service(admin::users::get)
@@ -156,7 +148,7 @@ fn routes() -> UtoipaApp<
                 .service(admin::openapi_data::document),
         )
         .service(
-            scope("/api/workflows")
+            documented::scope("/api/workflows")
                 .service(workflow_routes::result)
                 .service(workflow_routes::webhook_post)
                 .service(workflow_routes::webhook_get)
@@ -165,26 +157,26 @@ fn routes() -> UtoipaApp<
                     web::route().to(workflow_routes::other_method),
                 ),
         )
-        .service(scope("/api/views").service(view_routes::read))
+        .service(documented::scope("/api/views").service(view_routes::read))
         .service(
-            scope("/api/mcp")
+            documented::scope("/api/mcp")
                 .service(mcp_routes::endpoint)
                 .default_service(web::to(mcp_routes::other_method)),
         )
         .service(
-            scope("/api/files")
+            documented::scope("/api/files")
                 .service(file_routes::upload_file)
                 .service(file_routes::download_file)
                 .service(file_routes::file_meta)
                 .service(file_routes::delete_file),
         )
         .service(
-            scope("/api/dashboards")
+            documented::scope("/api/dashboards")
                 .service(view_routes::dashboards)
                 .service(view_routes::dashboard),
         )
         .service(
-            scope("/api/data")
+            documented::scope("/api/data")
                 .service(data_routes::list)
                 .service(data_routes::get)
                 .service(data_routes::create)
@@ -198,7 +190,23 @@ fn routes() -> UtoipaApp<
                     "/{schema}/{table}/{pk}",
                     web::route().to(data_routes::other_method),
                 ),
-        )
+        );
+}
+
+/// Every route in an application of its own, with their OpenAPI document.
+fn routes() -> UtoipaApp<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .into_utoipa_app()
+        .openapi(ApiDoc::openapi())
+        .configure(|config| configure(config, ""))
 }
 
 /// The OpenAPI 3.1 document of every route, generated from the handlers.
@@ -299,11 +307,13 @@ fn document_common_errors(document: &mut utoipa::openapi::OpenApi) {
     }
 }
 
-/// The application of one worker.
-pub fn app(
+/// Every route of Tessera under `state.base_path`, with its middleware, for
+/// an application of someone else's (embedding) or of our own (the empty
+/// path). Requests under the path that match no route answer Tessera's 404.
+pub fn scope(
     state: web::Data<AppState>,
     document: web::Data<AdminDocument>,
-) -> App<
+) -> actix_web::Scope<
     impl ServiceFactory<
         ServiceRequest,
         Config = (),
@@ -313,8 +323,10 @@ pub fn app(
     >,
 > {
     let max_body = state.max_body_bytes;
-    let (app, _) = routes().split_for_parts();
-    app.app_data(state)
+    let base = state.base_path.clone();
+    web::scope(&base)
+        .configure(|config| configure(&mut ServiceConfig::new(config), &base))
+        .app_data(state)
         .app_data(document)
         .app_data(web::PayloadConfig::new(max_body))
         .app_data(web::PathConfig::default().error_handler(|_, _| ApiError::not_found().into()))

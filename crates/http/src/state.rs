@@ -47,4 +47,7 @@ pub struct AppState {
     pub trusted_proxies: Vec<IpAddr>,
     /// Largest request body accepted.
     pub max_body_bytes: usize,
+    /// Where the routes are mounted: empty for the standalone server, the
+    /// host's prefix (`/backend`) when embedded. Links and documents use it.
+    pub base_path: String,
 }

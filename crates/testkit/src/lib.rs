@@ -74,21 +74,31 @@ impl Answer {
 
 /// Starts the server on a fresh database with the system clock.
 pub async fn spawn_app() -> TestApp {
-    spawn(None, |_| {}).await
+    spawn(None, "", |_| {}).await
+}
+
+/// Starts Tessera embedded under `base_path` (`/backend`) in an application
+/// of its own; the answer's address ends with that path.
+pub async fn spawn_app_under(base_path: &str) -> TestApp {
+    spawn(None, base_path, |_| {}).await
 }
 
 /// Starts the server with a manual clock the test can advance.
 pub async fn spawn_app_with_clock() -> TestApp {
     let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
-    spawn(Some(clock), |_| {}).await
+    spawn(Some(clock), "", |_| {}).await
 }
 
 /// Starts the server after adjusting its configuration.
 pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
-    spawn(None, configure).await
+    spawn(None, "", configure).await
 }
 
-async fn spawn(clock: Option<Arc<ManualClock>>, configure: impl FnOnce(&mut Config)) -> TestApp {
+async fn spawn(
+    clock: Option<Arc<ManualClock>>,
+    base_path: &str,
+    configure: impl FnOnce(&mut Config),
+) -> TestApp {
     let db = TestDatabase::create().await;
     let smtp = SmtpSink::start().await;
     let mut config = Config::for_database(&db.url);
@@ -114,9 +124,15 @@ async fn spawn(clock: Option<Arc<ManualClock>>, configure: impl FnOnce(&mut Conf
         .ensure_admin(ADMIN_EMAIL, ADMIN_PASSWORD, Some("Admin".into()))
         .await
         .expect("admin");
-    let app = Application::build(&config, &services).expect("server builds");
-    let address = format!("http://127.0.0.1:{}", app.port());
-    tokio::spawn(app.run_until_stopped());
+    let port = if base_path.is_empty() {
+        let app = Application::build(&config, &services).expect("server builds");
+        let port = app.port();
+        tokio::spawn(app.run_until_stopped());
+        port
+    } else {
+        embed(&config, &services, base_path)
+    };
+    let address = format!("http://127.0.0.1:{port}{base_path}");
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -130,6 +146,21 @@ async fn spawn(clock: Option<Arc<ManualClock>>, configure: impl FnOnce(&mut Conf
         db,
         config,
     }
+}
+
+/// Serves `services` under `base_path` in an application of the test's own,
+/// as a host service would; answers the port.
+fn embed(config: &Config, services: &Services, base_path: &str) -> u16 {
+    let tessera = tessera::Tessera::new(config, services, base_path).expect("embeds");
+    tessera.start_workers().expect("workers start");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let port = listener.local_addr().expect("bound").port();
+    let server = actix_web::HttpServer::new(move || actix_web::App::new().service(tessera.scope()))
+        .listen(listener)
+        .expect("listens")
+        .run();
+    tokio::spawn(server);
+    port
 }
 
 impl TestApp {

@@ -4,11 +4,14 @@
 // the provider's redirect brings the session in the fragment (#token=).
 "use strict";
 
+// Where the service is mounted: "" standalone, the host's prefix when embedded.
+const BASE = document.documentElement.dataset.base ?? "";
+
 const ROUTES = {
-  "sign-in": "/api/auth/login",
-  "reset-password": "/api/auth/password/reset",
-  "verify-email": "/api/auth/email/verify",
-  "accept-invitation": "/api/auth/invitations/accept",
+  "sign-in": BASE + "/api/auth/login",
+  "reset-password": BASE + "/api/auth/password/reset",
+  "verify-email": BASE + "/api/auth/email/verify",
+  "accept-invitation": BASE + "/api/auth/invitations/accept",
 };
 
 const SUCCESS = {
@@ -53,10 +56,11 @@ function body(action, form, token) {
 }
 
 // Where to go after signing in: ?next= when it names a page of this
-// service under /admin/ (never another origin).
+// service under its /admin/ (never another origin).
 function nextPage() {
   const next = new URLSearchParams(location.search).get("next") ?? "";
-  return /^\/admin\/[A-Za-z0-9\/_-]*$/.test(next) ? next : null;
+  const page = next.startsWith(BASE + "/admin/") ? next.slice(BASE.length) : "";
+  return /^\/admin\/[A-Za-z0-9\/_-]*$/.test(page) ? next : null;
 }
 
 async function submit(event) {
@@ -115,7 +119,7 @@ const PROVIDER_NAMES = { google: "Google", github: "GitHub", oidc: "single sign-
 async function showProviders() {
   const nav = document.getElementById("providers");
   if (!nav) return;
-  const answer = await fetch("/api/auth/oauth").then((r) => r.json()).catch(() => null);
+  const answer = await fetch(BASE + "/api/auth/oauth").then((r) => r.json()).catch(() => null);
   const providers = (answer && answer.data) || [];
   const back = encodeURIComponent(location.origin + location.pathname + location.search);
   for (const p of providers) {
@@ -138,7 +142,7 @@ async function finishProvider() {
   history.replaceState(null, "", location.pathname + location.search);
   if (error) { show("error", MESSAGES[error] || MESSAGES.OAUTH_FAILED); return; }
   if (signedIn(token)) return;
-  const me = await fetch("/api/auth/me", { headers: { Authorization: `Bearer ${token}` } })
+  const me = await fetch(BASE + "/api/auth/me", { headers: { Authorization: `Bearer ${token}` } })
     .then((r) => r.json()).catch(() => null);
   show("success", SUCCESS["sign-in"]({ user: (me && me.data) || { email: "you" } }));
 }
@@ -147,7 +151,7 @@ async function forgot(event) {
   event.preventDefault();
   const email = document.getElementById("email").value;
   if (!email) { show("error", "Enter your email first."); return; }
-  await fetch("/api/auth/password/forgot", {
+  await fetch(BASE + "/api/auth/password/forgot", {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ email }),

@@ -3,10 +3,13 @@
 // /admin/auth/sign-in (kept in sessionStorage), and sends anyone else there.
 "use strict";
 
+// Where the service is mounted: "" standalone, the host's prefix when embedded.
+const BASE = document.documentElement.dataset.base ?? "";
+
 const SESSION_KEY = "tessera.session";
 
 function signIn() {
-  location.assign("/admin/auth/sign-in?next=" + encodeURIComponent(location.pathname));
+  location.assign(BASE + "/admin/auth/sign-in?next=" + encodeURIComponent(location.pathname));
 }
 
 function session() {
@@ -25,7 +28,7 @@ function showStatus(text) {
 async function api(path) {
   const token = session();
   if (!token) return null;
-  const response = await fetch(path, { headers: { Authorization: "Bearer " + token } });
+  const response = await fetch(BASE + path, { headers: { Authorization: "Bearer " + token } });
   const answer = await response.json().catch(() => null);
   if (response.status === 401) {
     sessionStorage.removeItem(SESSION_KEY);
@@ -79,15 +82,15 @@ async function indexPage() {
     const tables = (resources?.answer?.data || []).map((r) =>
       element("span", `${r.schema}.${r.table}` + (r.exposedMethods.length ? ` (${r.exposedMethods.join(", ")})` : " (hidden)")));
     sections.append(
-      section("Dashboards", dashboards.answer.data.map((d) => link(`/admin/dashboards/${encodeURIComponent(d.slug)}`, d.name)),
+      section("Dashboards", dashboards.answer.data.map((d) => link(`${BASE}/admin/dashboards/${encodeURIComponent(d.slug)}`, d.name)),
         "No dashboards yet (POST /admin/api/dashboards)."),
       section("DataViews", (views?.answer?.data || []).map((v) =>
         element("span", `${v.name} — /api/views/${v.slug}` + (v.published ? "" : " (draft)"))), "No DataViews yet."),
       section("Tables and resources", tables, "No tables yet."),
       section("Workflows", (workflows?.answer?.data || []).map((w) =>
         element("span", `${w.name} — ${w.slug}` + (w.published ? "" : " (draft)"))), "No workflows yet."),
-      section("API", [link("/admin/docs/", "Admin API documentation (Swagger UI)"),
-        link("/admin/api/openapi", "Admin API OpenAPI document")], ""),
+      section("API", [link(BASE + "/admin/docs/", "Admin API documentation (Swagger UI)"),
+        link(BASE + "/admin/api/openapi", "Admin API OpenAPI document")], ""),
     );
     return;
   }
@@ -95,7 +98,7 @@ async function indexPage() {
   if (!readable) return;
   const list = readable.status === 200 ? readable.answer.data : [];
   sections.append(section("Dashboards", list.map((d) =>
-    link(`/admin/dashboards/${encodeURIComponent(d.slug)}`, d.name)), "No dashboard is shared with you yet."));
+    link(`${BASE}/admin/dashboards/${encodeURIComponent(d.slug)}`, d.name)), "No dashboard is shared with you yet."));
 }
 
 // ---- The dashboard page ---------------------------------------------------
@@ -199,7 +202,7 @@ async function dashboardPage() {
 
 async function signOut() {
   const token = sessionStorage.getItem(SESSION_KEY);
-  if (token) await fetch("/api/auth/logout", { method: "POST", headers: { Authorization: "Bearer " + token } }).catch(() => null);
+  if (token) await fetch(BASE + "/api/auth/logout", { method: "POST", headers: { Authorization: "Bearer " + token } }).catch(() => null);
   sessionStorage.removeItem(SESSION_KEY);
   signIn();
 }

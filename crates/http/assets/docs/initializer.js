@@ -3,15 +3,18 @@
 // through /admin/auth/sign-in (kept in this tab's sessionStorage).
 "use strict";
 
+// Where the service is mounted, written in when the file is served.
+const BASE = "{{base}}";
+
 window.onload = () => {
-  const signIn = () => location.assign("/admin/auth/sign-in?next=/admin/docs/");
+  const signIn = () => location.assign(`${BASE}/admin/auth/sign-in?next=${BASE}/admin/docs/`);
   const session = sessionStorage.getItem("tessera.session");
   if (!session) {
     signIn();
     return;
   }
   window.ui = SwaggerUIBundle({
-    url: "/admin/api/openapi",
+    url: BASE + "/admin/api/openapi",
     dom_id: "#swagger-ui",
     deepLinking: true,
     validatorUrl: null,

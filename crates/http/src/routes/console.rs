@@ -3,9 +3,8 @@
 //! binary). The HTML holds no data: the script reads the APIs with the
 //! session of the person signed in through `/admin/auth/sign-in`.
 
-use actix_web::dev::{ServiceFactory, ServiceRequest};
 use actix_web::http::header;
-use actix_web::{App, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 
 use crate::routes::pages::secured;
 
@@ -16,41 +15,47 @@ const CHART: &str = include_str!("../../assets/vendor/chart-4.6.1.umd.min.js");
 /// Where Chart.js is served; the version in the path lets browsers keep it.
 const CHART_PATH: &str = "/admin/assets/chart-4.6.1.umd.min.js";
 
-fn page(title: &str, name: &str, body: &str, chart: bool) -> String {
+fn page(base: &str, title: &str, name: &str, body: &str, chart: bool) -> String {
     let mut scripts = String::new();
     if chart {
-        scripts.push_str(&format!("<script src=\"{CHART_PATH}\" defer></script>\n"));
+        scripts.push_str(&format!(
+            "<script src=\"{base}{CHART_PATH}\" defer></script>\n"
+        ));
     }
-    scripts.push_str("<script src=\"/admin/assets/console.js\" defer></script>");
+    scripts.push_str(&format!(
+        "<script src=\"{base}/admin/assets/console.js\" defer></script>"
+    ));
     LAYOUT
         .replace("{{title}}", title)
         .replace("{{scripts}}", &scripts)
         .replace("{{page}}", name)
         .replace("{{body}}", body)
+        .replace("{{base}}", base)
 }
 
 fn html(body: String) -> impl Fn() -> std::future::Ready<HttpResponse> + Clone {
     move || std::future::ready(secured("text/html; charset=utf-8", body.clone()))
 }
 
-/// Adds the console pages and their assets to the application.
-pub fn register<T>(app: App<T>) -> App<T>
-where
-    T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
-{
+/// Adds the console pages and their assets, their links written under
+/// `base` (the mount path).
+pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut web::ServiceConfig {
     let index = page(
+        base,
         "Home",
         "index",
         include_str!("../../assets/console/index.html"),
         false,
     );
     let dashboard = page(
+        base,
         "Dashboard",
         "dashboard",
         include_str!("../../assets/console/dashboard.html"),
         true,
     );
-    app.route("/admin", web::get().to(html(index.clone())))
+    config
+        .route("/admin", web::get().to(html(index.clone())))
         .route("/admin/", web::get().to(html(index)))
         .route("/admin/dashboards/{slug}", web::get().to(html(dashboard)))
         .route(

@@ -4,10 +4,9 @@
 
 use std::borrow::Cow;
 
-use actix_web::dev::{ServiceFactory, ServiceRequest};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::web::Bytes;
-use actix_web::{App, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 use utoipa_swagger_ui::Config;
 
 use crate::error::ApiError;
@@ -31,15 +30,19 @@ fn secured(content_type: &str, body: Bytes) -> HttpResponse {
         .body(body)
 }
 
+/// Our initializer of Swagger UI, with the mount path written in.
+struct Initializer(Bytes);
+
 async fn file(
     tail: web::Path<String>,
     config: web::Data<Config<'static>>,
+    initializer: web::Data<Initializer>,
 ) -> Result<HttpResponse, ApiError> {
     let tail = tail.into_inner();
     if tail == "swagger-initializer.js" {
         return Ok(secured(
             "text/javascript; charset=utf-8",
-            Bytes::from_static(INITIALIZER.as_bytes()),
+            initializer.0.clone(),
         ));
     }
     match utoipa_swagger_ui::serve(&tail, config.into_inner()) {
@@ -60,23 +63,28 @@ async fn file(
     }
 }
 
-/// Adds `/admin/docs/` (and a redirect from `/admin/docs`) to the application.
-pub fn register<T>(app: App<T>) -> App<T>
-where
-    T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
-{
-    app.route(
-        "/admin/docs",
-        web::get().to(|| async {
-            HttpResponse::PermanentRedirect()
-                .insert_header((header::LOCATION, "/admin/docs/"))
-                .finish()
-        }),
-    )
-    .service(
-        web::resource("/admin/docs/{tail:.*}")
-            // The configuration only feeds Swagger UI's own initializer, which ours replaces.
-            .app_data(web::Data::new(Config::new(["/admin/api/openapi"])))
-            .route(web::get().to(file)),
-    )
+/// Adds `/admin/docs/` (and a redirect from `/admin/docs`), its links
+/// written under `base` (the mount path).
+pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut web::ServiceConfig {
+    let folder = format!("{base}/admin/docs/");
+    let initializer = Bytes::from(INITIALIZER.replace("{{base}}", base));
+    config
+        .route(
+            "/admin/docs",
+            web::get().to(move || {
+                let folder = folder.clone();
+                async move {
+                    HttpResponse::PermanentRedirect()
+                        .insert_header((header::LOCATION, folder))
+                        .finish()
+                }
+            }),
+        )
+        .service(
+            web::resource("/admin/docs/{tail:.*}")
+                .app_data(web::Data::new(Initializer(initializer)))
+                // The configuration only feeds Swagger UI's own initializer, which ours replaces.
+                .app_data(web::Data::new(Config::new(["/admin/api/openapi"])))
+                .route(web::get().to(file)),
+        )
 }

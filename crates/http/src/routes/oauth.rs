@@ -32,7 +32,7 @@ pub async fn providers(state: web::Data<AppState>) -> Result<HttpResponse, ApiEr
         .into_iter()
         .map(|p| OAuthProvider {
             provider: p.as_str().to_owned(),
-            start_url: format!("/api/auth/oauth/{}", p.as_str()),
+            start_url: format!("{}/api/auth/oauth/{}", state.base_path, p.as_str()),
         })
         .collect::<Vec<_>>()))
 }

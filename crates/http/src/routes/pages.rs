@@ -1,9 +1,8 @@
 //! The account pages under `/admin/auth/`: small HTML forms over the JSON
 //! routes, with their script and style embedded in the binary.
 
-use actix_web::dev::{ServiceFactory, ServiceRequest};
 use actix_web::http::header::{self, HeaderValue};
-use actix_web::{App, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 
 const LAYOUT: &str = include_str!("../../assets/auth/layout.html");
 const SCRIPT: &str = include_str!("../../assets/auth/auth.js");
@@ -49,27 +48,30 @@ pub(crate) fn secured(content_type: &'static str, body: String) -> HttpResponse 
         .body(body)
 }
 
-/// Adds the pages and their assets to the application.
-pub fn register<T>(app: App<T>) -> App<T>
-where
-    T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
-{
-    let app = PAGES.iter().fold(app, |app, &(path, title, body)| {
-        let html = LAYOUT.replace("{{title}}", title).replace("{{body}}", body);
-        app.route(
+/// Adds the pages and their assets, their links written under `base` (the
+/// mount path: empty, or `/prefix`).
+pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut web::ServiceConfig {
+    for &(path, title, body) in &PAGES {
+        let html = LAYOUT
+            .replace("{{title}}", title)
+            .replace("{{body}}", body)
+            .replace("{{base}}", base);
+        config.route(
             path,
             web::get().to(move || {
                 let html = html.clone();
                 async move { secured("text/html; charset=utf-8", html) }
             }),
+        );
+    }
+    config
+        .route(
+            "/admin/auth/assets/auth.js",
+            web::get()
+                .to(|| async { secured("text/javascript; charset=utf-8", SCRIPT.to_owned()) }),
         )
-    });
-    app.route(
-        "/admin/auth/assets/auth.js",
-        web::get().to(|| async { secured("text/javascript; charset=utf-8", SCRIPT.to_owned()) }),
-    )
-    .route(
-        "/admin/auth/assets/auth.css",
-        web::get().to(|| async { secured("text/css; charset=utf-8", STYLE.to_owned()) }),
-    )
+        .route(
+            "/admin/auth/assets/auth.css",
+            web::get().to(|| async { secured("text/css; charset=utf-8", STYLE.to_owned()) }),
+        )
 }

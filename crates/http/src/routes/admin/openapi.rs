@@ -10,10 +10,16 @@ use crate::extract::{AdminPlane, Caller};
 pub struct AdminDocument(Bytes);
 
 impl AdminDocument {
-    /// Serializes `openapi` for every worker to share.
-    pub fn shared(openapi: &utoipa::openapi::OpenApi) -> web::Data<Self> {
+    /// The document of every route served under `base_path` (empty, or
+    /// `/prefix`, then named as the document's server), serialized once for
+    /// every worker to share.
+    pub fn shared(base_path: &str) -> web::Data<Self> {
+        let mut openapi = crate::openapi_document();
+        if !base_path.is_empty() {
+            openapi.servers = Some(vec![utoipa::openapi::server::Server::new(base_path)]);
+        }
         web::Data::new(Self(Bytes::from(
-            serde_json::to_vec(openapi).unwrap_or_default(),
+            serde_json::to_vec(&openapi).unwrap_or_default(),
         )))
     }
 }

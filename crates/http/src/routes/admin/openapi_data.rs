@@ -66,7 +66,7 @@ pub async fn document(
     describe_webhooks(&hooks, &mut paths, &mut schemas);
     name_operations(&mut paths);
     document_common_errors(&mut paths);
-    Ok(HttpResponse::Ok().json(json!({
+    let mut document = json!({
         "openapi": "3.1.0",
         "info": { "title": format!("Tessera Data API for role {}", role.name), "version": env!("CARGO_PKG_VERSION") },
         "paths": paths,
@@ -75,7 +75,11 @@ pub async fn document(
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
         },
         "security": [ { "bearer": [] } ],
-    })))
+    });
+    if !state.base_path.is_empty() {
+        document["servers"] = json!([{ "url": state.base_path }]);
+    }
+    Ok(HttpResponse::Ok().json(document))
 }
 
 /// An optional query parameter.
