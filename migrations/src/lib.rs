@@ -44,6 +44,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../sql/0013_email_templates.sql"),
     ),
     ("m0014_files", include_str!("../sql/0014_files.sql")),
+    ("m0015_realtime", include_str!("../sql/0015_realtime.sql")),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

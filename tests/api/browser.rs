@@ -554,3 +554,43 @@ async fn the_console_index_shows_an_administrator_what_exists() {
     browser.wait_for("a[href='/admin/docs/']").await;
     browser.client.close().await.unwrap();
 }
+
+/// The EventSource example of docs/realtime.md, run in a page of the
+/// service: a row inserted through the Data API shows up.
+#[tokio::test]
+async fn a_page_following_a_table_with_event_source_shows_an_inserted_row() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    crate::realtime::notes(&app, &admin).await;
+    let owner = app.get("/api/auth/me", &admin).await.data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let token = app.create_token(&admin, "API").await;
+    let browser = Browser::start().await;
+    browser.open(&app, "/admin/auth/sign-in").await;
+    browser
+        .client
+        .execute(
+            r#"const [token] = arguments;
+            const list = document.createElement("ul");
+            list.id = "changes";
+            document.body.append(list);
+            const source = new EventSource("/api/realtime?subscribe=app.notes&access_token=" + encodeURIComponent(token));
+            source.addEventListener("open", () => { document.body.dataset.following = "yes"; });
+            source.addEventListener("insert", (event) => {
+              const { row } = JSON.parse(event.data);
+              const item = document.createElement("li");
+              item.textContent = row.title;
+              list.append(item);
+            });"#,
+            vec![json!(token)],
+        )
+        .await
+        .unwrap();
+    browser.wait_for("body[data-following=yes]").await;
+    crate::realtime::insert(&app, &admin, &owner, "seen in the browser").await;
+    let item = browser.wait_for("#changes li").await;
+    assert_eq!(item.text().await.unwrap(), "seen in the browser");
+    browser.client.close().await.unwrap();
+}

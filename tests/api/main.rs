@@ -26,6 +26,7 @@ mod mcp;
 mod oauth;
 mod openapi;
 mod processes;
+mod realtime;
 mod schema;
 mod security;
 mod sessions;

@@ -632,3 +632,68 @@ async fn a_stopped_process_hands_its_runs_over_at_once() {
     );
     db.destroy().await;
 }
+
+/// SIGTERM while a batch of emails is being sent: the process finishes the
+/// one it is sending and hands the rest of its claim back, so another
+/// process sends them at once, not when the 60 s lease ends; none twice.
+#[tokio::test]
+async fn a_stopped_process_hands_its_claimed_emails_over_at_once() {
+    let db = TestDatabase::create().await;
+    db.sql(
+        "INSERT INTO svc.email_outbox (id, to_address, kind, subject, body_text, body_html) \
+         SELECT gen_random_uuid(), 'person' || n || '@example.com', 'test', 'Hello ' || n, 'text', '<p>html</p>' \
+         FROM generate_series(1, 10) AS n",
+    )
+    .await;
+    // Each email takes the first sink 300 ms: the whole claim of ten is
+    // still being sent when the process is told to stop.
+    let slow = SmtpSink::start_slow(Duration::from_millis(300)).await;
+    let (mut first, _) = serve(&db, &[("TESSERA_SMTP_URL", slow.url())]).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while slow.emails().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no email left the first process"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stopping = tokio::time::Instant::now();
+    signal(&first, "TERM");
+    let exited = tokio::time::timeout(Duration::from_secs(10), first.wait())
+        .await
+        .expect("the process stops")
+        .unwrap();
+    assert!(exited.success(), "{exited:?}");
+    let sent_before = slow.emails().len();
+    assert!(
+        sent_before < 10,
+        "the first process sent everything before stopping"
+    );
+
+    let fast = SmtpSink::start().await;
+    let (_second, _) = serve(&db, &[("TESSERA_SMTP_URL", fast.url())]).await;
+    until_zero(
+        &db,
+        "SELECT count(*)::text FROM svc.email_outbox WHERE sent_at IS NULL",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(stopping.elapsed() < Duration::from_secs(20));
+    let mut recipients: Vec<String> = slow
+        .emails()
+        .into_iter()
+        .chain(fast.emails())
+        .flat_map(|email| email.to)
+        .collect();
+    recipients.sort();
+    let before = recipients.len();
+    recipients.dedup();
+    assert_eq!(before, recipients.len(), "an email was sent twice");
+    assert_eq!(recipients.len(), 10);
+    assert_eq!(
+        db.sql("SELECT max(attempts)::text FROM svc.email_outbox")
+            .await,
+        Some("1".into())
+    );
+    db.destroy().await;
+}

@@ -19,6 +19,7 @@ const DOMAIN_CRATES: &[&str] = &[
     "tessera-data",
     "tessera-workflows",
     "tessera-views",
+    "tessera-realtime",
     "tessera-sql-console",
     "tessera-files",
     "tessera-mcp",

@@ -22,8 +22,8 @@ use store_pg::{PgStore, PoolOptions};
 pub use crate::config::Config;
 /// The crates a host embedding Tessera calls directly (docs/embedding.md).
 pub use {
-    audit, auth, data, files, http, kernel, mcp, oauth, permissions, schema, sql_console, store_pg,
-    views, workflows,
+    audit, auth, data, files, http, kernel, mcp, oauth, permissions, realtime, schema, sql_console,
+    store_pg, views, workflows,
 };
 
 /// The services of one process, over one pool.
@@ -51,6 +51,8 @@ pub struct Services {
     pub views: views::ViewService,
     /// The SQL console.
     pub sql: sql_console::SqlConsole,
+    /// Realtime subscriptions.
+    pub realtime: realtime::RealtimeService,
     /// Files.
     pub files: files::FileService,
 }
@@ -121,6 +123,12 @@ impl Services {
             .context("cannot build the OAuth HTTP client")?,
             views: views::ViewService::new(Arc::new(store.clone()), data.clone(), clock.clone()),
             sql: sql_console::SqlConsole::new(Arc::new(store.clone()), settings.clone()),
+            realtime: realtime::RealtimeService::new(
+                Arc::new(store.clone()),
+                data.clone(),
+                auth.clone(),
+                settings.clone(),
+            ),
             files: files::FileService::new(
                 data.clone(),
                 Arc::new(store.clone()),
@@ -169,6 +177,14 @@ pub struct Tessera {
     smtp_from: String,
     mail_poll: std::time::Duration,
     outbox_lease: std::time::Duration,
+    shutdown_grace: std::time::Duration,
+    workers: Arc<std::sync::Mutex<Option<Workers>>>,
+}
+
+/// The running background workers of a [`Tessera`].
+struct Workers {
+    stop: tokio::sync::watch::Sender<bool>,
+    mail: tokio::task::JoinHandle<()>,
 }
 
 impl Tessera {
@@ -200,6 +216,7 @@ impl Tessera {
             workflows: services.workflows.clone(),
             views: services.views.clone(),
             sql: services.sql.clone(),
+            realtime: services.realtime.clone(),
             files: services.files.clone(),
             mcp: Arc::new(mcp_server.clone().into_service()),
             mcp_server,
@@ -217,6 +234,8 @@ impl Tessera {
             smtp_from: config.smtp_from.clone(),
             mail_poll: config.mail_poll,
             outbox_lease: config.outbox_lease,
+            shutdown_grace: config.shutdown_grace,
+            workers: Arc::default(),
         })
     }
 
@@ -250,9 +269,39 @@ impl Tessera {
         if self.smtp_url.is_none() {
             tracing::warn!("TESSERA_SMTP_URL is not set: emails stay in the outbox and are logged");
         }
-        tokio::spawn(mailer.run());
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let mail = tokio::spawn(mailer.run(stopping));
         tokio::spawn(self.services.workflows.clone().work());
+        if let Ok(mut workers) = self.workers.lock() {
+            *workers = Some(Workers { stop, mail });
+        }
         Ok(())
+    }
+
+    /// Once the server has stopped taking requests: the email worker
+    /// finishes the email it is sending and hands the rest of its claim
+    /// back; running workflow runs get `shutdown_grace` to end, and those
+    /// still going are released. Either way another instance takes the
+    /// work over at once rather than when the leases expire.
+    pub async fn stop(&self) {
+        let workers = self.workers.lock().ok().and_then(|mut w| w.take());
+        let mail = async {
+            if let Some(Workers { stop, mail }) = workers {
+                let _ = stop.send(true);
+                if tokio::time::timeout(self.shutdown_grace, mail)
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!("stopping: an email was still being sent");
+                }
+            }
+        };
+        let runs = self.services.workflows.drain(self.shutdown_grace);
+        let ((), released) = tokio::join!(mail, runs);
+        match released {
+            Ok(released) => tracing::info!(released, "stopped; runs still going were released"),
+            Err(error) => tracing::warn!(?error, "stopped; releasing the runs failed"),
+        }
     }
 }
 
@@ -279,6 +328,7 @@ fn check_base_path(base_path: &str) -> anyhow::Result<()> {
 /// A bound, not yet running HTTP server (and the metrics server, when one
 /// is configured).
 pub struct Application {
+    tessera: Tessera,
     server: Server,
     metrics: Option<Server>,
     port: u16,
@@ -298,11 +348,13 @@ impl Application {
             .as_deref()
             .map(|bind| metrics::serve(bind, services.store.clone()))
             .transpose()?;
-        let server = HttpServer::new(move || App::new().service(tessera.scope()))
+        let routes = tessera.clone();
+        let server = HttpServer::new(move || App::new().service(routes.scope()))
             .listen(listener)?
             .shutdown_timeout(config.shutdown_grace.as_secs())
             .run();
         Ok(Self {
+            tessera,
             server,
             metrics,
             port,
@@ -314,12 +366,15 @@ impl Application {
         self.port
     }
 
-    /// Serves until SIGTERM or SIGINT; in-flight requests finish first.
+    /// Serves until SIGTERM or SIGINT; in-flight requests finish first, then
+    /// the background workers stop and hand their work over ([`Tessera::stop`]).
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         // The metrics server stops on the same signals by itself.
         if let Some(metrics) = self.metrics {
             tokio::spawn(metrics);
         }
-        self.server.await
+        let served = self.server.await;
+        self.tessera.stop().await;
+        served
     }
 }

@@ -130,10 +130,6 @@ async fn main() -> anyhow::Result<()> {
             let app = Application::build(&config, &services)?;
             tracing::info!(address = %config.bind, port = app.port(), "serving");
             app.run_until_stopped().await.context("server failed")?;
-            match services.workflows.drain(config.shutdown_grace).await {
-                Ok(released) => tracing::info!(released, "stopped; runs still going were released"),
-                Err(error) => tracing::warn!(?error, "stopped; releasing the runs failed"),
-            }
         }
     }
     Ok(())

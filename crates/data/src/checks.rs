@@ -68,6 +68,21 @@ pub(crate) fn select<'t>(
     Ok(chosen)
 }
 
+/// Every readable column hidden on some rows, with its mask: the caller's
+/// filter and sort read these columns through it.
+pub fn masks<'t>(table: &'t Table, access: &Access<'t>) -> Vec<Output<'t>> {
+    table
+        .columns
+        .iter()
+        .filter_map(|column| {
+            access.column_filters(&column.name).map(|mask| Output {
+                column,
+                mask: Some(mask),
+            })
+        })
+        .collect()
+}
+
 /// A column the caller may read, or a 400 on `field`.
 pub(crate) fn readable<'t>(
     table: &'t Table,

@@ -9,11 +9,12 @@ mod role_view;
 mod service;
 mod table;
 
-pub use checks::{check_filter, number, parse_filter, sort, user_column};
+pub use checks::{check_filter, masks, number, parse_filter, sort, user_column};
 pub use error::{DataError, query_error, read_error};
 pub use query::{Change, Context, DataStore, Found, ListQuery, Output, Predicate, Read, Write};
 pub use role_view::RoleView;
 pub use service::{
     Answer, Caller, DataRequest, DataService, LIMIT_DEFAULT, LIMIT_MAX, ListParams, Op, Page,
+    Watch, rows_seen_by,
 };
 pub use table::{Column, Kind, SERVICE_SCHEMA, SERVICE_TABLES, Table, service_columns};

@@ -6,12 +6,15 @@ use std::sync::Arc;
 
 use audit::AuditEvent;
 use auth::{AuthService, CredentialLookup};
+use kernel::filter::Filter;
 use kernel::{Clock, StoreError, Versions};
 use permissions::{Access, Action, Denied, Plane, Principal, zone};
 use serde_json::{Map, Value, json};
 
 use crate::callers::KnownCallers;
-use crate::checks::{checked_columns, cover, key_of, number, parse_filter, scoped, select, sort};
+use crate::checks::{
+    checked_columns, cover, key_of, masks, number, parse_filter, scoped, select, sort,
+};
 use crate::error::{DataError, payload_error, query_error, read_error};
 use crate::query::{Change, Context, DataStore, Found, ListQuery, Output, Predicate, Read, Write};
 use crate::table::Table;
@@ -202,18 +205,7 @@ impl DataService {
             .transpose()?;
         let query = ListQuery {
             select: select(&table, &access, params.select.as_deref())?,
-            predicate: scoped(filter.as_ref().map(Predicate::Own), &access, None),
             sort: sort(&table, &access, params.sort.as_deref())?,
-            masks: table
-                .columns
-                .iter()
-                .filter_map(|column| {
-                    access.column_filters(&column.name).map(|mask| Output {
-                        column,
-                        mask: Some(mask),
-                    })
-                })
-                .collect(),
             limit: number(
                 params.limit.as_deref(),
                 "limit",
@@ -227,6 +219,7 @@ impl DataService {
                 Some("exact") => true,
                 Some(_) => return Err(query_error("count", "must be exact")),
             },
+            ..rows_seen_by(&table, &access, filter.as_ref())
         };
         let (limit, offset) = (query.limit, query.offset);
         let context = self.context(caller, auth_version, &table).await?;
@@ -426,6 +419,45 @@ impl DataService {
             Some(_) => Ok(()),
             None => Err(DataError::NotFound),
         }
+    }
+
+    /// What a realtime subscription of the bearer to `schema.name` reads,
+    /// refused as the list route refuses (401, 403, 404, 405, and 400 for a
+    /// `filter` naming a column the caller may not read).
+    pub async fn watch(
+        &self,
+        request: DataRequest<'_>,
+        schema: &str,
+        name: &str,
+        filter: Option<&str>,
+    ) -> Result<Watch, DataError> {
+        self.as_caller(
+            request,
+            Plane::Api,
+            |_| true,
+            async |caller, _| {
+                let target = Target::new(schema, name, Exposure::Required);
+                let table = self.open(target, "GET").await?;
+                let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
+                let filter = filter
+                    .map(|raw| parse_filter(&table, &access, raw))
+                    .transpose()?;
+                Ok(Watch {
+                    principal: caller.principal.clone(),
+                    table: table.clone(),
+                    filter,
+                })
+            },
+        )
+        .await
+    }
+
+    /// The registered table `schema.name` as the catalog holds it now.
+    pub async fn table(&self, schema: &str, name: &str) -> Result<Option<Arc<Table>>, DataError> {
+        self.store
+            .table(schema, name)
+            .await
+            .map_err(DataError::Store)
     }
 
     /// Every registered table with its grants, for the per-role document.
@@ -702,6 +734,38 @@ impl DataService {
             caller.ip.map(str::to_owned),
         )
         .with_details(json!({ "schema": table.schema, "table": table.name }))
+    }
+}
+
+/// A realtime subscriber's view of one table ([`DataService::watch`]).
+#[derive(Debug, Clone)]
+pub struct Watch {
+    /// The caller, as resolved when subscribing.
+    pub principal: Principal,
+    /// The table.
+    pub table: Arc<Table>,
+    /// The caller's own filter, checked against the table.
+    pub filter: Option<Filter>,
+}
+
+/// The rows of `table` that `access` reads and that match the caller's own
+/// `filter`, with every column it may read, as the list route shapes them
+/// (masked cells null); no sort, the page at its largest. Realtime events
+/// are shaped with it.
+pub fn rows_seen_by<'t>(
+    table: &'t Table,
+    access: &Access<'t>,
+    filter: Option<&'t Filter>,
+) -> ListQuery<'t> {
+    ListQuery {
+        // Every readable column: no list of names to refuse.
+        select: select(table, access, None).unwrap_or_default(),
+        predicate: scoped(filter.map(Predicate::Own), access, None),
+        sort: Vec::new(),
+        masks: masks(table, access),
+        limit: LIMIT_MAX,
+        offset: 0,
+        count: false,
     }
 }
 

@@ -251,7 +251,7 @@ impl FromRequest for Bearer {
     }
 }
 
-fn credential_required() -> ApiError {
+pub(crate) fn credential_required() -> ApiError {
     ApiError::new(
         Code::AuthenticationRequired,
         "A valid credential is required",

@@ -26,7 +26,8 @@ use utoipa_actix_web::{AppExt, UtoipaApp};
 use crate::error::ApiError;
 use crate::routes::{
     account, admin, auth as auth_routes, console, data as data_routes, docs, files as file_routes,
-    health, mcp as mcp_routes, oauth, pages, views as view_routes, workflows as workflow_routes,
+    health, mcp as mcp_routes, oauth, pages, realtime as realtime_routes, views as view_routes,
+    workflows as workflow_routes,
 };
 
 #[derive(OpenApi)]
@@ -158,6 +159,7 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 ),
         )
         .service(documented::scope("/api/views").service(view_routes::read))
+        .service(documented::scope("/api/realtime").service(realtime_routes::subscribe))
         .service(
             documented::scope("/api/mcp")
                 .service(mcp_routes::endpoint)

@@ -39,6 +39,8 @@ pub struct AppState {
     pub files: files::FileService,
     /// The SQL console.
     pub sql: sql_console::SqlConsole,
+    /// Realtime subscriptions.
+    pub realtime: realtime::RealtimeService,
     /// The audit log.
     pub audit: audit::AuditService,
     /// The readiness probe.

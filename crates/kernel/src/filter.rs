@@ -120,6 +120,21 @@ impl Filter {
             Filter::Condition { column, .. } => vec![column.as_str()],
         }
     }
+
+    /// Whether some operand satisfies `test` (a `$USER` or `$PERIOD` variable, say).
+    pub fn mentions(&self, test: &impl Fn(&Operand) -> bool) -> bool {
+        fn within(operand: &Operand, test: &impl Fn(&Operand) -> bool) -> bool {
+            match operand {
+                Operand::List(items) => items.iter().any(|item| within(item, test)),
+                other => test(other),
+            }
+        }
+        match self {
+            Filter::And(items) | Filter::Or(items) => items.iter().any(|f| f.mentions(test)),
+            Filter::Not(inner) => inner.mentions(test),
+            Filter::Condition { operand, .. } => within(operand, test),
+        }
+    }
 }
 
 fn operand(value: &Value, path: &str) -> Result<Operand, FieldError> {

@@ -103,6 +103,20 @@ const KEYS: &[Key] = &[
         },
     ),
     key(
+        "realtime.replay_seconds",
+        Rule::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+    ),
+    key(
+        "realtime.max_subscribers",
+        Rule::Int {
+            min: 1,
+            max: i64::MAX,
+        },
+    ),
+    key(
         "files.max_bytes",
         Rule::Int {
             min: 1,
@@ -166,6 +180,8 @@ fn default_of(name: &str) -> Value {
         "workflows.public_rate_limit_per_minute" => json!(60),
         "workflows.run_retention_days" => json!(30),
         "files.max_bytes" => json!(26_214_400),
+        "realtime.replay_seconds" => json!(300),
+        "realtime.max_subscribers" => json!(10_000),
         "auth.registration_enabled"
         | "auth.email_verification_required"
         | "workflows.http_allow_private"
@@ -472,6 +488,16 @@ impl Settings {
     /// `files.max_bytes`.
     pub fn files_max_bytes(&self) -> u64 {
         u64::try_from(self.int("files.max_bytes")).unwrap_or(26_214_400)
+    }
+
+    /// `realtime.replay_seconds`: how far back `Last-Event-ID` replays.
+    pub fn realtime_replay_seconds(&self) -> u64 {
+        u64::try_from(self.int("realtime.replay_seconds")).unwrap_or(300)
+    }
+
+    /// `realtime.max_subscribers`: open streams per instance.
+    pub fn realtime_max_subscribers(&self) -> usize {
+        usize::try_from(self.int("realtime.max_subscribers")).unwrap_or(10_000)
     }
 
     /// Longest a synchronous webhook waits for its run, in milliseconds.

@@ -88,6 +88,9 @@ pub trait Outbox: Send + Sync + 'static {
     ) -> Result<Vec<Claimed>, StoreError>;
     /// The email went out.
     async fn mark_sent(&self, id: Uuid) -> Result<(), StoreError>;
+    /// Hands claimed emails that were never tried back at once, their
+    /// attempt uncounted (a stopping worker's).
+    async fn release(&self, ids: &[Uuid]) -> Result<(), StoreError>;
     /// The email did not go out: keeps `error`, tries again after `retry_in`.
     async fn mark_failed(
         &self,
@@ -131,20 +134,28 @@ impl MailWorker {
         })
     }
 
-    /// Runs rounds forever; spawn it.
-    pub async fn run(self) {
-        loop {
-            match self.deliver_due().await {
+    /// Runs rounds until `stop` turns true; spawn it. Stopped, it finishes
+    /// the email it is sending and hands the rest of its claim back.
+    pub async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        while !*stop.borrow() {
+            match self.deliver_due(&stop).await {
                 Ok(n) if n > 0 => continue,
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "email outbox round failed"),
             }
-            tokio::time::sleep(self.poll).await;
+            tokio::select! {
+                () = tokio::time::sleep(self.poll) => {}
+                _ = stop.changed() => {}
+            }
         }
     }
 
-    /// One round: claims due emails and delivers them; answers how many it handled.
-    pub async fn deliver_due(&self) -> Result<usize, StoreError> {
+    /// One round: claims due emails and delivers them until `stop` turns
+    /// true; answers how many it claimed.
+    pub async fn deliver_due(
+        &self,
+        stop: &tokio::sync::watch::Receiver<bool>,
+    ) -> Result<usize, StoreError> {
         match &self.delivery {
             Delivery::Log => {
                 let emails = self.outbox.claim_for_log(BATCH).await?;
@@ -160,8 +171,20 @@ impl MailWorker {
                     .claim_for_sending(BATCH, self.lease, MAX_ATTEMPTS)
                     .await?;
                 let count = emails.len();
-                for email in emails {
+                let mut emails = emails.into_iter();
+                while !*stop.borrow() {
+                    let Some(email) = emails.next() else {
+                        return Ok(count);
+                    };
                     self.send(transport, email).await?;
+                }
+                let untried: Vec<Uuid> = emails.map(|email| email.id).collect();
+                if !untried.is_empty() {
+                    self.outbox.release(&untried).await?;
+                    tracing::info!(
+                        released = untried.len(),
+                        "stopping: claimed emails handed back"
+                    );
                 }
                 Ok(count)
             }

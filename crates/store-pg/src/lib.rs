@@ -12,6 +12,7 @@ mod json_rows;
 mod lane;
 mod oauth_store;
 mod outbox_store;
+mod realtime_store;
 mod role_store;
 mod schema_store;
 mod sql_console_store;
@@ -40,6 +41,8 @@ pub struct PgStore {
     seen: Arc<cache::SeenVersions>,
     reads: Arc<lane::ReadLane>,
     clock: Arc<dyn kernel::Clock>,
+    /// Wakes the realtime hub; its LISTEN starts with the first subscriber.
+    realtime_wake: Arc<std::sync::OnceLock<Arc<tokio::sync::Notify>>>,
 }
 
 /// Pool size, timeouts and how PostgreSQL plans the pool's statements.
@@ -172,6 +175,7 @@ impl PgStore {
             catalog: Arc::default(),
             seen: Arc::default(),
             clock,
+            realtime_wake: Arc::default(),
         }
     }
 

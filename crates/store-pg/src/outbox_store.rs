@@ -85,6 +85,18 @@ impl Outbox for PgStore {
         Ok(())
     }
 
+    async fn release(&self, ids: &[Uuid]) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "UPDATE svc.email_outbox SET attempts = attempts - 1, next_attempt_at = now() \
+                 WHERE id = ANY($1) AND sent_at IS NULL",
+                [ids.to_vec().into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
     async fn mark_failed(
         &self,
         id: Uuid,

@@ -39,6 +39,8 @@ impl ReceivedEmail {
 struct Inbox {
     emails: Mutex<Vec<ReceivedEmail>>,
     arrived: Notify,
+    /// How long the sink takes to accept each email.
+    delay: Duration,
 }
 
 /// The running (or stopped) sink.
@@ -109,6 +111,7 @@ async fn session(stream: TcpStream, inbox: Arc<Inbox>) -> std::io::Result<()> {
                         .unwrap_or(&line),
                 );
             }
+            tokio::time::sleep(inbox.delay).await;
             let email = ReceivedEmail {
                 to: std::mem::take(&mut to),
                 text: decode_quoted_printable(&data),
@@ -139,9 +142,17 @@ async fn serve(listener: TcpListener, inbox: Arc<Inbox>) {
 impl SmtpSink {
     /// Starts a sink on a free loopback port.
     pub async fn start() -> Self {
+        Self::start_slow(Duration::ZERO).await
+    }
+
+    /// Starts a sink that takes `delay` to accept each email.
+    pub async fn start_slow(delay: Duration) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind sink");
         let port = listener.local_addr().expect("sink address").port();
-        let inbox = Arc::new(Inbox::default());
+        let inbox = Arc::new(Inbox {
+            delay,
+            ..Inbox::default()
+        });
         let server = Some(tokio::spawn(serve(listener, inbox.clone())));
         Self {
             port,

@@ -164,16 +164,7 @@ pub(crate) fn compile<'a>(
             .flatten()
             .collect(),
         ),
-        masks: source
-            .columns
-            .iter()
-            .filter_map(|column| {
-                access.column_filters(&column.name).map(|mask| Output {
-                    column,
-                    mask: Some(mask),
-                })
-            })
-            .collect(),
+        masks: data::masks(source, access),
         granted: Predicate::any_of(granted.row_filters()).unwrap_or(Predicate::All(Vec::new())),
         view_sort,
         view_limit: definition.limit,

@@ -22,6 +22,8 @@ pub const BASE_PATH: &str = "/backend";
 pub struct Host {
     /// Tessera's services, which the host's own routes call directly.
     pub services: Services,
+    /// Tessera's routes and workers; [`Tessera::stop`] once the server ends.
+    pub tessera: Tessera,
     /// The port the host listens on.
     pub port: u16,
     /// The server; await it to serve.
@@ -38,16 +40,18 @@ pub async fn start(config: &Config, bind: &str) -> anyhow::Result<Host> {
     let listener = TcpListener::bind(bind)?;
     let port = listener.local_addr()?.port();
     let shared = web::Data::new(services.clone());
+    let routes = tessera.clone();
     let server = HttpServer::new(move || {
         App::new()
             .app_data(shared.clone())
             .route("/my/notes", web::get().to(my_notes))
-            .service(tessera.scope())
+            .service(routes.scope())
     })
     .listen(listener)?
     .run();
     Ok(Host {
         services,
+        tessera,
         port,
         server,
     })

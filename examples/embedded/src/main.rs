@@ -14,5 +14,7 @@ async fn main() -> anyhow::Result<()> {
     let host = embedded_example::start(&config, "127.0.0.1:8090").await?;
     tracing::info!(port = host.port, "host serving; Tessera under /backend");
     host.server.await?;
+    // Email and workflow work still held goes back to the queue.
+    host.tessera.stop().await;
     Ok(())
 }

@@ -11,5 +11,6 @@ pub mod health;
 pub mod mcp;
 pub mod oauth;
 pub mod pages;
+pub mod realtime;
 pub mod views;
 pub mod workflows;

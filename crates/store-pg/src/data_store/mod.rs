@@ -5,6 +5,7 @@
 //! writes and counted lists have their JSON built by PostgreSQL.
 
 mod catalog;
+mod changes;
 mod sql;
 mod view_sql;
 mod write;
@@ -20,6 +21,7 @@ use crate::json_rows::{compact, write_object};
 use crate::{PgStore, map_err, map_sqlx};
 
 pub(crate) use catalog::Catalog;
+pub(crate) use changes::changes_sql;
 use sql::Rows;
 use view_sql::{params_json, view_sql};
 use write::write_sql;

@@ -44,12 +44,17 @@ pub async fn document(
     let admin = role.id == ADMINISTRATORS_ROLE_ID;
     let mut paths = Map::new();
     let mut schemas = Map::new();
+    let mut followable = Vec::new();
     for table in &tables {
         let Some(view) = RoleView::of(table, role_id, admin) else {
             continue;
         };
+        if view.methods.iter().any(|(method, _)| *method == "GET") {
+            followable.push(format!("{}.{}", table.schema, table.name));
+        }
         describe(&view, &mut paths, &mut schemas);
     }
+    describe_realtime(&followable, &mut paths);
     let granted: Vec<Uuid> = state
         .grants
         .grants(permissions::GrantQuery {
@@ -337,6 +342,37 @@ fn describe_views(
             } }),
         );
     }
+}
+
+/// `GET /api/realtime`, when the role may read some table.
+fn describe_realtime(tables: &[String], paths: &mut Map<String, Value>) {
+    if tables.is_empty() {
+        return;
+    }
+    let error = json!({ "$ref": "#/components/schemas/Errors" });
+    let text = json!({ "type": "string" });
+    paths.insert("/api/realtime".into(), json!({ "get": {
+        "operationId": "subscribeRealtime",
+        "summary": "Follow row changes as Server-Sent Events",
+        "description": "A text/event-stream of `event: insert|update|delete` with `id: <event id>` and \
+            `data: {\"resource\",\"row\",\"old\"?}`, each row as the list route returns it to the caller; \
+            `: ping` every 15 s; `event: reset` when `Last-Event-ID` cannot be replayed; \
+            `event: overflow` before a client too slow to keep up is dropped.",
+        "parameters": [
+            { "name": "subscribe", "in": "query", "required": true, "schema": text.clone(),
+              "description": format!("Tables, comma separated, among: {}", tables.join(", ")) },
+            parameter("filter", "JSON filter, applied to every listed table", json!({ "type": "string", "contentMediaType": "application/json" })),
+            parameter("access_token", "The credential, for clients that cannot send headers (EventSource)", text.clone()),
+            parameter("lastEventId", "Resume after this event id", text.clone()),
+            { "name": "Last-Event-ID", "in": "header", "required": false, "schema": text, "description": "Resume after this event id" },
+        ],
+        "responses": {
+            "200": { "description": "The stream", "content": { "text/event-stream": { "schema": { "type": "string" } } } },
+            "400": answer("Bad subscribe or filter", error.clone()),
+            "404": answer("Unknown or hidden table", error.clone()),
+            "405": answer("Table not exposed for GET", error),
+        },
+    } }));
 }
 
 fn describe_webhooks(

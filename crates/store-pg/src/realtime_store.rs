@@ -1,0 +1,198 @@
+//! The realtime change log (`svc.realtime_events`, written by a trigger on
+//! each watched table) and the instance's one LISTEN on it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use data::{Context, ListQuery, Table};
+use kernel::StoreError;
+use realtime::{Change, EventRef, Poll, RealtimeStore};
+use sea_orm::sqlx::postgres::PgListener;
+use sea_orm::{ConnectionTrait, QueryResult};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::data_store::changes_sql;
+use crate::{PgStore, map_err, stmt, versions_of};
+
+/// The channel the trigger announces logged changes on.
+const CHANNEL: &str = "tessera_realtime";
+
+/// Events after `$1` and below the frontier, of resources `$2`, at most
+/// `$3`, with the versions and the frontier in the same statement (one row
+/// with null event columns when there is none).
+const POLL: &str = "SELECT v.auth, v.catalog, v.settings, f.frontier, e.id, e.resource_id, e.event \
+     FROM svc.cache_version v \
+     CROSS JOIN (SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 24) AS frontier) f \
+     LEFT JOIN LATERAL (SELECT id, resource_id, event FROM svc.realtime_events \
+         WHERE id > $1 AND id < f.frontier AND resource_id = ANY($2) ORDER BY id LIMIT $3) e ON true \
+     ORDER BY e.id";
+
+fn event_of(row: &QueryResult) -> Result<Option<EventRef>, StoreError> {
+    let id: Option<i64> = row.try_get("", "id").map_err(map_err)?;
+    let Some(id) = id else { return Ok(None) };
+    Ok(Some(EventRef {
+        id,
+        resource_id: row.try_get("", "resource_id").map_err(map_err)?,
+        kind: row.try_get("", "event").map_err(map_err)?,
+    }))
+}
+
+fn limit(n: u64) -> sea_orm::Value {
+    i64::try_from(n).unwrap_or(i64::MAX).into()
+}
+
+#[async_trait]
+impl RealtimeStore for PgStore {
+    async fn keep(&self, resources: &[Uuid], seconds: u64) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "SELECT svc.realtime_keep($1, $2)",
+                [resources.to_vec().into(), limit(seconds)],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn prune(&self, seconds: u64) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "WITH gone AS (DELETE FROM svc.realtime_interest WHERE until < now()) \
+                 DELETE FROM svc.realtime_events WHERE at < now() - make_interval(secs => $1)",
+                [limit(seconds)],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn poll(
+        &self,
+        after: i64,
+        resources: &[Uuid],
+        limit_to: u64,
+    ) -> Result<Poll, StoreError> {
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                POLL,
+                [after.into(), resources.to_vec().into(), limit(limit_to)],
+            ))
+            .await
+            .map_err(map_err)?;
+        let first = rows
+            .first()
+            .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
+        let versions = versions_of(first, "")?;
+        self.seen.observe(versions);
+        let mut events = Vec::with_capacity(rows.len());
+        for row in &rows {
+            events.extend(event_of(row)?);
+        }
+        Ok(Poll {
+            versions,
+            frontier: first.try_get("", "frontier").map_err(map_err)?,
+            events,
+        })
+    }
+
+    async fn between(
+        &self,
+        after: i64,
+        until: i64,
+        resources: &[Uuid],
+        limit_to: u64,
+    ) -> Result<Vec<EventRef>, StoreError> {
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                "SELECT id, resource_id, event FROM svc.realtime_events \
+                 WHERE id > $1 AND id <= $2 AND resource_id = ANY($3) ORDER BY id LIMIT $4",
+                [
+                    after.into(),
+                    until.into(),
+                    resources.to_vec().into(),
+                    limit(limit_to),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        let mut events = Vec::with_capacity(rows.len());
+        for row in &rows {
+            events.extend(event_of(row)?);
+        }
+        Ok(events)
+    }
+
+    async fn replayable(&self, id: i64, seconds: u64) -> Result<bool, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT EXISTS (SELECT 1 FROM svc.realtime_events \
+                 WHERE id = $1 AND at > now() - make_interval(secs => $2)) AS found",
+                [id.into(), limit(seconds)],
+            ))
+            .await
+            .map_err(map_err)?;
+        match row {
+            Some(row) => row.try_get("", "found").map_err(map_err),
+            None => Ok(false),
+        }
+    }
+
+    async fn changes(
+        &self,
+        table: &Table,
+        query: &ListQuery<'_>,
+        context: &Context,
+        events: &[i64],
+    ) -> Result<Vec<Change>, StoreError> {
+        let (sql, values) = changes_sql(table, query, context, events);
+        let rows = self
+            .db
+            .query_all_raw(sea_orm::Statement::from_sql_and_values(
+                sea_orm::DbBackend::Postgres,
+                sql,
+                values,
+            ))
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|row| {
+                let body: String = row.try_get("", "body").map_err(map_err)?;
+                Ok(Change {
+                    event: row.try_get("", "event").map_err(map_err)?,
+                    new: row.try_get("", "new").map_err(map_err)?,
+                    row: crate::json_rows::compact(body),
+                })
+            })
+            .collect()
+    }
+
+    fn wake(&self) -> Arc<Notify> {
+        self.realtime_wake
+            .get_or_init(|| {
+                let wake = Arc::new(Notify::new());
+                tokio::spawn(listen(self.db.clone(), wake.clone()));
+                wake
+            })
+            .clone()
+    }
+}
+
+/// LISTENs on [`CHANNEL`] until the process ends, reconnecting as needed;
+/// each notification wakes the hub (a missed one costs at most its tick).
+async fn listen(db: sea_orm::DatabaseConnection, wake: Arc<Notify>) {
+    loop {
+        if let Ok(mut listener) = PgListener::connect_with(db.get_postgres_connection_pool()).await
+            && listener.listen(CHANNEL).await.is_ok()
+        {
+            while let Ok(Some(_)) = listener.try_recv().await {
+                wake.notify_one();
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
