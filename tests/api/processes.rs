@@ -697,3 +697,58 @@ async fn a_stopped_process_hands_its_claimed_emails_over_at_once() {
     );
     db.destroy().await;
 }
+
+/// Realtime across processes: a row written through one process reaches a
+/// subscriber of the other, with the same event id a subscriber of the
+/// first gets.
+#[tokio::test]
+async fn a_write_through_one_process_reaches_subscribers_of_the_other() {
+    let db = TestDatabase::create().await;
+    let (_first, a) = serve(&db, &[]).await;
+    let (_second, b) = serve(&db, &[]).await;
+    let client = Client::new();
+    let (admin, admin_id) = administrator(&client, &a).await;
+    let table = expect(
+        &client,
+        Method::POST,
+        format!("{a}/admin/api/schema/app/tables"),
+        &admin,
+        Some(json!({ "data": { "name": "notes", "columns": [
+            { "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" },
+            { "name": "owner_id", "dataType": "uuid", "nullable": false },
+            { "name": "title", "dataType": "text", "nullable": false } ] } })),
+        StatusCode::CREATED,
+    )
+    .await;
+    let resource = table["resourceId"].as_str().unwrap();
+    expect(
+        &client,
+        Method::PATCH,
+        format!("{a}/admin/api/resources/{resource}"),
+        &admin,
+        Some(json!({ "data": { "exposedMethods": ["GET", "POST"] } })),
+        StatusCode::OK,
+    )
+    .await;
+    let follow = "subscribe=app.notes";
+    let mut on_b = crate::realtime::Stream::open(&b, follow, Some(&admin), None)
+        .await
+        .unwrap();
+    let mut on_a = crate::realtime::Stream::open(&a, follow, Some(&admin), None)
+        .await
+        .unwrap();
+    let row = expect(
+        &client,
+        Method::POST,
+        format!("{a}/api/data/app/notes"),
+        &admin,
+        Some(json!({ "data": { "owner_id": admin_id, "title": "through a" } })),
+        StatusCode::CREATED,
+    )
+    .await;
+    let (seen_on_b, seen_on_a) = (on_b.next().await, on_a.next().await);
+    assert_eq!(seen_on_b.data["row"]["id"], row["id"]);
+    assert_eq!(seen_on_b.data["row"]["title"], "through a");
+    assert_eq!(seen_on_b.id, seen_on_a.id);
+    db.destroy().await;
+}

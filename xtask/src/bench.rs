@@ -26,6 +26,7 @@ const DATA_ROWS: u32 = 100_000;
 const ADMIN_EMAIL: &str = "bench@example.com";
 const ADMIN_PASSWORD: &str = "bench-password-1";
 
+mod realtime;
 mod scale;
 mod soak;
 
@@ -41,13 +42,15 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("views") => views(),
         Some("files") => files(),
         Some("scale") => scale::scale(),
+        Some("realtime") => realtime::realtime(),
         None => auth()
             .and_then(|()| data())
             .and_then(|()| views())
             .and_then(|()| workflows())
-            .and_then(|()| files()),
+            .and_then(|()| files())
+            .and_then(|()| realtime::realtime()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, data, files, peer, scale, views, workflows; scale is not in the default run)"
+            "unknown benchmark `{other}` (known: auth, data, files, peer, realtime, scale, views, workflows; scale is not in the default run)"
         )),
     }
 }

@@ -34,6 +34,8 @@ const TICK: Duration = Duration::from_millis(500);
 const KEEP_EVERY: Duration = Duration::from_secs(15);
 /// Heartbeat comment, sent to every subscriber every [`KEEP_EVERY`].
 const PING: &str = ": ping\n\n";
+/// How often a batch read on state that changed meanwhile is read again.
+const STALE_RETRIES: u32 = 3;
 /// `ended` of a subscriber dropped for falling behind.
 pub(crate) const OVERFLOWED: u8 = 1;
 
@@ -266,7 +268,11 @@ impl Runner {
                     (Some(events), Some(versions)) => {
                         member.after = id;
                         let mut alone = vec![member];
-                        self.dispatch(&events, versions, &mut alone).await;
+                        // A replay read on changed state is not retried: the
+                        // client reloads instead.
+                        if !self.dispatch(&events, versions, &mut alone).await {
+                            alone[0].push(&reset);
+                        }
                         member = alone.remove(0);
                         member.after = member.after.max(cursor);
                     }
@@ -281,6 +287,7 @@ impl Runner {
     /// Reads the log up to the frontier and dispatches what it holds.
     async fn read_log(&mut self) {
         let resources = self.resources();
+        let mut stale_reads = 0;
         loop {
             let Some(cursor) = self.cursor else { return };
             let poll = match self.store.poll(cursor, &resources, BATCH).await {
@@ -301,14 +308,22 @@ impl Runner {
             }
             self.seen = Some(poll.versions);
             let full = poll.events.len() as u64 >= BATCH;
+            let mut members = std::mem::take(&mut self.members);
+            let current = self
+                .dispatch(&poll.events, poll.versions, &mut members)
+                .await;
+            self.members = members;
+            if !current && stale_reads < STALE_RETRIES {
+                // The same events again, on the new state; members that got
+                // them are past them already.
+                stale_reads += 1;
+                continue;
+            }
+            stale_reads = 0;
             self.cursor = Some(match poll.events.last() {
                 Some(last) if full => last.id,
                 _ => cursor.max(poll.frontier - 1),
             });
-            let mut members = std::mem::take(&mut self.members);
-            self.dispatch(&poll.events, poll.versions, &mut members)
-                .await;
-            self.members = members;
             if !full {
                 return;
             }
@@ -365,7 +380,14 @@ impl Runner {
     }
 
     /// Hands `members` the frames of `events`, table by table.
-    async fn dispatch(&self, events: &[EventRef], versions: Versions, members: &mut [Member]) {
+    /// Answers false when some view was read on state that changed
+    /// meanwhile: its members got nothing of this batch, to be read again.
+    async fn dispatch(
+        &self,
+        events: &[EventRef],
+        versions: Versions,
+        members: &mut [Member],
+    ) -> bool {
         let mut by_resource: Vec<(Uuid, Vec<&EventRef>)> = Vec::new();
         for event in events {
             match by_resource
@@ -378,11 +400,22 @@ impl Runner {
         }
         // Frames of every member, merged back into id order below.
         let mut frames: Vec<Vec<(i64, Arc<str>)>> = vec![Vec::new(); members.len()];
+        let mut stale = vec![false; members.len()];
         for (resource, events) in by_resource {
-            self.dispatch_table(resource, &events, versions, members, &mut frames)
-                .await;
+            self.dispatch_table(
+                resource,
+                &events,
+                versions,
+                members,
+                &mut frames,
+                &mut stale,
+            )
+            .await;
         }
-        for (member, mut frames) in members.iter_mut().zip(frames) {
+        for ((member, mut frames), stale) in members.iter_mut().zip(frames).zip(&stale) {
+            if *stale {
+                continue;
+            }
             frames.sort_by_key(|(id, _)| *id);
             for (_, frame) in &frames {
                 if member.gone {
@@ -394,6 +427,7 @@ impl Runner {
                 member.after = member.after.max(last.id);
             }
         }
+        !stale.contains(&true)
     }
 
     /// The frames of one table's `events` for each member watching it.
@@ -404,6 +438,7 @@ impl Runner {
         versions: Versions,
         members: &mut [Member],
         frames: &mut [Vec<(i64, Arc<str>)>],
+        stale: &mut [bool],
     ) {
         // The table as the catalog holds it now, by any member's watch.
         let Some(watch) = members.iter().find_map(|m| m.watching(resource)) else {
@@ -475,6 +510,10 @@ impl Runner {
                 .await
             {
                 Ok(rows) => rows,
+                Err(data::DataError::Store(kernel::StoreError::Stale)) => {
+                    indexes.iter().for_each(|&i| stale[i] = true);
+                    continue;
+                }
                 Err(error) => {
                     tracing::warn!(%error, "realtime: reading the changed rows failed");
                     continue;

@@ -369,6 +369,8 @@ fn describe_realtime(tables: &[String], paths: &mut Map<String, Value>) {
         "responses": {
             "200": { "description": "The stream", "content": { "text/event-stream": { "schema": { "type": "string" } } } },
             "400": answer("Bad subscribe or filter", error.clone()),
+            "401": answer("No valid credential", error.clone()),
+            "403": answer("No read grant on a listed table", error.clone()),
             "404": answer("Unknown or hidden table", error.clone()),
             "405": answer("Table not exposed for GET", error),
         },
