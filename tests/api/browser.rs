@@ -594,3 +594,182 @@ async fn a_page_following_a_table_with_event_source_shows_an_inserted_row() {
     assert_eq!(item.text().await.unwrap(), "seen in the browser");
     browser.client.close().await.unwrap();
 }
+
+/// The console's tables page: a table defined in the form shows its SQL
+/// first, is created and listed; a refused definition shows the reason next
+/// to the form, the field marked; a column is added; exposing a method and
+/// dropping after typing the name act on the API.
+#[tokio::test]
+async fn the_tables_page_previews_creates_exposes_and_drops_a_table() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let browser = Browser::start().await;
+    browser.open(&app, "/admin/tables").await;
+    browser.wait_for("form[data-action=sign-in]").await;
+    browser.fill("email", testkit::ADMIN_EMAIL).await;
+    browser.fill("password", testkit::ADMIN_PASSWORD).await;
+    browser.submit().await;
+    browser.wait_for("#create-table").await;
+
+    // A refusal: the reason shown, the field marked.
+    browser.fill("new-name", "Bad Name").await;
+    let row = "#new-columns tr:nth-child(1)";
+    let cell = |field: &str| format!("{row} [data-field={field}]");
+    browser
+        .client
+        .find(Locator::Css(&cell("name")))
+        .await
+        .unwrap()
+        .send_keys("id")
+        .await
+        .unwrap();
+    click(&browser, "#preview").await;
+    let error = browser.wait_for("#create-error:not([hidden])").await;
+    assert!(!error.text().await.unwrap().is_empty());
+    browser.wait_for("#new-name[aria-invalid=true]").await;
+
+    // A good definition: the SQL first, then the table. Editing withdraws
+    // the mark and the refusal.
+    browser.fill("new-name", "tasks").await;
+    browser.wait_for("#new-name:not([aria-invalid])").await;
+    browser.wait_for("#create-error[hidden]").await;
+    let types = browser
+        .client
+        .find(Locator::Css(&cell("dataType")))
+        .await
+        .unwrap();
+    types.clear().await.unwrap();
+    types.send_keys("bigint").await.unwrap();
+    click(&browser, &cell("primaryKey")).await;
+    click(&browser, "#add-column-row").await;
+    let second = "#new-columns tr:nth-child(2)";
+    for (field, value) in [
+        ("name", "title"),
+        ("check", "length(title) <= 50"),
+        ("checkMessage", "At most 50 characters"),
+    ] {
+        browser
+            .client
+            .find(Locator::Css(&format!("{second} [data-field={field}]")))
+            .await
+            .unwrap()
+            .send_keys(value)
+            .await
+            .unwrap();
+    }
+    click(&browser, &format!("{second} [data-field=notNull]")).await;
+    click(&browser, "#preview").await;
+    let sql = browser
+        .wait_for("#preview-box:not([hidden]) #preview-sql")
+        .await;
+    let sql = sql.text().await.unwrap();
+    assert!(
+        sql.contains("CREATE TABLE") && sql.contains("tasks") && sql.contains("length(title)"),
+        "{sql}"
+    );
+    assert!(
+        app.get("/admin/api/resources", &admin)
+            .await
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["table"] != "tasks")
+    );
+    std::fs::write(
+        artefact("tables-preview.png"),
+        browser.client.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    click(&browser, "#create").await;
+    browser.wait_for("li[data-table='app.tasks']").await;
+
+    // Expose GET, add a column, then drop it after typing its name.
+    click(
+        &browser,
+        "li[data-table='app.tasks'] input[data-method=GET]",
+    )
+    .await;
+    let resource = wait_until(&app, &admin, |r| {
+        r["table"] == "tasks" && r["exposedMethods"] == json!(["GET"])
+    })
+    .await;
+    let add = "li[data-table='app.tasks'] form:nth-of-type(1)";
+    browser
+        .client
+        .find(Locator::Css(&format!("{add} [data-field=name]")))
+        .await
+        .unwrap()
+        .send_keys("done")
+        .await
+        .unwrap();
+    click(&browser, &format!("{add} button")).await;
+    status_shows(&browser, "Added done").await;
+    let columns = app.get("/admin/api/schema/app/tables", &admin).await;
+    assert!(
+        columns.body.to_string().contains("\"done\""),
+        "{:?}",
+        columns.body
+    );
+    let drop = "li[data-table='app.tasks'] form:nth-of-type(2)";
+    browser
+        .client
+        .find(Locator::Css(&format!("{drop} input")))
+        .await
+        .unwrap()
+        .send_keys("app.tasks")
+        .await
+        .unwrap();
+    click(&browser, &format!("{drop} button")).await;
+    status_shows(&browser, "Dropped app.tasks").await;
+    let gone = app
+        .get(
+            &format!("/admin/api/resources/{}", resource["id"].as_str().unwrap()),
+            &admin,
+        )
+        .await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+    std::fs::write(
+        artefact("tables-after.png"),
+        browser.client.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    browser.client.close().await.unwrap();
+}
+
+/// Waits up to 10 s for the console's status line to contain `text`.
+async fn status_shows(browser: &Browser, text: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = String::new();
+    while std::time::Instant::now() < deadline {
+        if let Ok(status) = browser.client.find(Locator::Css("#status")).await {
+            seen = status.text().await.unwrap_or_default();
+            if seen.contains(text) {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the status never showed {text:?} (last: {seen:?})");
+}
+
+async fn click(browser: &Browser, css: &str) {
+    browser.wait_for(css).await.click().await.unwrap();
+}
+
+/// Waits up to 5 s for a resource matching `test`; answers it.
+async fn wait_until(
+    app: &TestApp,
+    admin: &str,
+    test: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let list = app.get("/admin/api/resources", admin).await;
+        if let Some(found) = list.data().as_array().unwrap().iter().find(|r| test(r)) {
+            return found.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "{:?}", list.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

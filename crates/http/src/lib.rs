@@ -357,10 +357,11 @@ mod tests {
     use super::*;
 
     /// Paths served outside the Admin API: the HTML pages and their assets.
-    const PAGES: [&str; 4] = [
+    const PAGES: [&str; 5] = [
         "/admin/auth/",
         "/admin/docs",
         "/admin/dashboards/",
+        "/admin/tables",
         "/admin/assets/",
     ];
 

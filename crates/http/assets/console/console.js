@@ -1,4 +1,5 @@
-// Pages of the console under /admin/: the index and the dashboards. Each
+// Pages of the console under /admin/: the index, the dashboards and the
+// tables (tables.js). Each
 // reads the APIs with the session of the person signed in through
 // /admin/auth/sign-in (kept in sessionStorage), and sends anyone else there.
 "use strict";
@@ -25,10 +26,22 @@ function showStatus(text) {
 }
 
 // GET an API route as the signed-in person; a refused session signs in again.
-async function api(path) {
+function api(path) {
+  return call("GET", path);
+}
+
+// Calls an API route as the signed-in person, with `data` as the body's
+// `data` when given; answers { status, answer } (answer: the parsed body).
+async function call(method, path, data) {
   const token = session();
   if (!token) return null;
-  const response = await fetch(BASE + path, { headers: { Authorization: "Bearer " + token } });
+  const headers = { Authorization: "Bearer " + token };
+  const init = { method, headers };
+  if (data !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify({ data });
+  }
+  const response = await fetch(BASE + path, init);
   const answer = await response.json().catch(() => null);
   if (response.status === 401) {
     sessionStorage.removeItem(SESSION_KEY);
@@ -211,5 +224,6 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("sign-out").addEventListener("click", signOut);
   const page = document.querySelector("main").dataset.page;
   if (page === "dashboard") dashboardPage();
+  else if (page === "tables") tablesPage();
   else indexPage();
 });

@@ -1,6 +1,6 @@
-//! The console pages under `/admin/`: the index of what exists and the
+//! The console pages under `/admin/`: the index of what exists, the
 //! dashboards, drawn in the browser with Chart.js (vendored, embedded in the
-//! binary). The HTML holds no data: the script reads the APIs with the
+//! binary), and the tables. The HTML holds no data: the script reads the APIs with the
 //! session of the person signed in through `/admin/auth/sign-in`.
 
 use actix_web::http::header;
@@ -11,16 +11,19 @@ use crate::routes::pages::secured;
 const LAYOUT: &str = include_str!("../../assets/console/layout.html");
 const SCRIPT: &str = include_str!("../../assets/console/console.js");
 const STYLE: &str = include_str!("../../assets/console/console.css");
+const TABLES: &str = include_str!("../../assets/console/tables.js");
+/// Where the tables page's script is served.
+const TABLES_PATH: &str = "/admin/assets/tables.js";
 const CHART: &str = include_str!("../../assets/vendor/chart-4.6.1.umd.min.js");
 /// Where Chart.js is served; the version in the path lets browsers keep it.
 const CHART_PATH: &str = "/admin/assets/chart-4.6.1.umd.min.js";
 
-fn page(base: &str, title: &str, name: &str, body: &str, chart: bool) -> String {
+/// A page of the console; `script`, the path of the page's own script (run
+/// before console.js, which starts the page), or `None`.
+fn page(base: &str, title: &str, name: &str, body: &str, script: Option<&str>) -> String {
     let mut scripts = String::new();
-    if chart {
-        scripts.push_str(&format!(
-            "<script src=\"{base}{CHART_PATH}\" defer></script>\n"
-        ));
+    if let Some(path) = script {
+        scripts.push_str(&format!("<script src=\"{base}{path}\" defer></script>\n"));
     }
     scripts.push_str(&format!(
         "<script src=\"{base}/admin/assets/console.js\" defer></script>"
@@ -45,19 +48,32 @@ pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut w
         "Home",
         "index",
         include_str!("../../assets/console/index.html"),
-        false,
+        None,
     );
     let dashboard = page(
         base,
         "Dashboard",
         "dashboard",
         include_str!("../../assets/console/dashboard.html"),
-        true,
+        Some(CHART_PATH),
+    );
+    let tables = page(
+        base,
+        "Tables",
+        "tables",
+        include_str!("../../assets/console/tables.html"),
+        Some(TABLES_PATH),
     );
     config
         .route("/admin", web::get().to(html(index.clone())))
         .route("/admin/", web::get().to(html(index)))
         .route("/admin/dashboards/{slug}", web::get().to(html(dashboard)))
+        .route("/admin/tables", web::get().to(html(tables)))
+        .route(
+            TABLES_PATH,
+            web::get()
+                .to(|| async { secured("text/javascript; charset=utf-8", TABLES.to_owned()) }),
+        )
         .route(
             "/admin/assets/console.js",
             web::get()
