@@ -773,3 +773,124 @@ async fn wait_until(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The console's rows page: insert through the new row, edit a cell in
+/// place, a refused edit shows the table's check message next to the cell,
+/// sort, filter and delete, all through the Data API.
+#[tokio::test]
+async fn the_rows_page_inserts_edits_refuses_filters_and_deletes() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let resource = crate::data::create_table(&app, &admin, "app", "tasks", json!([
+        { "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" },
+        { "name": "title", "dataType": "text", "nullable": false, "check": "length(title) <= 10", "checkMessage": "Titles are at most 10 characters" },
+        { "name": "points", "dataType": "integer" },
+    ]))
+    .await;
+    crate::data::expose(&app, &admin, &resource, &["GET", "POST", "PATCH", "DELETE"]).await;
+    let browser = Browser::start().await;
+    browser.open(&app, "/admin/rows/app/tasks").await;
+    browser.wait_for("form[data-action=sign-in]").await;
+    browser.fill("email", testkit::ADMIN_EMAIL).await;
+    browser.fill("password", testkit::ADMIN_PASSWORD).await;
+    browser.submit().await;
+
+    // Insert two rows through the new row.
+    for (title, points) in [("first", "3"), ("second", "1")] {
+        let title_field = browser.wait_for(".new-row input[data-column=title]").await;
+        title_field.send_keys(title).await.unwrap();
+        browser
+            .client
+            .find(Locator::Css(".new-row input[data-column=points]"))
+            .await
+            .unwrap()
+            .send_keys(points)
+            .await
+            .unwrap();
+        click(&browser, "#insert").await;
+        wait_for_text(&browser, "#grid tbody", title).await;
+    }
+    let stored = app.get("/api/data/app/tasks?sort=id", &admin).await;
+    assert_eq!(stored.data()[0]["points"], 3, "{:?}", stored.body);
+
+    // Sort by points: second first.
+    click(&browser, "#grid thead th:nth-child(3) button").await;
+    browser
+        .wait_for("#grid thead th[aria-sort=ascending]")
+        .await;
+    wait_for_text(
+        &browser,
+        "#grid tbody tr:nth-child(2) td[data-column=title]",
+        "second",
+    )
+    .await;
+
+    // Edit a title in place; a too long one is refused with the check's message.
+    let cell = "#grid tbody tr:nth-child(2) td[data-column=title]";
+    click(&browser, cell).await;
+    let field = browser.wait_for(&format!("{cell} input")).await;
+    field.clear().await.unwrap();
+    field.send_keys("renamed\u{E007}").await.unwrap();
+    wait_for_text(&browser, cell, "renamed").await;
+    let renamed = app
+        .get(
+            "/api/data/app/tasks?filter=%7B%22title%22%3A%7B%22eq%22%3A%22renamed%22%7D%7D",
+            &admin,
+        )
+        .await;
+    assert_eq!(
+        renamed.data().as_array().unwrap().len(),
+        1,
+        "{:?}",
+        renamed.body
+    );
+    click(&browser, cell).await;
+    let field = browser.wait_for(&format!("{cell} input")).await;
+    field.clear().await.unwrap();
+    field
+        .send_keys("far too long a title\u{E007}")
+        .await
+        .unwrap();
+    let message = browser.wait_for(&format!("{cell} .cell-error")).await;
+    assert_eq!(
+        message.text().await.unwrap(),
+        "Titles are at most 10 characters"
+    );
+    browser
+        .wait_for(&format!("{cell} input[aria-invalid=true]"))
+        .await;
+    std::fs::write(
+        artefact("rows-refused.png"),
+        browser.client.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    field.send_keys("\u{E00C}").await.unwrap();
+
+    // Filter to one row (title eq first), then delete it.
+    click(&browser, "#filter-column option[value=title]").await;
+    browser.fill("filter-value", "first").await;
+    click(&browser, "#filter button[type=submit]").await;
+    wait_for_text(&browser, "#count", "of 1").await;
+    click(&browser, "#grid tbody tr:nth-child(2) button").await;
+    wait_for_text(&browser, "#count", "No rows").await;
+    let left = app.get("/api/data/app/tasks", &admin).await;
+    assert_eq!(left.data().as_array().unwrap().len(), 1, "{:?}", left.body);
+    assert_eq!(left.data()[0]["title"], "renamed");
+    browser.client.close().await.unwrap();
+}
+
+/// Waits up to 10 s for the element at `css` to contain `text`.
+async fn wait_for_text(browser: &Browser, css: &str, text: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = String::new();
+    while std::time::Instant::now() < deadline {
+        if let Ok(found) = browser.client.find(Locator::Css(css)).await {
+            seen = found.text().await.unwrap_or_default();
+            if seen.contains(text) {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{css} never showed {text:?} (last: {seen:?})");
+}

@@ -428,6 +428,15 @@ async fn revoking_the_credential_or_the_grant_ends_the_stream_within_a_second() 
     .await;
     let (_, session) = member(&app, &admin, "reader@example.com", &role).await;
     let token = app.create_token(&session, "API").await;
+    let (other, other_session) = member(&app, &admin, "other@example.com", &role).await;
+    let mut by_other = Stream::open(
+        &app.address,
+        "subscribe=app.notes",
+        Some(&other_session),
+        None,
+    )
+    .await
+    .unwrap();
     let mut by_token = Stream::open(&app.address, "subscribe=app.notes", Some(&token), None)
         .await
         .unwrap();
@@ -446,6 +455,19 @@ async fn revoking_the_credential_or_the_grant_ends_the_stream_within_a_second() 
         "the token's stream stayed open"
     );
     assert!(started.elapsed() < Duration::from_millis(1500));
+    // A deactivated account's stream ends the same way.
+    let deactivated = app
+        .patch(
+            &format!("/admin/api/users/{other}"),
+            &admin,
+            json!({ "data": { "active": false } }),
+        )
+        .await;
+    assert_eq!(deactivated.status, StatusCode::OK, "{:?}", deactivated.body);
+    assert!(
+        by_other.ends_within(Duration::from_millis(1500)).await,
+        "the deactivated account's stream stayed open"
+    );
     // The session's stream is still open, until its grant goes.
     let removed = app
         .delete(&format!("/admin/api/grants/{read}"), &admin)

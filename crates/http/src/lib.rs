@@ -357,11 +357,12 @@ mod tests {
     use super::*;
 
     /// Paths served outside the Admin API: the HTML pages and their assets.
-    const PAGES: [&str; 5] = [
+    const PAGES: [&str; 6] = [
         "/admin/auth/",
         "/admin/docs",
         "/admin/dashboards/",
         "/admin/tables",
+        "/admin/rows/",
         "/admin/assets/",
     ];
 

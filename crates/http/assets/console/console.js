@@ -1,5 +1,5 @@
-// Pages of the console under /admin/: the index, the dashboards and the
-// tables (tables.js). Each
+// Pages of the console under /admin/: the index, the dashboards, the
+// tables (tables.js) and their rows (rows.js). Each
 // reads the APIs with the session of the person signed in through
 // /admin/auth/sign-in (kept in sessionStorage), and sends anyone else there.
 "use strict";
@@ -225,5 +225,6 @@ document.addEventListener("DOMContentLoaded", () => {
   const page = document.querySelector("main").dataset.page;
   if (page === "dashboard") dashboardPage();
   else if (page === "tables") tablesPage();
+  else if (page === "rows") rowsPage();
   else indexPage();
 });

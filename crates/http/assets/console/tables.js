@@ -106,7 +106,8 @@ async function create() {
 function tableEntry(resource) {
   const name = `${resource.schema}.${resource.table}`;
   const entry = element("li", null, { "data-table": name });
-  entry.append(element("strong", name));
+  entry.append(element("strong", name), " ",
+    link(`${BASE}/admin/rows/${encodeURIComponent(resource.schema)}/${encodeURIComponent(resource.table)}`, "Rows"));
   const methods = element("span", null, { class: "methods" });
   for (const method of METHODS) {
     const label = element("label", ` ${method}`);

@@ -1,6 +1,6 @@
 //! The console pages under `/admin/`: the index of what exists, the
 //! dashboards, drawn in the browser with Chart.js (vendored, embedded in the
-//! binary), and the tables. The HTML holds no data: the script reads the APIs with the
+//! binary), the tables and their rows. The HTML holds no data: the script reads the APIs with the
 //! session of the person signed in through `/admin/auth/sign-in`.
 
 use actix_web::http::header;
@@ -14,6 +14,9 @@ const STYLE: &str = include_str!("../../assets/console/console.css");
 const TABLES: &str = include_str!("../../assets/console/tables.js");
 /// Where the tables page's script is served.
 const TABLES_PATH: &str = "/admin/assets/tables.js";
+const ROWS: &str = include_str!("../../assets/console/rows.js");
+/// Where the rows page's script is served.
+const ROWS_PATH: &str = "/admin/assets/rows.js";
 const CHART: &str = include_str!("../../assets/vendor/chart-4.6.1.umd.min.js");
 /// Where Chart.js is served; the version in the path lets browsers keep it.
 const CHART_PATH: &str = "/admin/assets/chart-4.6.1.umd.min.js";
@@ -64,11 +67,23 @@ pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut w
         include_str!("../../assets/console/tables.html"),
         Some(TABLES_PATH),
     );
+    let rows = page(
+        base,
+        "Rows",
+        "rows",
+        include_str!("../../assets/console/rows.html"),
+        Some(ROWS_PATH),
+    );
     config
         .route("/admin", web::get().to(html(index.clone())))
         .route("/admin/", web::get().to(html(index)))
         .route("/admin/dashboards/{slug}", web::get().to(html(dashboard)))
         .route("/admin/tables", web::get().to(html(tables)))
+        .route("/admin/rows/{schema}/{table}", web::get().to(html(rows)))
+        .route(
+            ROWS_PATH,
+            web::get().to(|| async { secured("text/javascript; charset=utf-8", ROWS.to_owned()) }),
+        )
         .route(
             TABLES_PATH,
             web::get()
