@@ -894,3 +894,89 @@ async fn wait_for_text(browser: &Browser, css: &str, text: &str) {
     }
     panic!("{css} never showed {text:?} (last: {seen:?})");
 }
+
+/// The console's users and roles page: a role and a user created through
+/// its forms, the user's roles changed in place and the account turned off.
+#[tokio::test]
+async fn the_people_page_creates_a_role_and_a_user_and_changes_them() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let browser = Browser::start().await;
+    browser.open(&app, "/admin/people").await;
+    browser.wait_for("form[data-action=sign-in]").await;
+    browser.fill("email", testkit::ADMIN_EMAIL).await;
+    browser.fill("password", testkit::ADMIN_PASSWORD).await;
+    browser.submit().await;
+    browser.wait_for("#new-role").await;
+
+    browser.fill("role-name", "Editors").await;
+    click(&browser, "#new-role button").await;
+    browser.wait_for("#roles li[data-role=Editors]").await;
+    browser.fill("user-email", "editor@example.com").await;
+    browser.fill("user-name", "Ed").await;
+    browser.fill("user-password", "editor-password-1").await;
+    let editors = browser
+        .client
+        .find(Locator::XPath(
+            "//select[@id='user-role']/option[text()='Editors']",
+        ))
+        .await
+        .unwrap();
+    editors.click().await.unwrap();
+    click(&browser, "#new-user button").await;
+    let row = "#users tr[data-user='editor@example.com']";
+    browser
+        .wait_for(&format!("{row} .chip[data-role=Editors]"))
+        .await;
+    let signed_in = app.login("editor@example.com", "editor-password-1").await;
+    let me = app.get("/api/auth/me", &signed_in).await;
+    assert_eq!(me.data()["roles"][0]["name"], "Editors", "{:?}", me.body);
+
+    // Add to Users, remove from Editors, turn the account off.
+    let users = browser
+        .client
+        .find(Locator::XPath(
+            "//tr[@data-user='editor@example.com']//select/option[text()='Users']",
+        ))
+        .await
+        .unwrap();
+    users.click().await.unwrap();
+    browser
+        .wait_for(&format!("{row} .chip[data-role=Users]"))
+        .await;
+    click(&browser, &format!("{row} .chip[data-role=Editors] button")).await;
+    wait_gone(&browser, &format!("{row} .chip[data-role=Editors]")).await;
+    click(&browser, &format!("{row} input[type=checkbox]")).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let found = app.get("/admin/api/users?search=editor", &admin).await;
+        let user = &found.data()[0];
+        if user["active"] == false {
+            let names: Vec<&str> = user["roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(names, ["Users"]);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{:?}", found.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    std::fs::write(
+        artefact("people.png"),
+        browser.client.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    browser.client.close().await.unwrap();
+}
+
+/// Waits up to 10 s until nothing matches `css`.
+async fn wait_gone(browser: &Browser, css: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while browser.client.find(Locator::Css(css)).await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "{css} stayed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

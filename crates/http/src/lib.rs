@@ -357,12 +357,13 @@ mod tests {
     use super::*;
 
     /// Paths served outside the Admin API: the HTML pages and their assets.
-    const PAGES: [&str; 6] = [
+    const PAGES: [&str; 7] = [
         "/admin/auth/",
         "/admin/docs",
         "/admin/dashboards/",
         "/admin/tables",
         "/admin/rows/",
+        "/admin/people",
         "/admin/assets/",
     ];
 

@@ -1,5 +1,5 @@
 // Pages of the console under /admin/: the index, the dashboards, the
-// tables (tables.js) and their rows (rows.js). Each
+// tables (tables.js), their rows (rows.js), users and roles (people.js). Each
 // reads the APIs with the session of the person signed in through
 // /admin/auth/sign-in (kept in sessionStorage), and sends anyone else there.
 "use strict";
@@ -226,5 +226,6 @@ document.addEventListener("DOMContentLoaded", () => {
   if (page === "dashboard") dashboardPage();
   else if (page === "tables") tablesPage();
   else if (page === "rows") rowsPage();
+  else if (page === "people") peoplePage();
   else indexPage();
 });

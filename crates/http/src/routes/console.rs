@@ -1,6 +1,6 @@
 //! The console pages under `/admin/`: the index of what exists, the
 //! dashboards, drawn in the browser with Chart.js (vendored, embedded in the
-//! binary), the tables and their rows. The HTML holds no data: the script reads the APIs with the
+//! binary), the tables and their rows, users and roles. The HTML holds no data: the script reads the APIs with the
 //! session of the person signed in through `/admin/auth/sign-in`.
 
 use actix_web::http::header;
@@ -17,6 +17,9 @@ const TABLES_PATH: &str = "/admin/assets/tables.js";
 const ROWS: &str = include_str!("../../assets/console/rows.js");
 /// Where the rows page's script is served.
 const ROWS_PATH: &str = "/admin/assets/rows.js";
+const PEOPLE: &str = include_str!("../../assets/console/people.js");
+/// Where the users and roles page's script is served.
+const PEOPLE_PATH: &str = "/admin/assets/people.js";
 const CHART: &str = include_str!("../../assets/vendor/chart-4.6.1.umd.min.js");
 /// Where Chart.js is served; the version in the path lets browsers keep it.
 const CHART_PATH: &str = "/admin/assets/chart-4.6.1.umd.min.js";
@@ -74,12 +77,25 @@ pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut w
         include_str!("../../assets/console/rows.html"),
         Some(ROWS_PATH),
     );
+    let people = page(
+        base,
+        "Users and roles",
+        "people",
+        include_str!("../../assets/console/people.html"),
+        Some(PEOPLE_PATH),
+    );
     config
         .route("/admin", web::get().to(html(index.clone())))
         .route("/admin/", web::get().to(html(index)))
         .route("/admin/dashboards/{slug}", web::get().to(html(dashboard)))
         .route("/admin/tables", web::get().to(html(tables)))
         .route("/admin/rows/{schema}/{table}", web::get().to(html(rows)))
+        .route("/admin/people", web::get().to(html(people)))
+        .route(
+            PEOPLE_PATH,
+            web::get()
+                .to(|| async { secured("text/javascript; charset=utf-8", PEOPLE.to_owned()) }),
+        )
         .route(
             ROWS_PATH,
             web::get().to(|| async { secured("text/javascript; charset=utf-8", ROWS.to_owned()) }),
