@@ -388,7 +388,7 @@ async fn refusals_come_before_the_stream_as_the_list_route_answers() {
         .is_ok()
     );
     // Past the instance's limit: 503 with Retry-After; lowering it drops nothing.
-    let _open = Stream::open(&app.address, "subscribe=app.notes", Some(&admin), None)
+    let mut open = Stream::open(&app.address, "subscribe=app.notes", Some(&admin), None)
         .await
         .unwrap();
     let set = app
@@ -407,6 +407,13 @@ async fn refusals_come_before_the_stream_as_the_list_route_answers() {
         .unwrap();
     assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(full.headers().contains_key("retry-after"));
+    // The streams already open go on.
+    let owner = app.get("/api/auth/me", &admin).await.data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let id = insert(&app, &admin, &owner, "still followed").await;
+    assert_eq!(open.next().await.data["row"]["id"], id);
     let _ = (resource, hidden);
 }
 

@@ -236,6 +236,39 @@ fn member_token(port: u16, admin: &str, email: &str, role: &str) -> Result<(Stri
     Ok((user, token(port, &session, "API")?))
 }
 
+/// Creates role `name` with API access holding each of `actions` on
+/// `resource`, with the row `filter` (JSON) if any; answers its id.
+fn role_granted(
+    port: u16,
+    admin: &str,
+    name: &str,
+    resource: &str,
+    actions: &[&str],
+    filter: Option<&str>,
+) -> Result<String> {
+    let role = post(
+        port,
+        "/admin/api/roles",
+        admin,
+        &format!(r#"{{"name":"{name}","apiAccess":true}}"#),
+    )?;
+    let role = json_string(&role, "id").ok_or(format!("no role id: {role}"))?;
+    let filter = filter
+        .map(|f| format!(r#","filter":{f}"#))
+        .unwrap_or_default();
+    for action in actions {
+        post(
+            port,
+            "/admin/api/grants",
+            admin,
+            &format!(
+                r#"{{"roleId":"{role}","resourceId":"{resource}","action":"{action}"{filter}}}"#
+            ),
+        )?;
+    }
+    Ok(role)
+}
+
 /// Changes settings (`data`: a JSON object of key and value).
 fn settings(port: u16, admin: &str, data: &str) -> Result {
     patch(port, "/admin/api/settings", admin, data).map(drop)
@@ -750,23 +783,15 @@ fn data() -> Result {
     )?;
     let resource = json_string(&table, "resourceId").ok_or(format!("no resource: {table}"))?;
     expose(port, &admin, &resource, r#"["GET","POST"]"#)?;
-    let role = post(
+    let own = r#"{"owner_id":{"eq":"$USER.id"}}"#;
+    let role = role_granted(
         port,
-        "/admin/api/roles",
         &admin,
-        r#"{"name":"Bench","apiAccess":true}"#,
+        "Bench",
+        &resource,
+        &["read", "create"],
+        Some(own),
     )?;
-    let role = json_string(&role, "id").ok_or("no role id")?;
-    for action in ["read", "create"] {
-        post(
-            port,
-            "/admin/api/grants",
-            &admin,
-            &format!(
-                r#"{{"roleId":"{role}","resourceId":"{resource}","action":"{action}","filter":{{"owner_id":{{"eq":"$USER.id"}}}}}}"#
-            ),
-        )?;
-    }
     let (user, api_token) = member_token(port, &admin, "reader@example.com", &role)?;
 
     // Every tenth row is the bench user's; the rest belong to others.

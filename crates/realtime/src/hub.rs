@@ -198,17 +198,23 @@ impl Runner {
 
     /// Renews the interest in every watched table and prunes the log.
     async fn keep(&mut self) {
-        if let Ok(settings) = self.settings.current().await {
-            self.replay_seconds = settings.realtime_replay_seconds();
-        }
         let resources = self.resources();
-        let keep_for = self.replay_seconds + KEEP_EVERY.as_secs() * 4;
-        if let Err(error) = self.store.keep(&resources, keep_for).await {
+        if let Err(error) = self.keep_tables(&resources).await {
             tracing::warn!(%error, "realtime: renewing interests failed");
         }
         if let Err(error) = self.store.prune(self.replay_seconds).await {
             tracing::warn!(%error, "realtime: pruning the change log failed");
         }
+    }
+
+    /// Keeps the changes of `resources` through the replay window (read
+    /// afresh from the settings) and a margin of renewals.
+    async fn keep_tables(&mut self, resources: &[Uuid]) -> Result<(), kernel::StoreError> {
+        if let Ok(settings) = self.settings.current().await {
+            self.replay_seconds = settings.realtime_replay_seconds();
+        }
+        let keep_for = self.replay_seconds + KEEP_EVERY.as_secs() * 4;
+        self.store.keep(resources, keep_for).await
     }
 
     /// Takes a subscriber in: its tables captured, then its replay.
@@ -222,12 +228,8 @@ impl Runner {
 
     /// [`Runner::admit`]; answers whether the subscriber is in.
     async fn take_in(&mut self, join: Join) -> bool {
-        if let Ok(settings) = self.settings.current().await {
-            self.replay_seconds = settings.realtime_replay_seconds();
-        }
         let resources: Vec<Uuid> = join.watches.iter().map(|w| w.table.resource_id).collect();
-        let keep_for = self.replay_seconds + KEEP_EVERY.as_secs() * 4;
-        if let Err(error) = self.store.keep(&resources, keep_for).await {
+        if let Err(error) = self.keep_tables(&resources).await {
             tracing::warn!(%error, "realtime: capturing a table failed");
             return false;
         }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{expose, fresh_server, json_string, member_token, memory_mb, post};
+use super::{expose, fresh_server, json_string, member_token, memory_mb, post, role_granted};
 use crate::Result;
 
 const SUBSCRIBERS: usize = 1000;
@@ -133,19 +133,7 @@ pub fn realtime() -> Result {
     )?;
     let resource = json_string(&table, "resourceId").ok_or(format!("no resource: {table}"))?;
     expose(port, &admin, &resource, r#"["GET","POST"]"#)?;
-    let role = post(
-        port,
-        "/admin/api/roles",
-        &admin,
-        r#"{"name":"Followers","apiAccess":true}"#,
-    )?;
-    let role = json_string(&role, "id").ok_or(format!("no role: {role}"))?;
-    post(
-        port,
-        "/admin/api/grants",
-        &admin,
-        &format!(r#"{{"roleId":"{role}","resourceId":"{resource}","action":"read"}}"#),
-    )?;
+    let role = role_granted(port, &admin, "Followers", &resource, &["read"], None)?;
     let (_, token) = member_token(port, &admin, "follower@example.com", &role)?;
     let pid = server.0.id();
     // The sign-ins' hashing threads give their memory back after 2 s idle.

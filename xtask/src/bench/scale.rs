@@ -6,7 +6,7 @@
 
 use super::{
     Result, expose, fresh_server, json_string, member_token, memory_mb, patch, post, psql, request,
-    wrk,
+    role_granted, wrk,
 };
 
 /// Table sizes measured, in rows.
@@ -41,19 +41,7 @@ pub(super) fn scale() -> Result {
     )?;
     let resource = json_string(&table, "resourceId").ok_or(format!("no resource: {table}"))?;
     expose(port, &admin, &resource, r#"["GET"]"#)?;
-    let role = post(
-        port,
-        "/admin/api/roles",
-        &admin,
-        r#"{"name":"Scale","apiAccess":true}"#,
-    )?;
-    let role = json_string(&role, "id").ok_or("no role id")?;
-    post(
-        port,
-        "/admin/api/grants",
-        &admin,
-        &format!(r#"{{"roleId":"{role}","resourceId":"{resource}","action":"read"}}"#),
-    )?;
+    let role = role_granted(port, &admin, "Scale", &resource, &["read"], None)?;
     let (user, caller) = member_token(port, &admin, "scale@example.com", &role)?;
     psql(
         &database,
