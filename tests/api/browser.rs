@@ -5,6 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use reqwest::{Method, StatusCode};
@@ -38,7 +39,8 @@ impl Browser {
                 "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
                          "--disable-dev-shm-usage", format!("--user-data-dir={}", profile.display())]
-            }
+            },
+            "goog:loggingPrefs": { "browser": "ALL" }
         });
         let capabilities = capabilities.as_object().unwrap().clone();
         let mut last_error = None;
@@ -61,6 +63,29 @@ impl Browser {
             }
         }
         panic!("chromedriver did not answer: {last_error:?}");
+    }
+
+    /// Opens `path` of the console, signs in as the administrator on the
+    /// page it sends to, and waits to be back.
+    async fn sign_in_to(&self, app: &TestApp, path: &str) {
+        self.open(app, path).await;
+        self.wait_for("form[data-action=sign-in]").await;
+        self.fill("email", testkit::ADMIN_EMAIL).await;
+        self.fill("password", testkit::ADMIN_PASSWORD).await;
+        self.submit().await;
+        self.wait_for("main[data-page]").await;
+    }
+
+    /// What the page's console said at the level SEVERE (errors, failed
+    /// loads) since the last call.
+    async fn console_errors(&self) -> Vec<String> {
+        let log = self.client.issue_cmd(BrowserLog).await.unwrap();
+        log.as_array()
+            .unwrap()
+            .iter()
+            .filter(|entry| entry["level"] == "SEVERE")
+            .map(|entry| entry["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
     }
 
     async fn open(&self, app: &TestApp, path: &str) {
@@ -122,6 +147,24 @@ impl Browser {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("no {class} status with {text:?} shown (last: {seen:?})");
+    }
+}
+
+/// Chromedriver's read of the browser's console log.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base: &url::Url,
+        session: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (Method, Option<String>) {
+        (Method::POST, Some(r#"{"type":"browser"}"#.to_owned()))
     }
 }
 
@@ -979,4 +1022,460 @@ async fn wait_gone(browser: &Browser, css: &str) {
         assert!(std::time::Instant::now() < deadline, "{css} stayed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Sets the text box `id` to `text` at once (long JSON, typed in no time).
+async fn set_text(browser: &Browser, id: &str, text: &str) {
+    browser
+        .client
+        .execute(
+            "document.getElementById(arguments[0]).value = arguments[1];",
+            vec![json!(id), json!(text)],
+        )
+        .await
+        .unwrap();
+}
+
+/// Chooses the option showing `text` of the select `id`.
+async fn choose(browser: &Browser, id: &str, text: &str) {
+    let option = format!("//select[@id='{id}']//option[text()='{text}']");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(found) = browser.client.find(Locator::XPath(&option)).await {
+            found.click().await.unwrap();
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no option {text:?} in #{id}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn screenshot_to(name: &str, png: Vec<u8>) {
+    std::fs::write(artefact(name), png).unwrap();
+}
+
+/// Keeps a screenshot of the page as `name` and closes the browser.
+async fn finish(browser: Browser, name: &str) {
+    screenshot_to(name, browser.client.screenshot().await.unwrap());
+    browser.client.close().await.unwrap();
+}
+
+/// A new service, its administrator's session, and a browser signed in to
+/// the console page at `path`.
+async fn console_at(path: &str) -> (TestApp, String, Browser) {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let browser = Browser::start().await;
+    browser.sign_in_to(&app, path).await;
+    (app, admin, browser)
+}
+
+/// The grants page: a read grant with a row filter written with the
+/// `$USER.id` button, a refused filter marked, and the preview as the role
+/// showing what a member reads.
+#[tokio::test]
+async fn the_grants_page_grants_a_row_filter_and_previews_as_the_role() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    crate::data::keyed_table(
+        &app,
+        &admin,
+        "notes",
+        json!([{ "name": "owner", "dataType": "uuid" },
+            { "name": "body", "dataType": "text" }]),
+        &["GET", "POST"],
+    )
+    .await;
+    let role = crate::data::create_role(&app, &admin, "Writers").await;
+    let (alice, alice_session) =
+        crate::data::member(&app, &admin, "alice@example.com", &role).await;
+    let rows = json!({ "data": [
+        { "owner": alice, "body": "alice's note" },
+        { "owner": uuid::Uuid::new_v4(), "body": "someone else's" },
+    ] });
+    let inserted = app.post("/api/data/app/notes", &admin, rows).await;
+    assert_eq!(inserted.status, StatusCode::CREATED, "{:?}", inserted.body);
+
+    let browser = Browser::start().await;
+    browser.sign_in_to(&app, "/admin/grants?role=Writers").await;
+    wait_for_text(&browser, "#grants tbody", "No grants").await;
+    choose(&browser, "grant-target", "app.notes").await;
+    // A filter on a column the table lacks is refused, the box marked.
+    browser.fill("grant-filter", r#"{"nope": {"eq": 1}}"#).await;
+    click(&browser, "#new-grant button[type=submit]").await;
+    wait_for_text(&browser, "#grant-error", "nope is not a column").await;
+    browser.wait_for("#grant-filter[aria-invalid=true]").await;
+    browser.fill("grant-filter", r#"{"owner": {"eq": "#).await;
+    click(&browser, "button[data-variable='$USER.id']").await;
+    browser
+        .client
+        .find(Locator::Id("grant-filter"))
+        .await
+        .unwrap()
+        .send_keys("}}")
+        .await
+        .unwrap();
+    click(&browser, "#new-grant button[type=submit]").await;
+    wait_for_text(&browser, "#grants tbody", "$USER.id").await;
+    let grants = app
+        .get(&format!("/admin/api/grants?roleId={role}"), &admin)
+        .await;
+    assert_eq!(
+        grants.data()[0]["filter"],
+        json!({ "owner": { "eq": "$USER.id" } }),
+        "{:?}",
+        grants.body
+    );
+
+    // Preview as the role, $USER being alice: what alice reads.
+    choose(&browser, "preview-user", "alice@example.com").await;
+    click(&browser, "#preview button[type=submit]").await;
+    wait_for_text(&browser, "#preview-count", "1 of 1").await;
+    let shown = browser
+        .wait_for("#preview-rows")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        shown.contains("alice's note") && !shown.contains("someone else's"),
+        "{shown}"
+    );
+    let own = app.get("/api/data/app/notes", &alice_session).await;
+    assert_eq!(own.data()[0]["body"], "alice's note");
+    finish(browser, "grants.png").await;
+}
+
+/// The workflows page: a refused definition selects the line of the field
+/// named; saved, published, enabled, run in test mode with an input; the
+/// run listed with its steps.
+#[tokio::test]
+async fn the_workflows_page_refuses_in_place_publishes_tests_and_lists_runs() {
+    let (app, admin, browser) = console_at("/admin/workflows").await;
+    wait_for_text(&browser, "#state", "New, not saved").await;
+    let shown = browser
+        .client
+        .execute(
+            "return document.getElementById('definition').value;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let mut definition: serde_json::Value = serde_json::from_str(shown.as_str().unwrap()).unwrap();
+    definition["slug"] = json!("greeter");
+    definition["steps"][1]["type"] = json!("finsh");
+    set_text(
+        &browser,
+        "definition",
+        &serde_json::to_string_pretty(&definition).unwrap(),
+    )
+    .await;
+    click(&browser, "#save").await;
+    wait_for_text(&browser, "#editor-error", "steps[1].type").await;
+    wait_for_text(&browser, "#editor-error", "line").await;
+    let selected = browser
+        .client
+        .execute(
+            "const box = document.getElementById('definition'); return box.value.slice(box.selectionStart, box.selectionEnd);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(
+        selected.as_str().unwrap().contains("\"finsh\""),
+        "{selected}"
+    );
+    screenshot_to(
+        "workflow-refused.png",
+        browser.client.screenshot().await.unwrap(),
+    );
+
+    definition["steps"][1]["type"] = json!("finish");
+    set_text(
+        &browser,
+        "definition",
+        &serde_json::to_string_pretty(&definition).unwrap(),
+    )
+    .await;
+    click(&browser, "#save").await;
+    wait_for_text(&browser, "#state", "Draft").await;
+    click(&browser, "#publish").await;
+    wait_for_text(&browser, "#state", "Published").await;
+    // New workflows are enabled: off, then on again.
+    click(&browser, "#enabled").await;
+    status_shows(&browser, "Disabled.").await;
+    let listed = app.get("/admin/api/workflows", &admin).await;
+    assert_eq!(listed.data()[0]["enabled"], false, "{:?}", listed.body);
+    click(&browser, "#enabled").await;
+    status_shows(&browser, "Enabled.").await;
+    let listed = app.get("/admin/api/workflows", &admin).await;
+    let saved = &listed.data()[0];
+    assert_eq!(
+        (
+            saved["slug"].as_str(),
+            saved["published"].as_bool(),
+            saved["enabled"].as_bool()
+        ),
+        (Some("greeter"), Some(true), Some(true)),
+        "{:?}",
+        listed.body
+    );
+
+    set_text(&browser, "test-input", r#"{ "body": { "name": "Ada" } }"#).await;
+    click(&browser, "#test button[type=submit]").await;
+    browser
+        .wait_for("#test-outcome[data-status=SUCCEEDED]")
+        .await;
+    wait_for_text(&browser, "#test-outcome", "Ada").await;
+    let run = browser
+        .wait_for("#runs details[data-status=SUCCEEDED]")
+        .await;
+    run.find(Locator::Css("summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for_text(&browser, "#runs details table", "greet").await;
+    assert!(run.text().await.unwrap().contains("(test)"));
+    finish(browser, "workflow-runs.png").await;
+}
+
+/// The DataViews page: a view saved from its JSON, previewed (SQL and rows)
+/// and published, then served at /api/views/{slug}.
+#[tokio::test]
+async fn the_dataviews_page_saves_previews_and_publishes_a_view() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    crate::data::keyed_table(
+        &app,
+        &admin,
+        "orders",
+        json!([{ "name": "region", "dataType": "text" },
+            { "name": "amount", "dataType": "numeric" }]),
+        &["POST"],
+    )
+    .await;
+    let rows = json!({ "data": [
+        { "region": "north", "amount": 5 }, { "region": "north", "amount": 7 }, { "region": "south", "amount": 1 },
+    ] });
+    assert_eq!(
+        app.post("/api/data/app/orders", &admin, rows).await.status,
+        StatusCode::CREATED
+    );
+    let browser = Browser::start().await;
+    browser.sign_in_to(&app, "/admin/dataviews").await;
+    wait_for_text(&browser, "#state", "New, not saved").await;
+    let view = json!({ "slug": "by-region", "name": "By region", "source": "app.orders",
+        "columns": [ { "name": "region", "column": "region" }, { "name": "total", "agg": "sum", "column": "amount" } ],
+        "sort": ["region"] });
+    set_text(&browser, "definition", &view.to_string()).await;
+    click(&browser, "#save").await;
+    wait_for_text(&browser, "#state", "Draft").await;
+    click(&browser, "#run-preview").await;
+    wait_for_text(&browser, "#preview-sql", "sum(").await;
+    wait_for_text(&browser, "#preview-rows tbody tr:first-child", "north").await;
+    wait_for_text(&browser, "#preview-rows tbody tr:first-child", "12").await;
+    click(&browser, "#publish").await;
+    wait_for_text(&browser, "#state", "Published").await;
+    let served = app.get("/api/views/by-region", &admin).await;
+    assert_eq!(served.status, StatusCode::OK, "{:?}", served.body);
+    assert_eq!(
+        served.data().as_array().unwrap().len(),
+        2,
+        "{:?}",
+        served.body
+    );
+    finish(browser, "dataviews.png").await;
+}
+
+/// The SQL console page: rows of a statement with parameters, and
+/// PostgreSQL's refusal with its position selected in the statement.
+#[tokio::test]
+async fn the_sql_page_runs_a_statement_and_points_at_a_refusal() {
+    let (_app, _, browser) = console_at("/admin/sql").await;
+    set_text(
+        &browser,
+        "sql-query",
+        "select n, n * $1::int as twice from generate_series(1, 3) n",
+    )
+    .await;
+    browser.fill("sql-params", "[2]").await;
+    click(&browser, "#sql button[type=submit]").await;
+    wait_for_text(&browser, "#sql-summary", "3 rows").await;
+    wait_for_text(&browser, "#sql-rows tbody tr:nth-child(3)", "6").await;
+    wait_for_text(&browser, "#sql-rows thead", "twice (int4)").await;
+    set_text(&browser, "sql-query", "select nope from pg_class").await;
+    click(&browser, "#sql button[type=submit]").await;
+    wait_for_text(&browser, "#sql-error", "at character 8").await;
+    let selected = browser
+        .client
+        .execute("const box = document.getElementById('sql-query'); return [box.selectionStart, box.selectionEnd];", vec![])
+        .await
+        .unwrap();
+    assert_eq!(selected, json!([7, 8]));
+    finish(browser, "sql.png").await;
+}
+
+/// Settings (session-only keys marked, a change saved, a refusal marking
+/// its key), tokens (the secret shown once, revoked), invitations (sent,
+/// withdrawn) and the audit log (filtered by action), through their pages.
+#[tokio::test]
+async fn the_settings_tokens_invitations_and_audit_pages_work() {
+    let (app, admin, browser) = console_at("/admin/settings").await;
+    wait_for_text(&browser, "tr[data-setting='mcp.enabled']", "session only").await;
+    wait_for_text(
+        &browser,
+        "tr[data-setting='sql_console.allow_api_tokens']",
+        "session only",
+    )
+    .await;
+    let plain = browser
+        .wait_for("tr[data-setting='auth.lockout_minutes']")
+        .await;
+    assert!(!plain.text().await.unwrap().contains("session only"));
+    let min = browser
+        .wait_for("input[data-key='auth.password_min_length']")
+        .await;
+    min.clear().await.unwrap();
+    min.send_keys("7").await.unwrap();
+    click(&browser, "#settings button[type=submit]").await;
+    browser
+        .wait_for("input[data-key='auth.password_min_length'][aria-invalid=true]")
+        .await;
+    wait_for_text(&browser, "#settings-error", "auth.password_min_length").await;
+    let min = browser
+        .wait_for("input[data-key='auth.password_min_length']")
+        .await;
+    min.clear().await.unwrap();
+    min.send_keys("12").await.unwrap();
+    click(&browser, "#settings button[type=submit]").await;
+    status_shows(&browser, "Saved auth.password_min_length.").await;
+    let settings = app.get("/admin/api/settings", &admin).await;
+    assert_eq!(settings.data()["auth.password_min_length"], 12);
+    screenshot_to("settings.png", browser.client.screenshot().await.unwrap());
+
+    browser.open(&app, "/admin/access").await;
+    choose(&browser, "token-user", testkit::ADMIN_EMAIL).await;
+    browser.fill("token-name", "deploy").await;
+    choose(&browser, "token-plane", "ADMIN").await;
+    click(&browser, "#new-token button[type=submit]").await;
+    browser.wait_for("#token-secret:not([hidden])").await;
+    let secret = browser.wait_for("#token-value").await.text().await.unwrap();
+    assert_eq!(
+        app.get("/admin/api/roles", &secret).await.status,
+        StatusCode::OK
+    );
+    click(&browser, "tr[data-token=deploy] button").await;
+    wait_gone(&browser, "tr[data-token=deploy]").await;
+    assert_eq!(
+        app.get("/admin/api/roles", &secret).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    browser.fill("invite-email", "newcomer@example.com").await;
+    click(&browser, "#new-invitation button[type=submit]").await;
+    browser
+        .wait_for("tr[data-invitation='newcomer@example.com']")
+        .await;
+    let invitations = app.get("/admin/api/invitations", &admin).await;
+    assert_eq!(invitations.data()[0]["email"], "newcomer@example.com");
+    screenshot_to("access.png", browser.client.screenshot().await.unwrap());
+    click(
+        &browser,
+        "tr[data-invitation='newcomer@example.com'] button",
+    )
+    .await;
+    wait_gone(&browser, "tr[data-invitation='newcomer@example.com']").await;
+    let left = app.get("/admin/api/invitations", &admin).await;
+    assert_eq!(left.data(), &json!([]), "{:?}", left.body);
+
+    browser.open(&app, "/admin/audit").await;
+    browser.wait_for("#audit table").await;
+    browser.fill("audit-action", "settings.update").await;
+    click(&browser, "#audit-filter button[type=submit]").await;
+    wait_for_text(&browser, "#audit tbody", "auth.password_min_length").await;
+    let shown = browser.wait_for("#audit tbody").await.text().await.unwrap();
+    assert!(!shown.contains("token.create"), "{shown}");
+    finish(browser, "audit.png").await;
+}
+
+/// Every console page, signed in, at 360 px wide: it loads with no error in
+/// the browser's console, nothing is wider than the screen but what
+/// scrolls in its own box, and every control can be reached by Tab.
+#[tokio::test]
+async fn every_console_page_loads_without_errors_and_fits_360_pixels() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    crate::data::keyed_table(
+        &app,
+        &admin,
+        "items",
+        json!([{ "name": "label", "dataType": "text" }]),
+        &["GET", "POST"],
+    )
+    .await;
+    let browser = Browser::start().await;
+    browser.client.set_window_size(360, 800).await.unwrap();
+    browser.sign_in_to(&app, "/admin/").await;
+    browser.console_errors().await;
+    for path in [
+        "/admin/",
+        "/admin/tables",
+        "/admin/rows/app/items",
+        "/admin/people",
+        "/admin/grants",
+        "/admin/access",
+        "/admin/settings",
+        "/admin/audit",
+        "/admin/workflows",
+        "/admin/dataviews",
+        "/admin/sql",
+    ] {
+        browser.open(&app, path).await;
+        browser.wait_for("main[data-page]").await;
+        // The page's reads are done when the network is quiet a moment.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let errors = browser.console_errors().await;
+        assert!(errors.is_empty(), "{path}: {errors:?}");
+        let wider = browser
+            .client
+            .execute(
+                "const width = document.documentElement.clientWidth;
+                 return [...document.querySelectorAll('body *')]
+                    .filter((n) => !n.parentElement.closest('.scroll, pre') && n.getBoundingClientRect().right > width + 1)
+                    .map((n) => n.tagName + (n.id ? '#' + n.id : '') + ' ' + Math.round(n.getBoundingClientRect().right));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(wider, json!([]), "{path}: wider than the screen");
+        let fits = browser
+            .client
+            .execute(
+                "return document.documentElement.scrollWidth <= document.documentElement.clientWidth;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(fits, json!(true), "{path} scrolls sideways");
+        let reachable = browser
+            .client
+            .execute(
+                "return [...document.querySelectorAll('main button, main input, main select, main textarea')]
+                    .filter((n) => n.offsetParent !== null && n.tabIndex < 0).map((n) => n.id || n.outerHTML.slice(0, 60));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(reachable, json!([]), "{path}: controls Tab skips");
+        let name = path.trim_matches('/').replace('/', "-");
+        screenshot_to(
+            &format!("narrow-{name}.png"),
+            browser.client.screenshot().await.unwrap(),
+        );
+    }
+    browser.client.close().await.unwrap();
 }

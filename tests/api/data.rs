@@ -25,6 +25,24 @@ pub(crate) async fn create_table(
     answer.data()["resourceId"].as_str().unwrap().to_owned()
 }
 
+/// Creates `app.name` with an identity key `id` and `columns` after it,
+/// exposed for `methods`; answers its resource id.
+pub(crate) async fn keyed_table(
+    app: &TestApp,
+    admin: &str,
+    name: &str,
+    columns: Value,
+    methods: &[&str],
+) -> String {
+    let mut all = vec![
+        json!({ "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" }),
+    ];
+    all.extend(columns.as_array().cloned().unwrap_or_default());
+    let resource = create_table(app, admin, "app", name, Value::Array(all)).await;
+    expose(app, admin, &resource, methods).await;
+    resource
+}
+
 pub(crate) async fn expose(app: &TestApp, admin: &str, resource: &str, methods: &[&str]) {
     let answer = app
         .patch(

@@ -15,6 +15,6 @@ pub use query::{Change, Context, DataStore, Found, ListQuery, Output, Predicate,
 pub use role_view::RoleView;
 pub use service::{
     Answer, Caller, DataRequest, DataService, LIMIT_DEFAULT, LIMIT_MAX, ListParams, Op, Page,
-    Watch, rows_seen_by,
+    RoleSubject, Watch, rows_seen_by,
 };
 pub use table::{Column, Kind, SERVICE_SCHEMA, SERVICE_TABLES, Table, service_columns};

@@ -62,6 +62,15 @@ pub struct Caller<'a> {
     pub ip: Option<&'a str>,
 }
 
+/// The role a preview reads as ([`DataService::list_as_role`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RoleSubject {
+    /// The role's id.
+    pub id: uuid::Uuid,
+    /// Whether the role gives API access.
+    pub api_access: bool,
+}
+
 /// The table an operation runs on.
 #[derive(Debug, Clone, Copy)]
 struct Target<'a> {
@@ -150,6 +159,45 @@ impl DataService {
         self.as_bearer(request, schema, name, Op::List(params))
             .await?
             .page()
+    }
+
+    /// `GET /admin/api/roles/{id}/preview/{schema}/{table}`: the page the
+    /// list route would answer a member of `role` alone, with `$USER`
+    /// standing for `user` (none: nobody, so filters on `$USER` match no
+    /// row). The bearer must be an administrator's on the Admin API.
+    pub async fn list_as_role(
+        &self,
+        request: DataRequest<'_>,
+        role: RoleSubject,
+        user: Option<uuid::Uuid>,
+        table: (&str, &str),
+        params: &ListParams,
+    ) -> Result<Page, DataError> {
+        let op = Op::List(params);
+        self.as_caller(
+            request,
+            Plane::Admin,
+            |error| op.retried_after(error),
+            async |admin, version| {
+                let member = Principal {
+                    user_id: user.unwrap_or_default(),
+                    credential: admin.principal.credential,
+                    role_ids: vec![role.id],
+                    api_access: role.api_access,
+                    admin: role.id == kernel::ADMINISTRATORS_ROLE_ID,
+                    timezone: None,
+                };
+                member.authorize(Plane::Api, false)?;
+                let caller = Caller {
+                    principal: &member,
+                    ..admin
+                };
+                self.run_as(caller, version, table.0, table.1, op)
+                    .await?
+                    .page()
+            },
+        )
+        .await
     }
 
     /// `GET /api/data/{schema}/{table}/{pk}`: the row, as JSON text.

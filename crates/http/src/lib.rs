@@ -103,6 +103,7 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 .service(admin::roles::members)
                 .service(admin::roles::add_member)
                 .service(admin::roles::remove_member)
+                .service(admin::roles::preview)
                 .service(admin::tokens::list)
                 .service(admin::tokens::create)
                 .service(admin::tokens::revoke)
@@ -357,13 +358,20 @@ mod tests {
     use super::*;
 
     /// Paths served outside the Admin API: the HTML pages and their assets.
-    const PAGES: [&str; 7] = [
+    const PAGES: [&str; 14] = [
         "/admin/auth/",
         "/admin/docs",
         "/admin/dashboards/",
         "/admin/tables",
         "/admin/rows/",
         "/admin/people",
+        "/admin/grants",
+        "/admin/access",
+        "/admin/settings",
+        "/admin/audit",
+        "/admin/workflows",
+        "/admin/dataviews",
+        "/admin/sql",
         "/admin/assets/",
     ];
 

@@ -60,7 +60,7 @@ function body(action, form, token) {
 function nextPage() {
   const next = new URLSearchParams(location.search).get("next") ?? "";
   const page = next.startsWith(BASE + "/admin/") ? next.slice(BASE.length) : "";
-  return /^\/admin\/[A-Za-z0-9\/_-]*$/.test(page) ? next : null;
+  return /^\/admin\/[A-Za-z0-9\/_-]*(\?[A-Za-z0-9=&%._-]*)?$/.test(page) ? next : null;
 }
 
 async function submit(event) {

@@ -1,6 +1,8 @@
-// Pages of the console under /admin/: the index, the dashboards, the
-// tables (tables.js), their rows (rows.js), users and roles (people.js). Each
-// reads the APIs with the session of the person signed in through
+// Pages of the console under /admin/: the index and the dashboards here, the
+// other pages in a script each (tables.js, rows.js, people.js, grants.js,
+// access.js, settings.js, audit.js, workflows.js, dataviews.js, sql.js),
+// loaded before this one, which starts the page its <main> names. Each reads
+// the APIs with the session of the person signed in through
 // /admin/auth/sign-in (kept in sessionStorage), and sends anyone else there.
 "use strict";
 
@@ -10,7 +12,7 @@ const BASE = document.documentElement.dataset.base ?? "";
 const SESSION_KEY = "tessera.session";
 
 function signIn() {
-  location.assign(BASE + "/admin/auth/sign-in?next=" + encodeURIComponent(location.pathname));
+  location.assign(BASE + "/admin/auth/sign-in?next=" + encodeURIComponent(location.pathname + location.search));
 }
 
 function session() {
@@ -51,6 +53,64 @@ async function call(method, path, data) {
   return { status: response.status, answer };
 }
 
+// An error envelope's first error, or a stand-in when the answer has none.
+function firstError(result) {
+  return result?.answer?.errors?.[0] || { message: "The request failed." };
+}
+
+// An error envelope's first error as one line, naming its field.
+function refusal(result) {
+  const error = firstError(result);
+  return error.field ? `${error.message} (${error.field})` : error.message;
+}
+
+// Shows `text` in the alert box `id`, or hides it when there is none.
+function showAlert(id, text) {
+  const box = document.getElementById(id);
+  box.textContent = text || "";
+  box.hidden = !text;
+}
+
+// A value as a cell shows it: JSON for objects, ∅ for null.
+function cellText(value) {
+  if (value === null || value === undefined) return "∅";
+  return typeof value === "object" ? JSON.stringify(value) : String(value);
+}
+
+// A table of `rows` (objects, or arrays in the order of `columns`).
+function dataTable(columns, rows) {
+  const table = element("table");
+  const head = element("tr");
+  for (const column of columns) head.append(element("th", column, { scope: "col" }));
+  const body = element("tbody");
+  for (const row of rows) {
+    const line = element("tr");
+    columns.forEach((column, i) => line.append(element("td", cellText(Array.isArray(row) ? row[i] : row[column]))));
+    body.append(line);
+  }
+  const thead = element("thead");
+  thead.append(head);
+  table.append(thead, body);
+  const box = element("div", null, { class: "scroll" });
+  box.append(table);
+  return box;
+}
+
+// Parses the JSON in a text box; marks the box and answers undefined when it does not parse.
+function jsonOf(id, alertId) {
+  const box = document.getElementById(id);
+  const text = box.value.trim();
+  box.removeAttribute("aria-invalid");
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    box.setAttribute("aria-invalid", "true");
+    showAlert(alertId, `Not JSON: ${error.message}`);
+    return undefined;
+  }
+}
+
 function element(tag, text, attributes) {
   const node = document.createElement(tag);
   if (text !== undefined && text !== null) node.textContent = text;
@@ -60,6 +120,98 @@ function element(tag, text, attributes) {
 
 function link(href, text) {
   return element("a", text, { href });
+}
+
+// ---- Definitions edited as JSON (workflows.js, dataviews.js) -------------
+
+// The line of `path` (such as `steps[1].type`, as a refusal's field names it)
+// in `value` printed as JSON with two spaces; the deepest part found.
+function lineOf(value, path) {
+  const want = path.replace(/^data\./, "").replace(/\[(\d+)\]/g, ".$1").split(".").filter(Boolean);
+  let line = 0, best = -1, depth = 0;
+  const walk = (node, at) => {
+    if (!node || typeof node !== "object") return;
+    const entries = Array.isArray(node) ? node.map((item, i) => [String(i), item]) : Object.entries(node);
+    if (!entries.length) return;
+    for (const [key, item] of entries) {
+      line += 1;
+      const here = [...at, key];
+      if (here.length > depth && here.every((part, i) => part === want[i])) { best = line; depth = here.length; }
+      walk(item, here);
+    }
+    line += 1;
+  };
+  walk(value, []);
+  return best;
+}
+
+// A collection of definitions edited as JSON (`path`: its Admin API route):
+// a list to pick one from, its `fields` in a text box, Save (create or
+// change), Publish, and a refusal shown with the line of the field it names
+// selected. `template`: a new definition; `chosen(record)`: told of every
+// record shown. Answers the record shown, as a function.
+function definitionEditor({ path, fields, template, chosen }) {
+  const list = document.getElementById("records");
+  const box = document.getElementById("definition");
+  let records = [];
+  let current = null;
+  const describe = (r) => `${r.name} (${r.slug})${r.published ? "" : " — draft"}`;
+  const show = (record) => {
+    current = record;
+    const shown = record ? Object.fromEntries(fields.map((f) => [f, record[f]])) : template;
+    box.value = JSON.stringify(shown, null, 2);
+    box.removeAttribute("aria-invalid");
+    showAlert("editor-error", "");
+    document.getElementById("publish").disabled = !record;
+    document.getElementById("state").textContent = !record ? "New, not saved."
+      : record.published ? `Published ${new Date(record.publishedAt).toLocaleString()}; saving changes the draft until the next publish.` : "Draft: not served until published.";
+    list.value = record ? record.id : "";
+    chosen(record);
+  };
+  const load = async (id) => {
+    const result = await api(path);
+    if (!result) return;
+    if (result.status !== 200) return showStatus(refusal(result));
+    records = result.answer.data;
+    list.replaceChildren(element("option", "— new —", { value: "" }), ...records.map((r) => element("option", describe(r), { value: r.id })));
+    show(records.find((r) => r.id === id) || null);
+  };
+  const refuse = (result, sent) => {
+    const error = firstError(result);
+    showAlert("editor-error", refusal(result));
+    if (!error.field) return;
+    box.setAttribute("aria-invalid", "true");
+    const line = lineOf(sent, error.field);
+    if (line < 0) return;
+    // Lines are counted on the definition as printed here.
+    box.value = JSON.stringify(sent, null, 2);
+    const lines = box.value.split("\n");
+    const start = lines.slice(0, line).reduce((sum, text) => sum + text.length + 1, 0);
+    document.getElementById("editor-error").textContent += ` — line ${line + 1}`;
+    box.focus();
+    box.setSelectionRange(start, start + lines[line].length);
+  };
+  list.addEventListener("change", () => show(records.find((r) => r.id === list.value) || null));
+  document.getElementById("editor").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    showAlert("editor-error", "");
+    const sent = jsonOf("definition", "editor-error");
+    if (sent === undefined) return;
+    const result = current ? await call("PATCH", `${path}/${current.id}`, sent) : await call("POST", path, sent);
+    if (!result) return;
+    if (result.status !== 200 && result.status !== 201) return refuse(result, sent);
+    showStatus(`Saved ${result.answer.data.name}.`);
+    await load(result.answer.data.id);
+  });
+  document.getElementById("publish").addEventListener("click", async () => {
+    const result = await call("POST", `${path}/${current.id}/publish`);
+    if (!result) return;
+    if (result.status !== 200) return showAlert("editor-error", refusal(result));
+    showStatus(`Published ${result.answer.data.name}.`);
+    await load(current.id);
+  });
+  load(new URLSearchParams(location.search).get("id"));
+  return { current: () => current, reload: () => load(current && current.id) };
 }
 
 // ---- The index page -------------------------------------------------------
@@ -222,10 +374,9 @@ async function signOut() {
 
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("sign-out").addEventListener("click", signOut);
+  if (!session()) return;
   const page = document.querySelector("main").dataset.page;
-  if (page === "dashboard") dashboardPage();
-  else if (page === "tables") tablesPage();
-  else if (page === "rows") rowsPage();
-  else if (page === "people") peoplePage();
-  else indexPage();
+  // A page's script declares `<page>Page` (peoplePage in people.js, ...).
+  const start = window[`${page}Page`] || indexPage;
+  start();
 });

@@ -5,15 +5,10 @@
 
 let roles = [];
 
-function failure(result) {
-  const error = result && result.answer && result.answer.errors && result.answer.errors[0];
-  return error ? (error.field ? `${error.message} (${error.field})` : error.message) : "The request failed.";
-}
-
 async function loadRoles() {
   const result = await api("/admin/api/roles");
   if (!result) return;
-  if (result.status !== 200) return showStatus(failure(result));
+  if (result.status !== 200) return showStatus(refusal(result));
   roles = result.answer.data;
   document.getElementById("roles").replaceChildren(...roles.map((role) =>
     element("li", `${role.name}${role.apiAccess ? " (API access)" : ""}`, { "data-role": role.name })));
@@ -28,7 +23,7 @@ function roleChip(user, role) {
   const remove = element("button", "×", { type: "button", class: "link", "aria-label": `Remove ${user.email} from ${role.name}` });
   remove.addEventListener("click", async () => {
     const result = await call("DELETE", `/admin/api/roles/${role.id}/members/${user.id}`);
-    if (result && result.status !== 204) return showStatus(failure(result));
+    if (result && result.status !== 204) return showStatus(refusal(result));
     await loadUsers();
   });
   chip.append(remove);
@@ -42,7 +37,7 @@ function userRow(user) {
   active.checked = user.active;
   active.addEventListener("change", async () => {
     const result = await call("PATCH", `/admin/api/users/${user.id}`, { active: active.checked });
-    if (result && result.status !== 200) { active.checked = !active.checked; showStatus(failure(result)); }
+    if (result && result.status !== 200) { active.checked = !active.checked; showStatus(refusal(result)); }
   });
   const activeCell = element("td");
   activeCell.append(active);
@@ -54,7 +49,7 @@ function userRow(user) {
   add.addEventListener("change", async () => {
     if (!add.value) return;
     const result = await call("PUT", `/admin/api/roles/${add.value}/members/${user.id}`);
-    if (result && result.status !== 204) return showStatus(failure(result));
+    if (result && result.status !== 204) return showStatus(refusal(result));
     await loadUsers();
   });
   const addCell = element("td");
@@ -67,7 +62,7 @@ async function loadUsers() {
   const search = document.getElementById("search-text").value.trim();
   const result = await api("/admin/api/users?limit=100" + (search ? "&search=" + encodeURIComponent(search) : ""));
   if (!result) return;
-  if (result.status !== 200) return showStatus(failure(result));
+  if (result.status !== 200) return showStatus(refusal(result));
   document.querySelector("#users tbody").replaceChildren(...result.answer.data.map(userRow));
 }
 
@@ -77,7 +72,7 @@ async function peoplePage() {
     const name = document.getElementById("role-name").value.trim();
     const result = await call("POST", "/admin/api/roles", { name, apiAccess: document.getElementById("role-api").checked });
     if (!result) return;
-    if (result.status !== 201) return showStatus(failure(result));
+    if (result.status !== 201) return showStatus(refusal(result));
     document.getElementById("role-name").value = "";
     showStatus(`Added the role ${name}.`);
     await loadRoles();
@@ -91,7 +86,7 @@ async function peoplePage() {
     if (value("user-role")) data.roleIds = [value("user-role")];
     const result = await call("POST", "/admin/api/users", data);
     if (!result) return;
-    if (result.status !== 201) return showStatus(failure(result));
+    if (result.status !== 201) return showStatus(refusal(result));
     event.target.reset();
     showStatus(`Created ${data.email}.`);
     await loadUsers();

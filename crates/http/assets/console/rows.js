@@ -30,17 +30,6 @@ function keyOf(row) {
   return grid.key.map((name) => encodeURIComponent(shown(row[name]))).join(",");
 }
 
-function refusalOf(result) {
-  const error = result && result.answer && result.answer.errors && result.answer.errors[0];
-  return error ? error.message : "The request failed.";
-}
-
-function showGridError(text) {
-  const box = document.getElementById("grid-error");
-  box.textContent = text || "";
-  box.hidden = !text;
-}
-
 // Turns a cell into an input; Enter saves, Escape cancels.
 function edit(cell, row, column) {
   if (cell.querySelector("input")) return;
@@ -57,7 +46,7 @@ function edit(cell, row, column) {
     if (result.status !== 200) {
       field.setAttribute("aria-invalid", "true");
       cell.querySelector(".cell-error")?.remove();
-      cell.append(element("span", refusalOf(result), { class: "cell-error", role: "alert" }));
+      cell.append(element("span", firstError(result).message, { class: "cell-error", role: "alert" }));
       return;
     }
     Object.assign(row, result.answer.data);
@@ -77,7 +66,7 @@ function dataRow(row) {
   const remove = element("button", "Delete", { type: "button", class: "link", "aria-label": `Delete row ${keyOf(row)}` });
   remove.addEventListener("click", async () => {
     const result = await call("DELETE", dataPath("/" + keyOf(row)));
-    if (result && result.status !== 204) return showGridError(refusalOf(result));
+    if (result && result.status !== 204) return showAlert("grid-error", firstError(result).message);
     await load();
   });
   const last = element("td");
@@ -104,8 +93,8 @@ function newRow() {
     }
     const result = await call("POST", dataPath(), data);
     if (!result) return;
-    if (result.status !== 201) return showGridError(refusalOf(result));
-    showGridError("");
+    if (result.status !== 201) return showAlert("grid-error", firstError(result).message);
+    showAlert("grid-error", "");
     await load();
   });
   const td = element("td");
@@ -141,7 +130,7 @@ async function load() {
     table.hidden = true;
     return;
   }
-  if (result.status !== 200) return showGridError(refusalOf(result));
+  if (result.status !== 200) return showAlert("grid-error", firstError(result).message);
   const rows = result.answer.data;
   const total = result.answer.meta.total;
   table.tHead.replaceChildren(header());
@@ -160,7 +149,7 @@ async function rowsPage() {
   const tables = await api(`/admin/api/schema/${encodeURIComponent(grid.schema)}/tables`);
   if (!tables) return;
   const info = tables.status === 200 && tables.answer.data.find((t) => t.name === grid.table);
-  if (!info) return showGridError("No such table.");
+  if (!info) return showAlert("grid-error", "No such table.");
   grid.columns = info.columns;
   grid.key = info.columns.filter((c) => c.primaryKey).map((c) => c.name);
   const columnSelect = document.getElementById("filter-column");

@@ -7,13 +7,6 @@ const TYPES = ["bigint", "integer", "smallint", "numeric", "real", "double preci
   "varchar(255)", "boolean", "uuid", "date", "timestamp", "timestamptz", "json", "jsonb"];
 const METHODS = ["GET", "POST", "PATCH", "DELETE"];
 
-// An error envelope's first error as one line, with its field.
-function refusal(result) {
-  const error = result && result.answer && result.answer.errors && result.answer.errors[0];
-  if (!error) return "The request failed.";
-  return error.field ? `${error.message} (${error.field})` : error.message;
-}
-
 function input(field, attributes) {
   return element("input", null, { "data-field": field, autocomplete: "off", ...attributes });
 }
@@ -72,7 +65,7 @@ function showRefusal(result) {
   box.textContent = refusal(result);
   box.hidden = false;
   // Marks the field the refusal names, as columns[i].field or name.
-  const field = result && result.answer && result.answer.errors && result.answer.errors[0].field;
+  const field = firstError(result).field;
   const match = field && /^columns\[(\d+)\]\.(\w+)/.exec(field);
   const target = match
     ? document.querySelectorAll("#new-columns tr")[Number(match[1])]?.querySelector(`[data-field="${match[2]}"]`)

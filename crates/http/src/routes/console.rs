@@ -1,7 +1,8 @@
 //! The console pages under `/admin/`: the index of what exists, the
 //! dashboards, drawn in the browser with Chart.js (vendored, embedded in the
-//! binary), the tables and their rows, users and roles. The HTML holds no data: the script reads the APIs with the
-//! session of the person signed in through `/admin/auth/sign-in`.
+//! binary), and a page for each area of the Admin API (docs/console.md). The
+//! HTML holds no data: the scripts read the APIs with the session of the
+//! person signed in through `/admin/auth/sign-in`.
 
 use actix_web::http::header;
 use actix_web::{HttpResponse, web};
@@ -11,113 +12,133 @@ use crate::routes::pages::secured;
 const LAYOUT: &str = include_str!("../../assets/console/layout.html");
 const SCRIPT: &str = include_str!("../../assets/console/console.js");
 const STYLE: &str = include_str!("../../assets/console/console.css");
-const TABLES: &str = include_str!("../../assets/console/tables.js");
-/// Where the tables page's script is served.
-const TABLES_PATH: &str = "/admin/assets/tables.js";
-const ROWS: &str = include_str!("../../assets/console/rows.js");
-/// Where the rows page's script is served.
-const ROWS_PATH: &str = "/admin/assets/rows.js";
-const PEOPLE: &str = include_str!("../../assets/console/people.js");
-/// Where the users and roles page's script is served.
-const PEOPLE_PATH: &str = "/admin/assets/people.js";
+const ICON: &str = include_str!("../../assets/console/favicon.svg");
+/// The definition editor the workflows and DataViews pages share.
+const EDITOR: &str = include_str!("../../assets/console/editor.html");
 const CHART: &str = include_str!("../../assets/vendor/chart-4.6.1.umd.min.js");
 /// Where Chart.js is served; the version in the path lets browsers keep it.
 const CHART_PATH: &str = "/admin/assets/chart-4.6.1.umd.min.js";
 
-/// A page of the console; `script`, the path of the page's own script (run
-/// before console.js, which starts the page), or `None`.
-fn page(base: &str, title: &str, name: &str, body: &str, script: Option<&str>) -> String {
+/// A page of the console.
+struct Page {
+    /// Where it is served.
+    route: &'static str,
+    title: &'static str,
+    /// The `data-page` console.js starts the page by.
+    name: &'static str,
+    /// The page's shell, inside the layout.
+    body: &'static str,
+    /// The page's own script, served at `/admin/assets/{name}.js`.
+    script: Option<&'static str>,
+}
+
+macro_rules! console_page {
+    ($route:literal, $title:literal, $name:literal) => {
+        Page {
+            route: $route,
+            title: $title,
+            name: $name,
+            body: include_str!(concat!("../../assets/console/", $name, ".html")),
+            script: Some(include_str!(concat!("../../assets/console/", $name, ".js"))),
+        }
+    };
+}
+
+/// Every page but the index.
+const PAGES: [Page; 11] = [
+    Page {
+        route: "/admin/dashboards/{slug}",
+        title: "Dashboard",
+        name: "dashboard",
+        body: include_str!("../../assets/console/dashboard.html"),
+        script: None,
+    },
+    console_page!("/admin/tables", "Tables", "tables"),
+    console_page!("/admin/rows/{schema}/{table}", "Rows", "rows"),
+    console_page!("/admin/people", "Users and roles", "people"),
+    console_page!("/admin/grants", "Grants", "grants"),
+    console_page!("/admin/access", "Tokens and invitations", "access"),
+    console_page!("/admin/settings", "Settings", "settings"),
+    console_page!("/admin/audit", "Audit log", "audit"),
+    console_page!("/admin/workflows", "Workflows", "workflows"),
+    console_page!("/admin/dataviews", "DataViews", "dataviews"),
+    console_page!("/admin/sql", "SQL console", "sql"),
+];
+
+/// The HTML of `page` with its links written under `base`; the page's own
+/// script (and Chart.js for dashboards) runs before console.js, which
+/// starts the page.
+fn render(base: &str, page: &Page) -> String {
     let mut scripts = String::new();
-    if let Some(path) = script {
+    let own = match page.script {
+        Some(_) => Some(format!("/admin/assets/{}.js", page.name)),
+        None if page.name == "dashboard" => Some(CHART_PATH.to_owned()),
+        None => None,
+    };
+    if let Some(path) = own {
         scripts.push_str(&format!("<script src=\"{base}{path}\" defer></script>\n"));
     }
     scripts.push_str(&format!(
         "<script src=\"{base}/admin/assets/console.js\" defer></script>"
     ));
     LAYOUT
-        .replace("{{title}}", title)
+        .replace("{{title}}", page.title)
         .replace("{{scripts}}", &scripts)
-        .replace("{{page}}", name)
-        .replace("{{body}}", body)
+        .replace("{{page}}", page.name)
+        .replace("{{body}}", &page.body.replace("{{editor}}", EDITOR))
         .replace("{{base}}", base)
 }
 
-fn html(body: String) -> impl Fn() -> std::future::Ready<HttpResponse> + Clone {
-    move || std::future::ready(secured("text/html; charset=utf-8", body.clone()))
+fn serve(
+    content_type: &'static str,
+    body: String,
+) -> impl Fn() -> std::future::Ready<HttpResponse> + Clone {
+    move || std::future::ready(secured(content_type, body.clone()))
 }
+
+const HTML: &str = "text/html; charset=utf-8";
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
 
 /// Adds the console pages and their assets, their links written under
 /// `base` (the mount path).
 pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut web::ServiceConfig {
-    let index = page(
+    let index = render(
         base,
-        "Home",
-        "index",
-        include_str!("../../assets/console/index.html"),
-        None,
-    );
-    let dashboard = page(
-        base,
-        "Dashboard",
-        "dashboard",
-        include_str!("../../assets/console/dashboard.html"),
-        Some(CHART_PATH),
-    );
-    let tables = page(
-        base,
-        "Tables",
-        "tables",
-        include_str!("../../assets/console/tables.html"),
-        Some(TABLES_PATH),
-    );
-    let rows = page(
-        base,
-        "Rows",
-        "rows",
-        include_str!("../../assets/console/rows.html"),
-        Some(ROWS_PATH),
-    );
-    let people = page(
-        base,
-        "Users and roles",
-        "people",
-        include_str!("../../assets/console/people.html"),
-        Some(PEOPLE_PATH),
+        &Page {
+            route: "/admin/",
+            title: "Home",
+            name: "index",
+            body: include_str!("../../assets/console/index.html"),
+            script: None,
+        },
     );
     config
-        .route("/admin", web::get().to(html(index.clone())))
-        .route("/admin/", web::get().to(html(index)))
-        .route("/admin/dashboards/{slug}", web::get().to(html(dashboard)))
-        .route("/admin/tables", web::get().to(html(tables)))
-        .route("/admin/rows/{schema}/{table}", web::get().to(html(rows)))
-        .route("/admin/people", web::get().to(html(people)))
-        .route(
-            PEOPLE_PATH,
-            web::get()
-                .to(|| async { secured("text/javascript; charset=utf-8", PEOPLE.to_owned()) }),
-        )
-        .route(
-            ROWS_PATH,
-            web::get().to(|| async { secured("text/javascript; charset=utf-8", ROWS.to_owned()) }),
-        )
-        .route(
-            TABLES_PATH,
-            web::get()
-                .to(|| async { secured("text/javascript; charset=utf-8", TABLES.to_owned()) }),
-        )
+        .route("/admin", web::get().to(serve(HTML, index.clone())))
+        .route("/admin/", web::get().to(serve(HTML, index)));
+    for page in &PAGES {
+        config.route(page.route, web::get().to(serve(HTML, render(base, page))));
+        if let Some(script) = page.script {
+            let path = format!("/admin/assets/{}.js", page.name);
+            config.route(&path, web::get().to(serve(JAVASCRIPT, script.to_owned())));
+        }
+    }
+    config
         .route(
             "/admin/assets/console.js",
-            web::get()
-                .to(|| async { secured("text/javascript; charset=utf-8", SCRIPT.to_owned()) }),
+            web::get().to(serve(JAVASCRIPT, SCRIPT.to_owned())),
         )
         .route(
             "/admin/assets/console.css",
-            web::get().to(|| async { secured("text/css; charset=utf-8", STYLE.to_owned()) }),
+            web::get().to(serve("text/css; charset=utf-8", STYLE.to_owned())),
+        )
+        .route(
+            "/admin/assets/favicon.svg",
+            web::get().to(serve("image/svg+xml", ICON.to_owned())),
         )
         .route(
             CHART_PATH,
             web::get().to(|| async {
-                let mut answer = secured("text/javascript; charset=utf-8", CHART.to_owned());
+                let mut answer = secured(JAVASCRIPT, CHART.to_owned());
                 answer.headers_mut().insert(
                     header::CACHE_CONTROL,
                     header::HeaderValue::from_static("public, max-age=31536000, immutable"),

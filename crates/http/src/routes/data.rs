@@ -31,6 +31,20 @@ pub struct ListQuery {
     count: Option<String>,
 }
 
+/// The list route's parameters as the service takes them; an empty value
+/// (`?filter=` from a form) counts as not given.
+pub(crate) fn list_params(q: ListQuery) -> ListParams {
+    let given = |value: Option<String>| value.filter(|v| !v.is_empty());
+    ListParams {
+        select: given(q.select),
+        filter: given(q.filter),
+        sort: given(q.sort),
+        limit: given(q.limit),
+        offset: given(q.offset),
+        count: given(q.count),
+    }
+}
+
 const ZONE_HEADER: &str = "x-service-timezone";
 
 /// The request as the Data API service takes it; `origin` for writes,
@@ -93,17 +107,7 @@ pub async fn list(
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table) = path.into_inner();
-    let q = query.into_inner();
-    // An empty value (`?filter=` from a form) counts as not given.
-    let given = |value: Option<String>| value.filter(|v| !v.is_empty());
-    let params = ListParams {
-        select: given(q.select),
-        filter: given(q.filter),
-        sort: given(q.sort),
-        limit: given(q.limit),
-        offset: given(q.offset),
-        count: given(q.count),
-    };
+    let params = list_params(query.into_inner());
     let page = state
         .data
         .list(request(&bearer, &req, None), &schema, &table, &params)

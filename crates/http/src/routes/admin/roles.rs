@@ -1,12 +1,15 @@
 //! Roles and role members.
 
-use actix_web::{HttpResponse, delete, get, patch, post, put, web};
+use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, put, web};
 use api_types::{CreateRoleRequest, ErrorEnvelope, Role, UpdateRoleRequest, User};
+use data::RoleSubject;
+use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::{AdminPlane, Caller, Data};
-use crate::respond::{created, no_content, ok};
+use crate::extract::{AdminPlane, Bearer, Caller, Data};
+use crate::respond::{created, json_page, no_content, ok};
+use crate::routes::data::{ListQuery, list_params, request};
 use crate::{AppState, convert};
 
 /// All roles, built-ins first.
@@ -143,4 +146,50 @@ pub async fn remove_member(
         .remove_member(&caller.principal, role_id, user_id, caller.ip())
         .await?;
     Ok(no_content())
+}
+
+/// Who stands for `$USER` in a preview.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewQuery {
+    /// The user `$USER` stands for (default: nobody, so row filters on
+    /// `$USER` match no row).
+    user_id: Option<Uuid>,
+}
+
+/// What a member of this role alone reads from the list route of a table:
+/// the same parameters, the same answer and the same refusals, under the
+/// role's grants, row filters and column lists (preview as this role).
+#[utoipa::path(operation_id = "previewRoleRows", tag = "roles", security(("bearer" = [])),
+    params(("id" = Uuid, Path), ("schema" = String, Path), ("table" = String, Path), ListQuery, PreviewQuery),
+    responses((status = 200, description = "{ data: [row], meta }, as the list route answers the role"), (status = 400, body = ErrorEnvelope),
+        (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope), (status = 405, body = ErrorEnvelope)))]
+#[get("/roles/{id}/preview/{schema}/{table}")]
+pub async fn preview(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    bearer: Bearer,
+    req: HttpRequest,
+    path: web::Path<(Uuid, String, String)>,
+    query: web::Query<ListQuery>,
+    user: web::Query<PreviewQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, schema, table) = path.into_inner();
+    let role = state.roles.role(id).await?;
+    let subject = RoleSubject {
+        id: role.id,
+        api_access: role.api_access,
+    };
+    let page = state
+        .data
+        .list_as_role(
+            request(&bearer, &req, None),
+            subject,
+            user.user_id,
+            (&schema, &table),
+            &list_params(query.into_inner()),
+        )
+        .await?;
+    Ok(json_page(page))
 }

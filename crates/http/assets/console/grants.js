@@ -1,0 +1,161 @@
+// The grants page of the console: a role's grants on resources, workflows
+// and DataViews, a new grant with its row filter (with the variables at
+// hand), removal, and a preview of a table as a member of the role reads it.
+"use strict";
+
+const ACTIONS = { resource: ["read", "create", "update", "delete"], workflow: ["invoke"], dataView: ["read"] };
+
+// What a grant can be on, by id: { kind, label }.
+const targets = new Map();
+
+function selectedRole() {
+  return document.getElementById("grant-role").value;
+}
+
+function grantRow(grant) {
+  const id = grant.resourceId || grant.workflowId || grant.dataViewId;
+  const on = targets.get(id)?.label || id;
+  const tr = element("tr", null, { "data-grant": `${on} ${grant.action}` });
+  tr.append(element("td", on), element("td", grant.action),
+    element("td", grant.filter ? JSON.stringify(grant.filter) : "every row"),
+    element("td", grant.columns ? grant.columns.join(", ") : "all"));
+  const remove = element("button", "Remove", { type: "button", "aria-label": `Remove ${grant.action} on ${on}` });
+  remove.addEventListener("click", async () => {
+    const result = await call("DELETE", `/admin/api/grants/${grant.id}`);
+    if (result && result.status !== 204) return showStatus(refusal(result));
+    await loadGrants();
+  });
+  const cell = element("td");
+  cell.append(remove);
+  tr.append(cell);
+  return tr;
+}
+
+async function loadGrants() {
+  const result = await api(`/admin/api/grants?roleId=${encodeURIComponent(selectedRole())}`);
+  if (!result) return;
+  if (result.status !== 200) return showStatus(refusal(result));
+  const body = document.querySelector("#grants tbody");
+  body.replaceChildren(...result.answer.data.map(grantRow));
+  if (!result.answer.data.length) {
+    const empty = element("tr");
+    empty.append(element("td", "No grants: members read nothing through the Data API.", { colspan: "5", class: "empty" }));
+    body.append(empty);
+  }
+}
+
+async function loadMembers() {
+  const select = document.getElementById("preview-user");
+  const result = await api(`/admin/api/roles/${encodeURIComponent(selectedRole())}/members`);
+  const members = result && result.status === 200 ? result.answer.data : [];
+  select.replaceChildren(element("option", "nobody", { value: "" }),
+    ...members.map((user) => element("option", user.email, { value: user.id })));
+}
+
+function fillActions() {
+  const kind = targets.get(document.getElementById("grant-target").value)?.kind || "resource";
+  document.getElementById("grant-action").replaceChildren(...ACTIONS[kind].map((a) => element("option", a, { value: a })));
+}
+
+async function loadTargets() {
+  const [resources, workflows, views] = await Promise.all(
+    ["/admin/api/resources", "/admin/api/workflows", "/admin/api/dataviews"].map(api));
+  const target = document.getElementById("grant-target");
+  const groups = [];
+  const add = (kind, title, items, label) => {
+    const group = element("optgroup", null, { label: title });
+    for (const item of items) {
+      targets.set(item.id, { kind, label: label(item) });
+      group.append(element("option", label(item), { value: item.id }));
+    }
+    groups.push(group);
+  };
+  const tables = resources?.answer?.data || [];
+  add("resource", "Tables", tables, (r) => `${r.schema}.${r.table}`);
+  add("workflow", "Workflows", workflows?.answer?.data || [], (w) => `workflow ${w.slug}`);
+  add("dataView", "DataViews", views?.answer?.data || [], (v) => `view ${v.slug}`);
+  target.replaceChildren(...groups);
+  fillActions();
+  document.getElementById("preview-table").replaceChildren(...tables.filter((r) => r.exposedMethods.includes("GET"))
+    .map((r) => element("option", `${r.schema}.${r.table}`, { value: `${r.schema}/${r.table}` })));
+}
+
+function insertVariable(name) {
+  const box = document.getElementById("grant-filter");
+  const at = box.selectionStart ?? box.value.length;
+  const text = `"${name}"`;
+  box.value = box.value.slice(0, at) + text + box.value.slice(box.selectionEnd ?? at);
+  box.focus();
+  box.selectionStart = box.selectionEnd = at + text.length;
+}
+
+async function addGrant(event) {
+  event.preventDefault();
+  showAlert("grant-error", "");
+  const filter = jsonOf("grant-filter", "grant-error");
+  if (filter === undefined) return;
+  const id = document.getElementById("grant-target").value;
+  const kind = targets.get(id)?.kind;
+  if (!kind) return showAlert("grant-error", "Choose what the grant is on.");
+  const data = { roleId: selectedRole(), action: document.getElementById("grant-action").value, [`${kind}Id`]: id };
+  if (filter !== null) data.filter = filter;
+  const columns = document.getElementById("grant-columns").value.split(",").map((c) => c.trim()).filter(Boolean);
+  if (columns.length) data.columns = columns;
+  const result = await call("POST", "/admin/api/grants", data);
+  if (!result) return;
+  if (result.status !== 201) {
+    if (firstError(result).field?.startsWith("filter")) document.getElementById("grant-filter").setAttribute("aria-invalid", "true");
+    return showAlert("grant-error", refusal(result));
+  }
+  document.getElementById("grant-filter").value = "";
+  document.getElementById("grant-columns").value = "";
+  showStatus(`Granted ${data.action} on ${targets.get(id).label}.`);
+  await loadGrants();
+}
+
+async function preview(event) {
+  event.preventDefault();
+  showAlert("preview-error", "");
+  const table = document.getElementById("preview-table").value;
+  if (!table) return showAlert("preview-error", "No table is exposed for GET yet.");
+  const user = document.getElementById("preview-user").value;
+  const query = "?limit=50&count=exact" + (user ? "&userId=" + encodeURIComponent(user) : "");
+  const result = await api(`/admin/api/roles/${encodeURIComponent(selectedRole())}/preview/${table}${query}`);
+  if (!result) return;
+  const rows = document.getElementById("preview-rows");
+  if (result.status !== 200) {
+    rows.replaceChildren();
+    document.getElementById("preview-count").textContent = "";
+    return showAlert("preview-error", refusal(result));
+  }
+  const data = result.answer.data;
+  document.getElementById("preview-count").textContent = `${data.length} of ${result.answer.meta.total} rows this role reads.`;
+  rows.replaceChildren(data.length ? dataTable(Object.keys(data[0]), data) : element("p", "No rows.", { class: "empty" }));
+}
+
+async function selectRole() {
+  document.getElementById("preview-rows").replaceChildren();
+  document.getElementById("preview-count").textContent = "";
+  showAlert("preview-error", "");
+  await Promise.all([loadGrants(), loadMembers()]);
+}
+
+async function grantsPage() {
+  const roles = await api("/admin/api/roles");
+  if (!roles) return;
+  if (roles.status !== 200) return showStatus(refusal(roles));
+  const select = document.getElementById("grant-role");
+  // Administrators bypass grants; the others are the ones worth granting.
+  const listed = roles.answer.data.filter((r) => r.name !== "Administrators");
+  select.replaceChildren(...listed.map((r) => element("option", r.name, { value: r.id })));
+  const wanted = new URLSearchParams(location.search).get("role");
+  const chosen = listed.find((r) => r.name === wanted || r.id === wanted);
+  if (chosen) select.value = chosen.id;
+  select.addEventListener("change", selectRole);
+  document.getElementById("grant-target").addEventListener("change", fillActions);
+  document.getElementById("new-grant").addEventListener("submit", addGrant);
+  document.getElementById("preview").addEventListener("submit", preview);
+  document.querySelectorAll("[data-variable]").forEach((b) => b.addEventListener("click", () => insertVariable(b.dataset.variable)));
+  await loadTargets();
+  await selectRole();
+}
