@@ -1396,6 +1396,9 @@ async fn the_settings_tokens_invitations_and_audit_pages_work() {
     browser.wait_for("#audit table").await;
     browser.fill("audit-action", "settings.update").await;
     click(&browser, "#audit-filter button[type=submit]").await;
+    browser
+        .wait_for("#audit[data-action='settings.update'] tbody")
+        .await;
     wait_for_text(&browser, "#audit tbody", "auth.password_min_length").await;
     let shown = browser.wait_for("#audit tbody").await.text().await.unwrap();
     assert!(!shown.contains("token.create"), "{shown}");

@@ -1,6 +1,7 @@
-//! `cargo xtask bench auth|data|views|workflows|files`: the credential
-//! resolver, the Data API, DataViews, workflows and files under load,
-//! measured with wrk (curl for files) against a release build; the Data
+//! `cargo xtask bench auth|data|views|workflows|files|realtime|console`: the
+//! credential resolver, the Data API, DataViews, workflows, files and
+//! realtime under load, measured with wrk (curl for files) against a release
+//! build, and the console's weight and first load in Chromium; the Data
 //! API's list route and a DataView are compared with pgbench running the
 //! same SQL, files with `cp` on the same disk.
 
@@ -26,6 +27,7 @@ const DATA_ROWS: u32 = 100_000;
 const ADMIN_EMAIL: &str = "bench@example.com";
 const ADMIN_PASSWORD: &str = "bench-password-1";
 
+mod console;
 mod realtime;
 mod scale;
 mod soak;
@@ -43,14 +45,16 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("files") => files(),
         Some("scale") => scale::scale(),
         Some("realtime") => realtime::realtime(),
+        Some("console") => console::console(),
         None => auth()
             .and_then(|()| data())
             .and_then(|()| views())
             .and_then(|()| workflows())
             .and_then(|()| files())
-            .and_then(|()| realtime::realtime()),
+            .and_then(|()| realtime::realtime())
+            .and_then(|()| console::console()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, data, files, peer, realtime, scale, views, workflows; scale is not in the default run)"
+            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, scale, views, workflows; scale is not in the default run)"
         )),
     }
 }

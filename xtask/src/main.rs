@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         Some("soak") => minutes(&args).and_then(bench::soak),
         Some("release") => release(),
         _ => Err(
-            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | data | files | peer | scale | views | workflows] | soak --minutes N | fuzz-api --minutes N | release | openapi [dir]>".into(),
+            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | console | data | files | peer | realtime | scale | views | workflows] | soak --minutes N | fuzz-api --minutes N | release | openapi [dir]>".into(),
         ),
     };
     match result {

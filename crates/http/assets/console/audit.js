@@ -26,6 +26,8 @@ async function loadAudit(more) {
       [new Date(e.at).toLocaleString(), e.action, e.actorId && `${e.actorType} ${e.actorId}`, e.target, e.details, e.ip]))
     : element("p", "No entries.", { class: "empty" }));
   document.getElementById("audit-older").hidden = page.length < AUDIT_PAGE;
+  // What the entries shown are filtered by.
+  document.getElementById("audit").dataset.action = action;
 }
 
 function auditPage() {

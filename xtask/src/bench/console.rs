@@ -1,0 +1,204 @@
+//! `cargo xtask bench console`: the admin console's weight and first load.
+//! For each page: the bytes of its HTML, scripts and style sheet as served
+//! (no compression), and in headless Chromium (driven over WebDriver by
+//! chromedriver) the time from navigation to the load event and until the
+//! last of the page's API reads has answered, the median of several loads
+//! with nothing cached (every console file is `no-store`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::{expose, free_port, fresh_server, json_string, post, request};
+use crate::{Result, ensure_tool};
+
+/// Loads of each page; the median is reported.
+const LOADS: usize = 7;
+
+/// The pages measured, with a table for the rows page.
+const PAGES: [&str; 11] = [
+    "/admin/",
+    "/admin/tables",
+    "/admin/rows/app/items",
+    "/admin/people",
+    "/admin/grants",
+    "/admin/access",
+    "/admin/settings",
+    "/admin/audit",
+    "/admin/workflows",
+    "/admin/dataviews",
+    "/admin/sql",
+];
+
+/// Chromedriver, stopped when dropped.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One WebDriver command; answers the body. Chromedriver keeps the
+/// connection open after its answer, so the body is read by its length.
+fn command(port: u16, method: &str, path: &str, body: &str) -> Result<String> {
+    let failed = |e: std::io::Error| format!("chromedriver {method} {path}: {e}");
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(failed)?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .map_err(failed)?;
+    let text = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(text.as_bytes()).map_err(failed)?;
+    let mut reader = BufReader::new(stream);
+    let mut status = String::new();
+    reader.read_line(&mut status).map_err(failed)?;
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).map_err(failed)?;
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut answer = vec![0; length];
+    reader.read_exact(&mut answer).map_err(failed)?;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    if !status.contains(" 200 ") {
+        return Err(format!(
+            "chromedriver {method} {path}: {} {answer}",
+            status.trim()
+        ));
+    }
+    Ok(answer)
+}
+
+/// Runs `script` in the page; answers its result as text (a string result
+/// keeps its quotes off).
+fn execute(port: u16, session: &str, script: &str) -> Result<String> {
+    let body = format!("{{\"script\":{},\"args\":[]}}", quoted(script));
+    let answer = command(
+        port,
+        "POST",
+        &format!("/session/{session}/execute/sync"),
+        &body,
+    )?;
+    let value = answer
+        .split_once("\"value\":")
+        .map(|(_, v)| v.trim_end_matches('}').trim())
+        .unwrap_or_default();
+    Ok(value.trim_matches('"').to_owned())
+}
+
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// The bytes `path` and the scripts and style sheet it links weigh.
+fn weight(port: u16, path: &str) -> Result<(usize, usize)> {
+    let (status, html) = request(port, "GET", path, None, None)?;
+    if status != 200 {
+        return Err(format!("GET {path}: {status}"));
+    }
+    let mut assets = 0;
+    for piece in html.split(['"', '\'']) {
+        if piece.starts_with("/admin/assets/")
+            && (piece.ends_with(".js") || piece.ends_with(".css"))
+        {
+            assets += request(port, "GET", piece, None, None)?.1.len();
+        }
+    }
+    Ok((html.len(), assets))
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The console's weight and first load, page by page.
+pub fn console() -> Result {
+    ensure_tool("chromedriver", &["chromium", "chromium-driver"])?;
+    let (_server, port, _, admin) = fresh_server("tessera_bench_console")?;
+    let table = r#"{"name":"items","columns":[{"name":"id","dataType":"bigint","primaryKey":true,"identity":"ALWAYS"},{"name":"label","dataType":"text"}]}"#;
+    let created = post(port, "/admin/api/schema/app/tables", &admin, table)?;
+    let resource = json_string(&created, "resourceId").ok_or("no resource id")?;
+    expose(port, &admin, &resource, r#"["GET","POST"]"#)?;
+    let driver_port = free_port()?;
+    let _driver = Driver(
+        Command::new("chromedriver")
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("chromedriver: {e}"))?,
+    );
+    let capabilities = r#"{"capabilities":{"alwaysMatch":{"goog:chromeOptions":{"binary":"/usr/bin/chromium","args":["--headless","--no-sandbox","--disable-gpu","--disable-dev-shm-usage","--no-first-run","--window-size=1280,900"]}}}}"#;
+    let mut created = Err("chromedriver did not answer".to_owned());
+    for _ in 0..50 {
+        created = command(driver_port, "POST", "/session", capabilities);
+        if created.is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let created = created?;
+    let session = json_string(&created, "sessionId").ok_or("no WebDriver session")?;
+    let go = |path: &str| {
+        let url = format!("{{\"url\":\"http://127.0.0.1:{port}{path}\"}}");
+        command(
+            driver_port,
+            "POST",
+            &format!("/session/{session}/url"),
+            &url,
+        )
+    };
+    go("/admin/auth/sign-in")?;
+    execute(
+        driver_port,
+        &session,
+        &format!("sessionStorage.setItem('tessera.session', '{admin}'); return 1;"),
+    )?;
+    println!("\n## Console: weight and first load (median of {LOADS}, loopback, release build)\n");
+    println!("| page | HTML bytes | scripts and CSS bytes | load event ms | last API answer ms |");
+    println!("|---|---|---|---|---|");
+    for page in PAGES {
+        let (html, assets) = weight(port, page)?;
+        let mut loaded = Vec::new();
+        let mut answered = Vec::new();
+        for _ in 0..LOADS {
+            go(page)?;
+            // The page's reads start after the load event; give them time to end.
+            std::thread::sleep(Duration::from_millis(600));
+            let timings = execute(
+                driver_port,
+                &session,
+                "const nav = performance.getEntriesByType('navigation')[0];
+                 const reads = performance.getEntriesByType('resource').filter((r) => r.initiatorType === 'fetch');
+                 const last = Math.max(nav.loadEventEnd, ...reads.map((r) => r.responseEnd));
+                 return nav.loadEventEnd.toFixed(1) + ' ' + last.toFixed(1);",
+            )?;
+            let mut numbers = timings
+                .split(' ')
+                .map(|n| n.parse::<f64>().unwrap_or(f64::NAN));
+            loaded.push(numbers.next().unwrap_or(f64::NAN));
+            answered.push(numbers.next().unwrap_or(f64::NAN));
+        }
+        println!(
+            "| {page} | {html} | {assets} | {:.1} | {:.1} |",
+            median(loaded),
+            median(answered)
+        );
+    }
+    let _ = command(driver_port, "DELETE", &format!("/session/{session}"), "");
+    Ok(())
+}
