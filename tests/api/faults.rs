@@ -167,3 +167,44 @@ async fn a_stopped_database_is_503_at_once_and_every_acknowledged_write_survives
         answers.iter().map(|(_, t, _)| *t).max().unwrap_or_default()
     );
 }
+
+/// A stopping instance releases its runs and emails after the server's
+/// worker threads have stopped; pooled connections those threads opened
+/// fail at once then. The releases go on past them to a working one.
+#[tokio::test]
+async fn releases_go_past_connections_of_stopped_threads() {
+    use mail::Outbox;
+    use workflows::WorkflowStore;
+
+    const POOL: u32 = 6;
+    let db = testkit::TestDatabase::create().await;
+    let options = store_pg::PoolOptions {
+        max_connections: POOL,
+        ..Default::default()
+    };
+    let conn = store_pg::connect(&db.url, options).await.unwrap();
+    // Every connection of the pool opened on a runtime that then stops,
+    // as an actix worker's does.
+    let pool = conn.get_postgres_connection_pool().clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let held = futures_util::future::join_all((0..POOL).map(|_| pool.acquire())).await;
+            assert!(held.iter().all(Result::is_ok));
+            drop(held);
+            // The connections go back to the pool, idle, before the runtime ends.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        });
+    })
+    .join()
+    .unwrap();
+    let store = store_pg::PgStore::new(conn, Arc::new(kernel::SystemClock));
+    let released = store.release_leases(uuid::Uuid::new_v4()).await;
+    assert!(matches!(released, Ok(0)), "{released:?}");
+    let emails = store.release(&[uuid::Uuid::new_v4()]).await;
+    assert!(emails.is_ok(), "{emails:?}");
+    db.destroy().await;
+}

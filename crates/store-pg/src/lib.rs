@@ -434,6 +434,29 @@ pub(crate) async fn execute(
         .rows_affected())
 }
 
+/// [`execute`] on the way out of a stopping process. The server's worker
+/// threads have stopped by then, and a pooled connection one of them
+/// opened fails before anything is sent (and is closed): the statement is
+/// tried on the next connection, at most once for each the pool may hold.
+pub(crate) async fn execute_when_stopping(
+    db: &DatabaseConnection,
+    sql: &str,
+    values: Vec<Value>,
+) -> Result<u64, StoreError> {
+    let most = db
+        .get_postgres_connection_pool()
+        .options()
+        .get_max_connections();
+    let mut failed = String::new();
+    for _ in 0..=most {
+        match execute(db, sql, values.clone()).await {
+            Err(StoreError::Unavailable(error)) => failed = error,
+            done => return done,
+        }
+    }
+    Err(StoreError::Unavailable(failed))
+}
+
 /// Writes an audit event through `conn` (a transaction or the pool).
 pub(crate) async fn write_audit(
     conn: &impl ConnectionTrait,

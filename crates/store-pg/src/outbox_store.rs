@@ -9,7 +9,7 @@ use mail::{Claimed, Outbox};
 use sea_orm::{ConnectionTrait, QueryResult, Value};
 use uuid::Uuid;
 
-use crate::{PgStore, map_err, stmt};
+use crate::{PgStore, execute_when_stopping, map_err, stmt};
 
 /// Claims due rows for sending: counts an attempt and leases each for `$2`
 /// seconds (its next attempt), so a crashed sender's rows come back by themselves.
@@ -86,15 +86,11 @@ impl Outbox for PgStore {
     }
 
     async fn release(&self, ids: &[Uuid]) -> Result<(), StoreError> {
-        self.db
-            .execute_raw(stmt(
-                "UPDATE svc.email_outbox SET attempts = attempts - 1, next_attempt_at = now() \
-                 WHERE id = ANY($1) AND sent_at IS NULL",
-                [ids.to_vec().into()],
-            ))
+        let sql = "UPDATE svc.email_outbox SET attempts = attempts - 1, next_attempt_at = now() \
+                   WHERE id = ANY($1) AND sent_at IS NULL";
+        execute_when_stopping(&self.db, sql, vec![ids.to_vec().into()])
             .await
-            .map_err(map_err)?;
-        Ok(())
+            .map(drop)
     }
 
     async fn mark_failed(

@@ -16,7 +16,9 @@ use workflows::store::{
 };
 use workflows::{RunJournal, WorkflowStore};
 
-use crate::{PgStore, commit_with_audit, execute, exists, map_err, stmt, versions_of};
+use crate::{
+    PgStore, commit_with_audit, execute, execute_when_stopping, exists, map_err, stmt, versions_of,
+};
 
 const WORKFLOW_COLUMNS: &str =
     "id, slug, name, enabled, draft, published, published_at, created_at, updated_at";
@@ -604,7 +606,7 @@ impl WorkflowStore for PgStore {
         // No owner: a late checkpoint of the stopping instance cannot renew it.
         let sql = "UPDATE svc.workflow_runs SET lease_owner = NULL, lease_until = now() \
                    WHERE lease_owner = $1 AND status = 'RUNNING'";
-        execute(&self.db, sql, [owner.into()]).await
+        execute_when_stopping(&self.db, sql, vec![owner.into()]).await
     }
 
     async fn purge_runs(&self, days: i64) -> Result<u64, StoreError> {
