@@ -15,7 +15,21 @@ use testkit::{TestApp, spawn_app};
 /// A headless Chromium session through its own chromedriver.
 struct Browser {
     client: Client,
-    _driver: tokio::process::Child,
+    _driver: Driver,
+}
+
+/// Chromedriver, ended with every process of its group when dropped:
+/// Chromium's helper processes outlive the browser otherwise, a set per test.
+struct Driver(tokio::process::Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Some(id) = self.0.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{id}")])
+                .status();
+        }
+    }
 }
 
 impl Browser {
@@ -29,16 +43,21 @@ impl Browser {
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // A group of its own, with the Chromium it starts: see Drop.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .expect("chromedriver installed (Debian package chromium-driver)");
-        let profile = std::env::temp_dir().join(format!("tessera-chromium-{port}"));
+        // A profile of its own: a Chromium left over from an earlier test on
+        // the same port may still hold that port's profile.
+        let profile =
+            std::env::temp_dir().join(format!("tessera-chromium-{}", uuid::Uuid::new_v4()));
         let capabilities = json!({
             "goog:chromeOptions": {
                 "binary": "/usr/bin/chromium",
                 "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                         "--disable-dev-shm-usage", format!("--user-data-dir={}", profile.display())]
+                         "--disable-dev-shm-usage", "--disable-breakpad", format!("--user-data-dir={}", profile.display())]
             },
             "goog:loggingPrefs": { "browser": "ALL" }
         });
@@ -53,7 +72,7 @@ impl Browser {
                 Ok(client) => {
                     return Self {
                         client,
-                        _driver: driver,
+                        _driver: Driver(driver),
                     };
                 }
                 Err(e) => {
