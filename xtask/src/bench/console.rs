@@ -7,6 +7,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -31,12 +32,15 @@ const PAGES: [&str; 11] = [
     "/admin/sql",
 ];
 
-/// Chromedriver, stopped when dropped.
+/// Chromedriver, ended with every process of its group (the Chromium it
+/// started and its helpers) when dropped.
 struct Driver(Child);
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .status();
         let _ = self.0.wait();
     }
 }
@@ -139,6 +143,7 @@ pub fn console() -> Result {
             .arg(format!("--port={driver_port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .map_err(|e| format!("chromedriver: {e}"))?,
     );
