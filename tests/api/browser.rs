@@ -595,11 +595,7 @@ async fn the_console_index_shows_an_administrator_what_exists() {
     let admin = app.admin_session().await;
     crate::views::sales_dashboard(&app, &admin).await;
     let browser = Browser::start().await;
-    browser.open(&app, "/admin/").await;
-    browser.wait_for("form[data-action=sign-in]").await;
-    browser.fill("email", testkit::ADMIN_EMAIL).await;
-    browser.fill("password", testkit::ADMIN_PASSWORD).await;
-    browser.submit().await;
+    browser.sign_in_to(&app, "/admin/").await;
     let link = browser.wait_for("a[href='/admin/dashboards/sales']").await;
     assert_eq!(link.text().await.unwrap(), "Sales");
     let text = browser.wait_for("#sections").await.text().await.unwrap();
@@ -666,11 +662,7 @@ async fn the_tables_page_previews_creates_exposes_and_drops_a_table() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
     let browser = Browser::start().await;
-    browser.open(&app, "/admin/tables").await;
-    browser.wait_for("form[data-action=sign-in]").await;
-    browser.fill("email", testkit::ADMIN_EMAIL).await;
-    browser.fill("password", testkit::ADMIN_PASSWORD).await;
-    browser.submit().await;
+    browser.sign_in_to(&app, "/admin/tables").await;
     browser.wait_for("#create-table").await;
 
     // A refusal: the reason shown, the field marked.
@@ -851,11 +843,7 @@ async fn the_rows_page_inserts_edits_refuses_filters_and_deletes() {
     .await;
     crate::data::expose(&app, &admin, &resource, &["GET", "POST", "PATCH", "DELETE"]).await;
     let browser = Browser::start().await;
-    browser.open(&app, "/admin/rows/app/tasks").await;
-    browser.wait_for("form[data-action=sign-in]").await;
-    browser.fill("email", testkit::ADMIN_EMAIL).await;
-    browser.fill("password", testkit::ADMIN_PASSWORD).await;
-    browser.submit().await;
+    browser.sign_in_to(&app, "/admin/rows/app/tasks").await;
 
     // Insert two rows through the new row.
     for (title, points) in [("first", "3"), ("second", "1")] {
@@ -964,11 +952,7 @@ async fn the_people_page_creates_a_role_and_a_user_and_changes_them() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
     let browser = Browser::start().await;
-    browser.open(&app, "/admin/people").await;
-    browser.wait_for("form[data-action=sign-in]").await;
-    browser.fill("email", testkit::ADMIN_EMAIL).await;
-    browser.fill("password", testkit::ADMIN_PASSWORD).await;
-    browser.submit().await;
+    browser.sign_in_to(&app, "/admin/people").await;
     browser.wait_for("#new-role").await;
 
     browser.fill("role-name", "Editors").await;
