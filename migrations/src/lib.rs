@@ -45,6 +45,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ),
     ("m0014_files", include_str!("../sql/0014_files.sql")),
     ("m0015_realtime", include_str!("../sql/0015_realtime.sql")),
+    (
+        "m0016_security_rules",
+        include_str!("../sql/0016_security_rules.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

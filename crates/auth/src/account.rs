@@ -39,6 +39,18 @@ fn token_hash(token: &str) -> Result<[u8; 32], AuthError> {
 }
 
 impl AuthService {
+    /// The hash of `token` once the store holds it live as a `kind` token:
+    /// a bogus token is refused before any password is hashed, so a flood
+    /// of them cannot fill the hashing queue.
+    async fn live_token(&self, token: &str, kind: EmailKind) -> Result<[u8; 32], AuthError> {
+        let hash = token_hash(token)?;
+        if self.store.token_live(&hash, kind.as_str(), self.now()).await? {
+            Ok(hash)
+        } else {
+            Err(AuthError::InvalidToken)
+        }
+    }
+
     /// Where email links point: the settings' base, else `<public url>/admin/auth`.
     fn links_base(&self, settings: &Settings) -> String {
         settings
@@ -166,8 +178,24 @@ impl AuthService {
             Some(user.id),
             None,
         );
-        let event = AuditEvent::new(Actor::user(user.id), action, target("user", user.id), ip);
-        Ok(self.store.issue_mail(mail, event).await?)
+        let event = AuditEvent::new(
+            Actor::user(user.id),
+            action,
+            target("user", user.id),
+            ip.clone(),
+        );
+        let per_hour = settings.emails_per_address_per_hour();
+        let dropped = AuditEvent::new(
+            Actor::user(user.id),
+            "auth.email_dropped",
+            target("user", user.id),
+            ip,
+        )
+        .with_details(json!({ "kind": kind.as_str(), "perHour": per_hour }));
+        self.store
+            .issue_capped_mail(mail, event, dropped, per_hour)
+            .await?;
+        Ok(())
     }
 
     /// Sets a new password with a reset token; ends every session of the user.
@@ -177,7 +205,7 @@ impl AuthService {
         password: &str,
         ip: Option<String>,
     ) -> Result<(), AuthError> {
-        let hash = token_hash(token)?;
+        let hash = self.live_token(token, EmailKind::PasswordReset).await?;
         let settings = self.heeded_settings().await?;
         let password_hash = self.hash_new_password(password, &settings).await?;
         let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.password_reset", None, ip);
@@ -302,7 +330,7 @@ impl AuthService {
         password: &str,
         ip: Option<String>,
     ) -> Result<(), AuthError> {
-        let hash = token_hash(token)?;
+        let hash = self.live_token(token, EmailKind::Invitation).await?;
         let settings = self.heeded_settings().await?;
         let password_hash = self.hash_new_password(password, &settings).await?;
         let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.invitation_accepted", None, ip);

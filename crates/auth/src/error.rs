@@ -42,8 +42,9 @@ pub enum AuthError {
     /// Every password hashing slot and queue place is taken; retry shortly.
     #[error("The service is busy; retry shortly")]
     Busy,
-    /// Too many sign-in attempts from this source; retry after the seconds given.
-    #[error("Too many sign-in attempts; retry later")]
+    /// Too many sign-in attempts or account calls from this source; retry
+    /// after the seconds given.
+    #[error("Too many attempts from this address; retry later")]
     RateLimited {
         /// Seconds until an attempt would be counted again.
         retry_after: u64,

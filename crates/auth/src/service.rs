@@ -204,9 +204,25 @@ impl AuthService {
         settings: &Settings,
         origin: &Origin,
     ) -> Result<(), AuthError> {
-        let limit = settings.login_rate_limit_per_minute();
+        self.take_rate("login", settings.login_rate_limit_per_minute(), origin)
+            .await
+    }
+
+    /// Counts a call of a public account route (register, password forgot
+    /// and reset, email verify and resend, invitation accept) of `origin`'s
+    /// address against `auth.account_rate_limit_per_minute`, one window for
+    /// all of them, shared by every instance.
+    pub async fn take_account_call(&self, origin: &Origin) -> Result<(), AuthError> {
+        let settings = self.heeded_settings().await?;
+        self.take_rate("account", settings.account_rate_limit_per_minute(), origin)
+            .await
+    }
+
+    /// Takes one call of `origin`'s address from the window `bucket` holding
+    /// `limit` calls per 60 s (0: no limit).
+    async fn take_rate(&self, bucket: &str, limit: u32, origin: &Origin) -> Result<(), AuthError> {
         if limit > 0 {
-            let source = format!("login:{}", origin.ip.as_deref().unwrap_or("unknown"));
+            let source = format!("{bucket}:{}", origin.ip.as_deref().unwrap_or("unknown"));
             if let Some(retry_after) = self.store.take_attempt(&source, limit).await? {
                 return Err(AuthError::RateLimited { retry_after });
             }

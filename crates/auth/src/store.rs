@@ -119,6 +119,25 @@ pub trait AuthStore: Send + Sync + 'static {
 
     /// Stores a one-time token and queues the email that carries it.
     async fn issue_mail(&self, mail: TokenMail, event: AuditEvent) -> Result<(), StoreError>;
+    /// [`AuthStore::issue_mail`] unless `per_hour` reset and verification
+    /// emails went to the same address in the last hour (counted on every
+    /// instance at once), in which case only `dropped` is audited; answers
+    /// whether the email was queued.
+    async fn issue_capped_mail(
+        &self,
+        mail: TokenMail,
+        event: AuditEvent,
+        dropped: AuditEvent,
+        per_hour: u32,
+    ) -> Result<bool, StoreError>;
+    /// Whether a one-time token of `kind` with this hash is unused and
+    /// unexpired at `now` (looked up before any password is hashed).
+    async fn token_live(
+        &self,
+        hash: &[u8; 32],
+        kind: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
     /// Uses a live reset token: sets the password, clears the lockout and ends
     /// every session of its user. Answers the user, or `None` for a bad token.
     /// The event's actor becomes that user.

@@ -46,26 +46,34 @@ pub(crate) fn select<'t>(
     access: &Access<'t>,
     raw: Option<&str>,
 ) -> Result<Vec<Output<'t>>, DataError> {
-    let output = |column: &'t Column| Output {
-        column,
-        mask: access.column_filters(&column.name),
-    };
     let Some(raw) = raw else {
-        return Ok(table
-            .columns
-            .iter()
-            .filter(|c| access.covers(&c.name))
-            .map(output)
-            .collect());
+        return Ok(readable_columns(table, access));
     };
     let mut chosen: Vec<Output<'t>> = Vec::new();
     for name in raw.split(',').map(str::trim) {
         let column = readable(table, access, name, "select")?;
         if !chosen.iter().any(|o| o.column.name == name) {
-            chosen.push(output(column));
+            chosen.push(masked(access, column));
         }
     }
     Ok(chosen)
+}
+
+/// Every column `access` reads, each masked on the rows its grants miss.
+pub(crate) fn readable_columns<'t>(table: &'t Table, access: &Access<'t>) -> Vec<Output<'t>> {
+    table
+        .columns
+        .iter()
+        .filter(|c| access.covers(&c.name))
+        .map(|column| masked(access, column))
+        .collect()
+}
+
+fn masked<'t>(access: &Access<'t>, column: &'t Column) -> Output<'t> {
+    Output {
+        column,
+        mask: access.column_filters(&column.name),
+    }
 }
 
 /// Every readable column hidden on some rows, with its mask: the caller's
@@ -264,6 +272,12 @@ pub(crate) fn checked_columns<'t>(
             }
             if !access.covers(name) {
                 return Err(payload_error(field(), "is not writable under your grants"));
+            }
+            if table.admin_only(name) && !matches!(access, Access::All) {
+                return Err(payload_error(
+                    field(),
+                    "is written by administrators only",
+                ));
             }
             if !column.kind.accepts(value) {
                 return Err(payload_error(

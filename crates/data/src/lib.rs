@@ -11,7 +11,9 @@ mod table;
 
 pub use checks::{check_filter, masks, number, parse_filter, sort, user_column};
 pub use error::{DataError, query_error, read_error};
-pub use query::{Change, Context, DataStore, Found, ListQuery, Output, Predicate, Read, Write};
+pub use query::{
+    Change, Context, DataStore, Found, ListQuery, Output, Predicate, Read, Shown, Write,
+};
 pub use role_view::RoleView;
 pub use service::{
     Answer, Caller, DataRequest, DataService, LIMIT_DEFAULT, LIMIT_MAX, ListParams, Op, Page,

@@ -61,6 +61,18 @@ pub struct Output<'a> {
     pub mask: Option<Vec<&'a Filter>>,
 }
 
+/// How a write shows the rows it wrote: as the caller's read grants show
+/// them, the key columns alone on rows they do not reach.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Shown<'a> {
+    /// Columns of a row the read grants reach, masked as a read masks them.
+    pub columns: Vec<Output<'a>>,
+    /// The read grants' row filters (`None`: every row is reached).
+    pub reach: Option<Vec<&'a Filter>>,
+    /// The key columns, all a row outside `reach` shows.
+    pub keys: Vec<Output<'a>>,
+}
+
 /// A list read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListQuery<'a> {
@@ -140,8 +152,12 @@ pub struct Write<'a> {
     /// Each new or changed row must match one of these filters, else nothing
     /// is written; `None`: no check.
     pub check: Option<Vec<&'a Filter>>,
-    /// Columns of the answer.
-    pub returning: Vec<Output<'a>>,
+    /// The rows written as the answer shows them.
+    pub returning: Shown<'a>,
+    /// The writer is no administrator: a row that puts a user into a role
+    /// with administrator access, or that is an administrator's account,
+    /// fails the whole write (403), whatever grants allowed it.
+    pub guard_admin_power: bool,
     /// The audit entry, written in the same statement when a row changed.
     pub audit: AuditEvent,
 }

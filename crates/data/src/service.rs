@@ -13,10 +13,13 @@ use serde_json::{Map, Value, json};
 
 use crate::callers::KnownCallers;
 use crate::checks::{
-    checked_columns, cover, key_of, masks, number, parse_filter, scoped, select, sort,
+    checked_columns, cover, key_of, masks, number, parse_filter, readable_columns, scoped, select,
+    sort,
 };
 use crate::error::{DataError, payload_error, query_error, read_error};
-use crate::query::{Change, Context, DataStore, Found, ListQuery, Output, Predicate, Read, Write};
+use crate::query::{
+    Change, Context, DataStore, Found, ListQuery, Output, Predicate, Read, Shown, Write,
+};
 use crate::table::Table;
 
 pub use kernel::page::{LIMIT_DEFAULT, LIMIT_MAX};
@@ -333,7 +336,7 @@ impl DataService {
                 ));
             }
         };
-        let returning = self.returning(caller.principal, &table, &access);
+        let returning = self.returning(caller.principal, &table);
         let mut writes: Vec<Write<'_>> = Vec::new();
         let mut run_keys: Option<Vec<&String>> = None;
         for (row, path) in &rows {
@@ -356,6 +359,7 @@ impl DataService {
                 },
                 check: narrowed.row_filters(),
                 returning: returning.clone(),
+                guard_admin_power: !caller.principal.admin,
                 audit: self.audit(caller, &table, "data.create"),
             });
             run_keys = Some(keys);
@@ -412,7 +416,8 @@ impl DataService {
                 predicate: scoped(None, &narrowed, Some(key)),
             },
             check: narrowed.row_filters(),
-            returning: self.returning(caller.principal, &table, &access),
+            returning: self.returning(caller.principal, &table),
+            guard_admin_power: !caller.principal.admin,
             audit: self.audit(caller, &table, "data.update"),
         };
         let context = self.context(caller, auth_version, &table).await?;
@@ -454,7 +459,8 @@ impl DataService {
                 predicate: scoped(None, &access, Some(key_of(&table, key)?)),
             },
             check: None,
-            returning: Vec::new(),
+            returning: Shown::default(),
+            guard_admin_power: !caller.principal.admin,
             audit: self.audit(caller, &table, "data.delete"),
         };
         let context = self.context(caller, auth_version, &table).await?;
@@ -469,35 +475,29 @@ impl DataService {
         }
     }
 
-    /// What a realtime subscription of the bearer to `schema.name` reads,
-    /// refused as the list route refuses (401, 403, 404, 405, and 400 for a
-    /// `filter` naming a column the caller may not read).
+    /// What a realtime subscription of `caller` to `schema.name` reads,
+    /// refused as the list route refuses (403, 404, 405, and 400 for a
+    /// `filter` naming a column the caller may not read). `caller` must be
+    /// resolved afresh for this request: nothing here reads the database,
+    /// so a remembered caller would admit a revoked credential.
     pub async fn watch(
         &self,
-        request: DataRequest<'_>,
+        caller: Caller<'_>,
         schema: &str,
         name: &str,
         filter: Option<&str>,
     ) -> Result<Watch, DataError> {
-        self.as_caller(
-            request,
-            Plane::Api,
-            |_| true,
-            async |caller, _| {
-                let target = Target::new(schema, name, Exposure::Required);
-                let table = self.open(target, "GET").await?;
-                let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
-                let filter = filter
-                    .map(|raw| parse_filter(&table, &access, raw))
-                    .transpose()?;
-                Ok(Watch {
-                    principal: caller.principal.clone(),
-                    table: table.clone(),
-                    filter,
-                })
-            },
-        )
-        .await
+        let target = Target::new(schema, name, Exposure::Required);
+        let table = self.open(target, "GET").await?;
+        let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
+        let filter = filter
+            .map(|raw| parse_filter(&table, &access, raw))
+            .transpose()?;
+        Ok(Watch {
+            principal: caller.principal.clone(),
+            table: table.clone(),
+            filter,
+        })
     }
 
     /// The registered table `schema.name` as the catalog holds it now.
@@ -665,6 +665,19 @@ impl DataService {
                 Err(_) => {}
             }
         }
+        self.as_current_caller(request, plane, run).await
+    }
+
+    /// Runs `run` as the caller the bearer stands for on `plane`, resolved
+    /// afresh (never a remembered caller): for work whose statements do not
+    /// check the caller's version, so that a revoked credential is refused.
+    pub async fn as_current_caller<T>(
+        &self,
+        request: DataRequest<'_>,
+        plane: Plane,
+        run: impl AsyncFn(Caller<'_>, i64) -> Result<T, DataError>,
+    ) -> Result<T, DataError> {
+        let lookup = CredentialLookup::of(request.bearer);
         for _ in 0..STALE_RETRIES {
             let resolved = self.auth.resolve(request.bearer).await?;
             resolved.principal.authorize(plane, false)?;
@@ -758,20 +771,25 @@ impl DataService {
             })
     }
 
-    /// Columns a write answers with: what the caller may read or just wrote.
-    fn returning<'t>(
-        &self,
-        caller: &Principal,
-        table: &'t Table,
-        write: &Access<'_>,
-    ) -> Vec<Output<'t>> {
-        let read = Access::evaluate(caller, &table.scopes, Action::Read).ok();
-        table
-            .columns
-            .iter()
-            .filter(|c| write.covers(&c.name) || read.as_ref().is_some_and(|r| r.covers(&c.name)))
+    /// How a write answers: the rows as the caller's read grants show them,
+    /// the key columns alone where they show nothing.
+    fn returning<'t>(&self, caller: &Principal, table: &'t Table) -> Shown<'t> {
+        let keys: Vec<Output<'t>> = table
+            .key_columns()
             .map(|column| Output { column, mask: None })
-            .collect()
+            .collect();
+        match Access::evaluate(caller, &table.scopes, Action::Read) {
+            Ok(read) => Shown {
+                columns: readable_columns(table, &read),
+                reach: read.row_filters(),
+                keys,
+            },
+            Err(_) => Shown {
+                columns: keys.clone(),
+                reach: None,
+                keys,
+            },
+        }
     }
 
     fn audit(&self, caller: Caller<'_>, table: &Table, action: &'static str) -> AuditEvent {

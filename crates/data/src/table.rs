@@ -55,6 +55,10 @@ pub const SERVICE_TABLES: [(&str, &[&str]); 5] = [
     ),
 ];
 
+/// Columns of service tables that give administrator power: written
+/// through the Data API by administrators only (API.md 16).
+const ADMIN_ONLY_COLUMNS: &[(&str, &str)] = &[("roles", "admin_access"), ("roles", "built_in")];
+
 /// The schema of the service's own tables.
 pub const SERVICE_SCHEMA: &str = "svc";
 
@@ -233,6 +237,13 @@ impl Table {
     /// Whether the resource answers `method`.
     pub fn exposes(&self, method: &str) -> bool {
         self.exposed_methods.iter().any(|m| m == method)
+    }
+
+    /// Whether only administrators may write `column` (it gives
+    /// administrator power).
+    pub fn admin_only(&self, column: &str) -> bool {
+        self.schema == SERVICE_SCHEMA
+            && ADMIN_ONLY_COLUMNS.contains(&(self.name.as_str(), column))
     }
 
     /// The primary key's columns.

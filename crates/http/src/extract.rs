@@ -167,7 +167,9 @@ impl FromRequest for ClientOrigin {
     }
 }
 
-fn origin(req: &HttpRequest) -> auth::Origin {
+/// Where `req` came from: its client address (through trusted proxies)
+/// and user agent.
+pub(crate) fn origin(req: &HttpRequest) -> auth::Origin {
     let trusted = req
         .app_data::<web::Data<AppState>>()
         .map(|s| s.trusted_proxies.as_slice())

@@ -58,6 +58,20 @@ const KEYS: &[Key] = &[
             max: 10_000,
         },
     ),
+    key(
+        "auth.account_rate_limit_per_minute",
+        Rule::Int {
+            min: 0,
+            max: 10_000,
+        },
+    ),
+    key(
+        "auth.emails_per_address_per_hour",
+        Rule::Int {
+            min: 1,
+            max: 10_000,
+        },
+    ),
     key("auth.email_links_base_url", Rule::OptionalUrl),
     key("auth.oauth", Rule::OAuth),
     key("auth.redirect_allow_list", Rule::Origins),
@@ -117,6 +131,20 @@ const KEYS: &[Key] = &[
         },
     ),
     key(
+        "realtime.max_subscribers_per_user",
+        Rule::Int {
+            min: 1,
+            max: i64::MAX,
+        },
+    ),
+    key(
+        "data.statement_timeout_ms",
+        Rule::Int {
+            min: 100,
+            max: 3_600_000,
+        },
+    ),
+    key(
         "files.max_bytes",
         Rule::Int {
             min: 1,
@@ -170,6 +198,10 @@ fn default_of(name: &str) -> Value {
         "auth.lockout_threshold" => json!(10),
         "auth.lockout_minutes" => json!(15),
         "auth.login_rate_limit_per_minute" => json!(60),
+        "auth.account_rate_limit_per_minute" => json!(30),
+        "auth.emails_per_address_per_hour" => json!(5),
+        "realtime.max_subscribers_per_user" => json!(20),
+        "data.statement_timeout_ms" => json!(15_000),
         "auth.oauth" => OAUTH_PROVIDERS
             .iter()
             .map(|p| (p.to_string(), oauth_default(p)))
@@ -460,6 +492,24 @@ impl Settings {
         u32::try_from(self.int("auth.login_rate_limit_per_minute")).unwrap_or(60)
     }
 
+    /// Calls of the public account routes one source address may make in
+    /// any 60 s, all routes together; 0 is no limit.
+    pub fn account_rate_limit_per_minute(&self) -> u32 {
+        u32::try_from(self.int("auth.account_rate_limit_per_minute")).unwrap_or(30)
+    }
+
+    /// Reset, verification and sign-in code emails one address may receive
+    /// in any hour.
+    pub fn emails_per_address_per_hour(&self) -> u32 {
+        u32::try_from(self.int("auth.emails_per_address_per_hour")).unwrap_or(5)
+    }
+
+    /// `data.statement_timeout_ms`: the longest a statement shaped by a
+    /// caller's query may run.
+    pub fn data_statement_timeout_ms(&self) -> u64 {
+        u64::try_from(self.int("data.statement_timeout_ms")).unwrap_or(15_000)
+    }
+
     /// How long a lock lasts, in minutes.
     pub fn lockout_minutes(&self) -> i64 {
         self.int("auth.lockout_minutes")
@@ -498,6 +548,12 @@ impl Settings {
     /// `realtime.max_subscribers`: open streams per instance.
     pub fn realtime_max_subscribers(&self) -> usize {
         usize::try_from(self.int("realtime.max_subscribers")).unwrap_or(10_000)
+    }
+
+    /// `realtime.max_subscribers_per_user`: open streams of one user on
+    /// all instances together.
+    pub fn realtime_max_subscribers_per_user(&self) -> u64 {
+        u64::try_from(self.int("realtime.max_subscribers_per_user")).unwrap_or(20)
     }
 
     /// Longest a synchronous webhook waits for its run, in milliseconds.

@@ -5,6 +5,9 @@ use std::borrow::Cow;
 use data::DataError;
 use kernel::{Code, ErrorCode, FieldError};
 
+/// `Retry-After` past the per-user limit: a slot frees when a stream ends.
+const STREAM_RETRY_SECONDS: u64 = 5;
+
 /// Why a subscription is refused, before its stream starts.
 #[derive(Debug, thiserror::Error)]
 pub enum RealtimeError {
@@ -17,6 +20,9 @@ pub enum RealtimeError {
     /// `realtime.max_subscribers` streams are open on this instance.
     #[error("Too many realtime subscribers on this instance; retry later")]
     Full,
+    /// `realtime.max_subscribers_per_user` streams of this user are open.
+    #[error("Too many realtime streams of this user are open; close one or retry later")]
+    TooManyStreams,
     /// The change log could not be read to start the stream.
     #[error("Realtime is unavailable right now; retry later")]
     Unready,
@@ -28,6 +34,7 @@ impl ErrorCode for RealtimeError {
             RealtimeError::Data(e) => e.code(),
             RealtimeError::Query(_) => Code::InvalidQuery,
             RealtimeError::Full | RealtimeError::Unready => Code::Unavailable,
+            RealtimeError::TooManyStreams => Code::RateLimitExceeded,
         }
     }
 
@@ -42,11 +49,15 @@ impl ErrorCode for RealtimeError {
         match self {
             RealtimeError::Data(e) => e.field(),
             RealtimeError::Query(e) => Some(&e.field),
-            RealtimeError::Full | RealtimeError::Unready => None,
+            RealtimeError::Full | RealtimeError::Unready | RealtimeError::TooManyStreams => None,
         }
     }
 
     fn retry_after(&self) -> Option<u64> {
-        matches!(self, RealtimeError::Full | RealtimeError::Unready).then_some(1)
+        match self {
+            RealtimeError::Full | RealtimeError::Unready => Some(1),
+            RealtimeError::TooManyStreams => Some(STREAM_RETRY_SECONDS),
+            _ => None,
+        }
     }
 }

@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use auth::{AuthService, SettingsService};
+use chrono::{DateTime, Utc};
 use data::{Caller, DataService, Table, Watch};
 use kernel::Versions;
 use kernel::filter::{Filter, Operand};
@@ -52,7 +53,11 @@ pub(crate) enum Resume {
 
 /// A subscriber joining.
 pub(crate) struct Join {
+    /// Its slot among the user's streams (`svc.realtime_streams`).
+    pub(crate) stream: Uuid,
     pub(crate) principal: Principal,
+    /// When its credential expires: the stream ends then.
+    pub(crate) expires_at: DateTime<Utc>,
     pub(crate) watches: Vec<Watch>,
     pub(crate) bearer: String,
     pub(crate) zone_header: Option<String>,
@@ -168,8 +173,7 @@ impl Runner {
                 () = wake.notified() => {}
                 () = tokio::time::sleep(TICK) => {}
             }
-            self.members
-                .retain(|m| !m.gone && !m.join.sender.is_closed());
+            self.end_streams().await;
             if self.members.is_empty() {
                 self.cursor = None;
                 continue;
@@ -181,6 +185,25 @@ impl Runner {
                 self.members.iter_mut().for_each(|m| m.push(&ping));
             }
             self.read_log().await;
+        }
+    }
+
+    /// Ends the streams that are over (refused, dropped, closed by their
+    /// client, or past their credential's expiry) and gives their slots back.
+    async fn end_streams(&mut self) {
+        let now = self.auth.now();
+        let mut ended = Vec::new();
+        self.members.retain(|m| {
+            let over = m.gone || m.join.sender.is_closed() || m.join.expires_at <= now;
+            if over {
+                ended.push(m.join.stream);
+            }
+            !over
+        });
+        if !ended.is_empty()
+            && let Err(error) = self.store.release_streams(&ended).await
+        {
+            tracing::warn!(%error, "realtime: giving back stream slots failed");
         }
     }
 
@@ -204,6 +227,10 @@ impl Runner {
         }
         if let Err(error) = self.store.prune(self.replay_seconds).await {
             tracing::warn!(%error, "realtime: pruning the change log failed");
+        }
+        let streams: Vec<Uuid> = self.members.iter().map(|m| m.join.stream).collect();
+        if let Err(error) = self.store.renew_streams(&streams).await {
+            tracing::warn!(%error, "realtime: renewing stream slots failed");
         }
     }
 
@@ -335,7 +362,7 @@ impl Runner {
     /// Resolves every subscriber's credential afresh: a revoked one, or an
     /// account or role that no longer gives API access, ends the stream.
     async fn recheck_callers(&mut self) {
-        let mut resolved: HashMap<String, Option<Principal>> = HashMap::new();
+        let mut resolved: HashMap<String, Option<(Principal, DateTime<Utc>)>> = HashMap::new();
         for member in &mut self.members {
             if !resolved.contains_key(&member.join.bearer) {
                 let principal = match self.auth.resolve(&member.join.bearer).await {
@@ -343,13 +370,16 @@ impl Runner {
                         .principal
                         .authorize(Plane::Api, false)
                         .is_ok()
-                        .then_some(found.principal),
+                        .then_some((found.principal, found.expires_at)),
                     Err(_) => None,
                 };
                 resolved.insert(member.join.bearer.clone(), principal);
             }
             match resolved.get(&member.join.bearer).cloned().flatten() {
-                Some(principal) => member.join.principal = principal,
+                Some((principal, expires_at)) => {
+                    member.join.principal = principal;
+                    member.join.expires_at = expires_at;
+                }
                 None => member.gone = true,
             }
         }

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use auth::{AuthService, SettingsService};
-use data::{DataRequest, DataService};
+use data::{Caller, DataService};
+use permissions::Plane;
+use uuid::Uuid;
 use kernel::FieldError;
 use tokio::sync::mpsc;
 
@@ -68,7 +70,9 @@ impl Drop for Subscription {
 /// Realtime subscriptions of one instance.
 #[derive(Clone)]
 pub struct RealtimeService {
+    store: Arc<dyn RealtimeStore>,
     data: DataService,
+    auth: AuthService,
     settings: SettingsService,
     hub: Arc<Hub>,
     open: Arc<AtomicUsize>,
@@ -84,8 +88,15 @@ impl RealtimeService {
         settings: SettingsService,
     ) -> Self {
         Self {
-            hub: Arc::new(Hub::new(store, data.clone(), auth, settings.clone())),
+            hub: Arc::new(Hub::new(
+                store.clone(),
+                data.clone(),
+                auth.clone(),
+                settings.clone(),
+            )),
+            store,
             data,
+            auth,
             settings,
             open: Arc::default(),
         }
@@ -93,14 +104,26 @@ impl RealtimeService {
 
     /// Opens a stream of the changes the caller may see on the tables
     /// `subscribe` names, refused as the list route would refuse a read of
-    /// any of them; 503 past `realtime.max_subscribers`.
+    /// any of them; 503 past `realtime.max_subscribers`, 429 past the
+    /// user's `realtime.max_subscribers_per_user` (on all instances).
     pub async fn subscribe(
         &self,
         request: SubscriptionRequest<'_>,
     ) -> Result<Subscription, RealtimeError> {
         let names = parse_subscribe(request.subscribe)?;
-        let as_caller = DataRequest {
-            bearer: request.bearer,
+        // The credential as the database holds it now, never a remembered
+        // caller: a stream outlives the request that opened it.
+        let resolved = self
+            .auth
+            .resolve(request.bearer)
+            .await
+            .map_err(data::DataError::from)?;
+        resolved
+            .principal
+            .authorize(Plane::Api, false)
+            .map_err(data::DataError::from)?;
+        let caller = Caller {
+            principal: &resolved.principal,
             zone_header: request.zone_header,
             ip: None,
         };
@@ -108,7 +131,7 @@ impl RealtimeService {
         for (schema, table) in names {
             watches.push(
                 self.data
-                    .watch(as_caller, schema, table, request.filter)
+                    .watch(caller, schema, table, request.filter)
                     .await?,
             );
         }
@@ -134,6 +157,16 @@ impl RealtimeService {
             ended: ended.clone(),
             open: self.open.clone(),
         };
+        let stream = Uuid::now_v7();
+        let per_user = settings.realtime_max_subscribers_per_user();
+        if !self
+            .store
+            .take_stream(stream, resolved.principal.user_id, per_user)
+            .await
+            .map_err(data::DataError::Store)?
+        {
+            return Err(RealtimeError::TooManyStreams);
+        }
         let resume = match request.last_event_id {
             None => Resume::Live,
             Some(text) => text.trim().parse().map_or(Resume::Reset, Resume::After),
@@ -141,7 +174,9 @@ impl RealtimeService {
         let (admitted, on_admission) = tokio::sync::oneshot::channel();
         self.hub
             .join(Join {
+                stream,
                 principal: watches[0].principal.clone(),
+                expires_at: resolved.expires_at,
                 watches,
                 bearer: request.bearer.to_owned(),
                 zone_header: request.zone_header.map(str::to_owned),
@@ -154,7 +189,12 @@ impl RealtimeService {
         // Answered only once in: every change committed after reaches it.
         match on_admission.await {
             Ok(true) => Ok(subscription),
-            _ => Err(RealtimeError::Unready),
+            _ => {
+                if let Err(error) = self.store.release_streams(&[stream]).await {
+                    tracing::warn!(%error, "realtime: giving back a stream slot failed");
+                }
+                Err(RealtimeError::Unready)
+            }
         }
     }
 }

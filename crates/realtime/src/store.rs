@@ -71,6 +71,13 @@ pub trait RealtimeStore: Send + Sync + 'static {
         context: &Context,
         events: &[i64],
     ) -> Result<Vec<Change>, StoreError>;
+    /// Takes stream slot `id` for `user` when fewer than `limit` of the
+    /// user's streams are open on any instance; answers whether it did.
+    async fn take_stream(&self, id: Uuid, user: Uuid, limit: u64) -> Result<bool, StoreError>;
+    /// Marks streams `ids` as still open (an instance renews its own).
+    async fn renew_streams(&self, ids: &[Uuid]) -> Result<(), StoreError>;
+    /// Gives back the slots of streams `ids`, which ended.
+    async fn release_streams(&self, ids: &[Uuid]) -> Result<(), StoreError>;
     /// Wakes whenever a change is logged (the instance's one LISTEN).
     fn wake(&self) -> std::sync::Arc<tokio::sync::Notify>;
 }

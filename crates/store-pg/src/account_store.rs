@@ -69,6 +69,51 @@ pub(crate) async fn insert_mail(
     Ok(())
 }
 
+/// Whether a token of `kind` with this hash is unused and unexpired at `now`.
+pub(crate) async fn token_live(
+    conn: &impl ConnectionTrait,
+    hash: &[u8; 32],
+    kind: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let row = conn
+        .query_one_raw(stmt(
+            "SELECT 1 AS live FROM svc.one_time_tokens \
+             WHERE token_hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3",
+            [hash.to_vec().into(), kind.into(), now.into()],
+        ))
+        .await
+        .map_err(map_err)?;
+    Ok(row.is_some())
+}
+
+/// Reset and verification emails queued for `address` in the hour before
+/// `now`, counted under a lock of the address held to the end of the
+/// transaction, so that concurrent senders on any instance count one by one.
+pub(crate) async fn emails_last_hour(
+    txn: &impl ConnectionTrait,
+    address: &str,
+    now: DateTime<Utc>,
+) -> Result<i64, StoreError> {
+    txn.execute_raw(stmt(
+        "SELECT pg_advisory_xact_lock(hashtextextended('svc.email_outbox:' || lower($1), 0))",
+        [address.into()],
+    ))
+    .await
+    .map_err(map_err)?;
+    let row = txn
+        .query_one_raw(stmt(
+            "SELECT count(*) AS sent FROM svc.email_outbox \
+             WHERE lower(to_address) = lower($1) AND kind IN ('reset', 'verify') \
+               AND created_at > $2 - interval '1 hour'",
+            [address.into(), now.into()],
+        ))
+        .await
+        .map_err(map_err)?
+        .ok_or_else(|| StoreError::Internal("count answered no row".into()))?;
+    row.try_get("", "sent").map_err(map_err)
+}
+
 /// Marks a live token of `kind` used; answers its user and invitation.
 async fn use_token(
     conn: &impl ConnectionTrait,

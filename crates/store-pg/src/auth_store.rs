@@ -660,6 +660,34 @@ impl AuthStore for PgStore {
         commit_with_audit(txn, event, self.now()).await
     }
 
+    async fn issue_capped_mail(
+        &self,
+        mail: TokenMail,
+        event: AuditEvent,
+        dropped: AuditEvent,
+        per_hour: u32,
+    ) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let address = mail.email.to.clone();
+        let sent = crate::account_store::emails_last_hour(&txn, &address, self.now()).await?;
+        if sent >= i64::from(per_hour) {
+            commit_with_audit(txn, dropped, self.now()).await?;
+            return Ok(false);
+        }
+        crate::account_store::insert_mail(&txn, mail).await?;
+        commit_with_audit(txn, event, self.now()).await?;
+        Ok(true)
+    }
+
+    async fn token_live(
+        &self,
+        hash: &[u8; 32],
+        kind: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        crate::account_store::token_live(&self.db, hash, kind, now).await
+    }
+
     async fn redeem_reset(
         &self,
         hash: &[u8; 32],

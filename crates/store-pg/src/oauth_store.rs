@@ -1,7 +1,7 @@
 //! [`OAuthStore`]: pending provider flows and linked identities.
 
 use async_trait::async_trait;
-use audit::AuditEvent;
+use audit::{Actor, AuditEvent};
 use auth::NewSession;
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
@@ -45,6 +45,18 @@ async fn insert_identity(conn: &impl ConnectionTrait, i: Identity) -> Result<(),
     .await?;
     Ok(())
 }
+
+/// Marks user `$1`'s email verified when it was not, and then removes the
+/// account's password and ends its sessions and tokens (at `$2`); answers
+/// one row changed when it did.
+const CLAIM_UNVERIFIED_SQL: &str = "WITH claimed AS ( \
+         UPDATE svc.users SET email_verified = true, password_hash = NULL, updated_at = $2 \
+         WHERE id = $1 AND NOT email_verified RETURNING id), \
+     sessions AS (UPDATE svc.sessions SET revoked_at = $2 \
+         WHERE user_id IN (SELECT id FROM claimed) AND revoked_at IS NULL), \
+     tokens AS (UPDATE svc.api_tokens SET revoked_at = $2 \
+         WHERE user_id IN (SELECT id FROM claimed) AND revoked_at IS NULL) \
+     SELECT id FROM claimed";
 
 #[async_trait]
 impl OAuthStore for PgStore {
@@ -156,13 +168,21 @@ impl OAuthStore for PgStore {
                 .await?;
             }
             SignInPlan::Link(identity) => {
-                execute(
-                    &txn,
-                    "UPDATE svc.users SET email_verified = true, updated_at = $2 \
-                     WHERE id = $1 AND NOT email_verified",
-                    [identity.user_id.into(), now.into()],
-                )
-                .await?;
+                // An address never verified may have been registered by
+                // someone else before its owner came: whatever they set
+                // (password, sessions, tokens) ends here (API.md 16).
+                let claimed = execute(&txn, CLAIM_UNVERIFIED_SQL, [identity.user_id.into(), now.into()])
+                    .await?;
+                if claimed > 0 {
+                    let event = AuditEvent::new(
+                        Actor::user(identity.user_id),
+                        "auth.unverified_account_claimed",
+                        Some(format!("user:{}", identity.user_id)),
+                        None,
+                    )
+                    .with_details(serde_json::json!({ "provider": &identity.provider }));
+                    write_audit(&txn, event, now).await?;
+                }
                 insert_identity(&txn, identity).await?;
             }
             SignInPlan::Register(user, identity) => {

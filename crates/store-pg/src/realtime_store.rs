@@ -68,6 +68,41 @@ impl RealtimeStore for PgStore {
         Ok(())
     }
 
+    async fn take_stream(&self, id: Uuid, user: Uuid, limit_to: u64) -> Result<bool, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT svc.take_stream($1, $2, $3) AS taken",
+                [id.into(), user.into(), limit(limit_to)],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("take_stream answered no row".into()))?;
+        row.try_get("", "taken").map_err(map_err)
+    }
+
+    async fn renew_streams(&self, ids: &[Uuid]) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "UPDATE svc.realtime_streams SET seen_at = now() WHERE id = ANY($1)",
+                [ids.to_vec().into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn release_streams(&self, ids: &[Uuid]) -> Result<(), StoreError> {
+        self.db
+            .execute_raw(stmt(
+                "DELETE FROM svc.realtime_streams WHERE id = ANY($1)",
+                [ids.to_vec().into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
     async fn poll(
         &self,
         after: i64,

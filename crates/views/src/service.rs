@@ -211,12 +211,13 @@ impl ViewService {
         slug: &str,
     ) -> Result<ResolvedDashboard, ViewError> {
         let params = ListParams::default();
+        // Resolved afresh: a dashboard whose widgets all refuse before
+        // reading sends no statement that would check a remembered caller.
         let (record, widgets, zone, rows) = self
             .data
-            .as_caller(
+            .as_current_caller(
                 request,
                 Plane::Api,
-                |_| true,
                 async |caller, version| {
                     // Looked up once the caller is known: a bad credential
                     // is refused whether or not the slug exists.
@@ -275,12 +276,12 @@ impl ViewService {
         &self,
         request: DataRequest<'_>,
     ) -> Result<Vec<DashboardRecord>, ViewError> {
+        // Resolved afresh: nothing below checks a remembered caller.
         Ok(self
             .data
-            .as_caller(
+            .as_current_caller(
                 request,
                 Plane::Api,
-                |_| true,
                 async |caller, _| {
                     let all = self.store.dashboards().await.map_err(DataError::Store)?;
                     let mut readable = Vec::new();

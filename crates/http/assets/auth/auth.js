@@ -1,7 +1,8 @@
 // Forms of the account pages: each posts JSON to its /api/auth route and shows
 // the outcome in #status. The token of an emailed link comes from ?token=.
 // The sign-in page also offers the enabled providers and finishes their flow:
-// the provider's redirect brings the session in the fragment (#token=).
+// the provider's redirect brings the session in the fragment (#token=), taken
+// only back from a sign-in this tab started (a nonce in its sessionStorage).
 "use strict";
 
 // Where the service is mounted: "" standalone, the host's prefix when embedded.
@@ -121,25 +122,47 @@ async function showProviders() {
   if (!nav) return;
   const answer = await fetch(BASE + "/api/auth/oauth").then((r) => r.json()).catch(() => null);
   const providers = (answer && answer.data) || [];
-  const back = encodeURIComponent(location.origin + location.pathname + location.search);
   for (const p of providers) {
     const link = document.createElement("a");
-    link.href = `${p.startUrl}?redirect_to=${back}`;
+    link.href = p.startUrl;
     link.dataset.provider = p.provider;
+    link.addEventListener("click", () => { link.href = providerStart(p.startUrl); });
     link.textContent = `Sign in with ${PROVIDER_NAMES[p.provider] || p.provider}`;
     nav.append(link);
   }
   nav.hidden = providers.length === 0;
 }
 
-// The end of a provider's flow: #token= or #error=, removed from the address at once.
+const NONCE_KEY = "tessera.oauth_nonce";
+const NONCE_PARAM = "oauth_nonce";
+
+// A provider's start address whose way back carries a nonce this tab alone
+// keeps, so that only a sign-in started here may hand this page a session.
+function providerStart(startUrl) {
+  const nonce = crypto.getRandomValues(new Uint8Array(16)).reduce((s, b) => s + b.toString(16).padStart(2, "0"), "");
+  sessionStorage.setItem(NONCE_KEY, nonce);
+  const back = new URL(location.href);
+  back.hash = "";
+  back.searchParams.set(NONCE_PARAM, nonce);
+  return `${startUrl}?redirect_to=${encodeURIComponent(back.href)}`;
+}
+
+// The end of a provider's flow: #token= or #error=, removed from the address
+// at once, and believed only when this tab started that sign-in (its nonce).
 async function finishProvider() {
   if (!document.getElementById("providers")) return;
   const fragment = new URLSearchParams(location.hash.slice(1));
   const token = fragment.get("token");
   const error = fragment.get("error");
+  const query = new URLSearchParams(location.search);
+  const nonce = query.get(NONCE_PARAM);
+  query.delete(NONCE_PARAM);
+  const rest = query.toString();
+  if (nonce || token || error) history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : ""));
   if (!token && !error) return;
-  history.replaceState(null, "", location.pathname + location.search);
+  const expected = sessionStorage.getItem(NONCE_KEY);
+  sessionStorage.removeItem(NONCE_KEY);
+  if (!nonce || nonce !== expected) return;
   if (error) { show("error", MESSAGES[error] || MESSAGES.OAUTH_FAILED); return; }
   if (signedIn(token)) return;
   const me = await fetch(BASE + "/api/auth/me", { headers: { Authorization: `Bearer ${token}` } })

@@ -280,13 +280,6 @@ pub(super) fn build(
 /// A compact JSON array of the rows, NULL when there are none.
 pub(super) const JSON_ARRAY: &str = "'[' || string_agg(row_to_json(\"x\")::text, ',') || ']'";
 
-/// `SELECT <JSON_ARRAY> AS body FROM (<rows>) AS x`.
-pub(super) fn aggregate(rows: SelectStatement) -> SelectStatement {
-    Query::select()
-        .expr_as(Expr::cust(JSON_ARRAY), Alias::new("body"))
-        .from_subquery(rows, Alias::new("x"))
-        .to_owned()
-}
 
 /// The shared state is at `versions`, compared in one InitPlan on
 /// `svc.cache_version`: with `raise`, a mismatch fails the statement with

@@ -1,11 +1,13 @@
 //! The statement of one Data API write.
 
-use data::{Change, Context, Table, Write};
+use data::{Change, Context, Output, Shown, Table, Write};
 use kernel::StoreError;
 use kernel::sql::quote_ident;
-use sea_orm::sea_query::{Alias, CommonTableExpression, Expr, Func, Query, WithClause};
+use sea_orm::sea_query::{
+    Alias, CommonTableExpression, Expr, Func, Query, SelectStatement, WithClause,
+};
 
-use super::sql::{Rel, Sql, aggregate, build, current, table_ref};
+use super::sql::{JSON_ARRAY, Rel, Sql, build, current, table_ref};
 
 /// The SQL of one write: a data-modifying CTE `w`, the audit entry when a row
 /// changed, and the rows as JSON, each checked against the grants.
@@ -22,7 +24,7 @@ pub(crate) fn write_sql(
         masks: &[],
     };
     let audit = audit(table, write, context, &written)?;
-    let mut rows = written.outputs(&write.returning);
+    let mut rows = shown(&written, &write.returning);
     // Planned on current state, or the statement fails and nothing is
     // written (the check gates the scan of `w`, before the change runs).
     rows.from(Alias::new("w"))
@@ -32,6 +34,11 @@ pub(crate) fn write_sql(
             "svc.permit($1)",
             [written.join(filters.iter().map(|f| written.filter(f, false)), false)],
         ));
+    }
+    if write.guard_admin_power
+        && let Some(guard) = admin_power_guard(table)
+    {
+        rows.and_where(Expr::cust(format!("svc.permit({guard})")));
     }
     let with = WithClause::new()
         .cte(
@@ -47,7 +54,62 @@ pub(crate) fn write_sql(
                 .to_owned(),
         )
         .to_owned();
-    Ok(build(&aggregate(rows).with(with)))
+    // A row shown by reach comes as one JSON column, `row`.
+    let body = if write.returning.reach.is_some() {
+        "'[' || string_agg(\"x\".\"row\"::text, ',') || ']'"
+    } else {
+        JSON_ARRAY
+    };
+    let answer = Query::select()
+        .expr_as(Expr::cust(body), Alias::new("body"))
+        .from_subquery(rows, Alias::new("x"))
+        .to_owned();
+    Ok(build(&answer.with(with)))
+}
+
+/// `SELECT` of each written row as the answer shows it: every column of
+/// `shown` on a row its reach covers, the key columns alone elsewhere.
+fn shown(written: &Sql<'_>, shown: &Shown<'_>) -> SelectStatement {
+    let Some(reach) = &shown.reach else {
+        return written.outputs(&shown.columns);
+    };
+    let object = |outputs: &[Output<'_>]| -> Expr {
+        let fields = written.outputs(outputs);
+        Expr::SubQuery(
+            None,
+            Box::new(
+                Query::select()
+                    .expr(Expr::cust("row_to_json(\"f\")"))
+                    .from_subquery(fields, Alias::new("f"))
+                    .to_owned()
+                    .into(),
+            ),
+        )
+    };
+    let reached = written.join(reach.iter().map(|f| written.filter(f, false)), false);
+    Query::select()
+        .expr_as(
+            Expr::case(reached, object(&shown.columns)).finally(object(&shown.keys)),
+            Alias::new("row"),
+        )
+        .to_owned()
+}
+
+/// Rows that hold or give administrator power in a service table, as a
+/// condition on a written row `w` that holds when the row does not:
+/// a membership of a role with admin access, an administrator's account.
+fn admin_power_guard(table: &Table) -> Option<&'static str> {
+    match (table.schema.as_str(), table.name.as_str()) {
+        (data::SERVICE_SCHEMA, "role_members") => Some(
+            "NOT EXISTS (SELECT 1 FROM svc.roles r \
+             WHERE r.id = \"w\".\"role_id\" AND r.admin_access)",
+        ),
+        (data::SERVICE_SCHEMA, "users") => Some(
+            "NOT EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.roles r ON r.id = m.role_id \
+             WHERE m.user_id = \"w\".\"id\" AND r.admin_access)",
+        ),
+        _ => None,
+    }
 }
 
 /// The change itself, returning every column of the rows it wrote.
