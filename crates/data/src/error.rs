@@ -38,6 +38,15 @@ pub enum DataError {
     Store(StoreError),
 }
 
+impl DataError {
+    /// Whether a read that failed so is worth asking again once the caller
+    /// is resolved afresh: anything but a statement timeout, which would
+    /// only take as long once more.
+    pub fn retried(&self) -> bool {
+        !matches!(self, DataError::Store(kernel::StoreError::QueryTimeout))
+    }
+}
+
 impl ErrorCode for DataError {
     fn code(&self) -> Code {
         match self {

@@ -880,6 +880,7 @@ impl Op<'_> {
             Op::Create { .. } | Op::Update { .. } | Op::Delete { .. }
         );
         match error {
+            _ if !error.retried() => false,
             _ if !writes => true,
             DataError::Store(e) => matches!(e, StoreError::Stale),
             DataError::Check(_) => false,

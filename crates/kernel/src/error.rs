@@ -105,6 +105,8 @@ codes! {
     WorkflowRunNotFound = "WORKFLOW_RUN_NOT_FOUND", NotFound;
     /// PostgreSQL refused a statement of the SQL console.
     SqlError = "SQL_ERROR", InvalidRequest;
+    /// A statement shaped by the caller's query ran past `data.statement_timeout_ms`.
+    QueryTimeout = "QUERY_TIMEOUT", InvalidRequest;
     /// A bug; details are only in the logs.
     Internal = "INTERNAL", Internal;
     /// The database cannot be reached.

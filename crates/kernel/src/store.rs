@@ -43,6 +43,10 @@ pub enum StoreError {
     /// request was answered; the caller reloads and asks again.
     #[error("the cached shared state is stale")]
     Stale,
+    /// The statement ran past the statement timeout
+    /// (`data.statement_timeout_ms`) and was cancelled.
+    #[error("the query ran past the statement timeout")]
+    QueryTimeout,
     /// The database cannot be reached.
     #[error("database unavailable: {0}")]
     Unavailable(String),
@@ -72,6 +76,7 @@ impl ErrorCode for StoreError {
             StoreError::RowDenied => Code::PermissionDenied,
             StoreError::Unavailable(_) | StoreError::Stale => Code::Unavailable,
             StoreError::Internal(_) => Code::Internal,
+            StoreError::QueryTimeout => Code::QueryTimeout,
         }
     }
 
@@ -86,6 +91,11 @@ impl ErrorCode for StoreError {
             StoreError::Unavailable(_) => "The database is unavailable; retry later".into(),
             StoreError::Stale => "The service is busy with changes; retry later".into(),
             StoreError::Internal(_) => "Internal error".into(),
+            StoreError::QueryTimeout => {
+                "The query ran longer than this instance allows \
+                 (data.statement_timeout_ms); narrow it with a filter or a smaller limit"
+                    .into()
+            }
         }
     }
 

@@ -351,6 +351,8 @@ impl PgStore {
         let stored: Map<String, serde_json::Value> =
             rows.into_iter().map(|r| (r.key, r.value)).collect();
         let settings = Arc::new(Settings::from_stored(stored));
+        self.statement_timeout
+            .heed(&self.db, settings.data_statement_timeout_ms());
         self.settings.put(settings.clone(), version);
         Ok((settings, version))
     }

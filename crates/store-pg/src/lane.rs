@@ -27,7 +27,9 @@ const IDLE: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(crate) struct ReadLane {
     pool: PgPool,
-    kept: Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
+    /// Each with when it was last used and the statement timeout's
+    /// generation it was acquired from the pool at.
+    kept: Mutex<Vec<(PoolConnection<Postgres>, Instant, u64)>>,
     most: usize,
 }
 
@@ -46,19 +48,21 @@ impl ReadLane {
     /// broken (the server restarted, or ended the session) is given up and
     /// the read, which changes nothing, runs again on one from the pool.
     pub(crate) async fn rows(&self, sql: &str, values: Values) -> Result<Vec<PgRow>, sqlx::Error> {
-        if let Some(connection) = self.take() {
-            match self.run(connection, sql, values.clone()).await {
+        if let Some((connection, generation)) = self.take() {
+            match self.run(connection, generation, sql, values.clone()).await {
                 Err(error) if !matches!(error, sqlx::Error::Database(_)) => {}
                 done => return done,
             }
         }
+        let generation = crate::timeout::generation();
         let connection = self.pool.acquire().await?;
-        self.run(connection, sql, values).await
+        self.run(connection, generation, sql, values).await
     }
 
     async fn run(
         &self,
         mut connection: PoolConnection<Postgres>,
+        generation: u64,
         sql: &str,
         values: Values,
     ) -> Result<Vec<PgRow>, sqlx::Error> {
@@ -67,22 +71,25 @@ impl ReadLane {
         let rows = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
             .fetch_all(&mut *connection)
             .await?;
-        self.keep(connection);
+        self.keep(connection, generation);
         Ok(rows)
     }
 
-    /// The most recently used kept connection, if one is fresh enough.
-    fn take(&self) -> Option<PoolConnection<Postgres>> {
+    /// The most recently used kept connection, if one is fresh enough and
+    /// carries the current statement timeout.
+    fn take(&self) -> Option<(PoolConnection<Postgres>, u64)> {
+        let current = crate::timeout::generation();
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.retain(|(_, since)| since.elapsed() < IDLE);
-        kept.pop().map(|(connection, _)| connection)
+        kept.retain(|(_, since, generation)| since.elapsed() < IDLE && *generation == current);
+        kept.pop()
+            .map(|(connection, _, generation)| (connection, generation))
     }
 
     /// Keeps `connection` for the next read, or gives it back when enough are kept.
-    fn keep(&self, connection: PoolConnection<Postgres>) {
+    fn keep(&self, connection: PoolConnection<Postgres>, generation: u64) {
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         if kept.len() < self.most {
-            kept.push((connection, Instant::now()));
+            kept.push((connection, Instant::now(), generation));
         }
     }
 }

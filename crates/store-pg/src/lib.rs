@@ -17,6 +17,7 @@ mod role_store;
 mod schema_store;
 mod sql_console_store;
 mod sql_values;
+mod timeout;
 mod view_store;
 mod workflow_store;
 
@@ -43,6 +44,8 @@ pub struct PgStore {
     clock: Arc<dyn kernel::Clock>,
     /// Wakes the realtime hub; its LISTEN starts with the first subscriber.
     realtime_wake: Arc<std::sync::OnceLock<Arc<tokio::sync::Notify>>>,
+    /// `data.statement_timeout_ms` on the pool's connections.
+    statement_timeout: Arc<timeout::StatementTimeout>,
 }
 
 /// Pool size, timeouts and how PostgreSQL plans the pool's statements.
@@ -118,6 +121,10 @@ pub async fn connect(url: &str, options: PoolOptions) -> Result<DatabaseConnecti
         .connect_timeout(options.acquire_timeout)
         // A ping only for connections idle a while, not a round trip per query.
         .test_before_acquire_if_idle_for(Duration::from_secs(30))
+        // Connections opened before the statement timeout changed retire.
+        .map_sqlx_postgres_before_acquire(|_, meta| {
+            Box::pin(async move { Ok(timeout::current(meta.age)) })
+        })
         .map_sqlx_postgres_opts(move |pg| {
             pg.options([("plan_cache_mode", options.plan_cache_mode.as_str())])
         })
@@ -176,6 +183,7 @@ impl PgStore {
             seen: Arc::default(),
             clock,
             realtime_wake: Arc::default(),
+            statement_timeout: timeout::StatementTimeout::new(),
         }
     }
 
@@ -319,6 +327,9 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
     }
     if let Some(pg) = pg_error(&err) {
         match pg.code() {
+            // query_canceled: the statement timeout (a cancel request is
+            // sent by nothing else of this service).
+            "57014" => return StoreError::QueryTimeout,
             "23514" => {
                 return StoreError::CheckViolation {
                     constraint: pg.constraint().unwrap_or_default().to_owned(),

@@ -162,7 +162,7 @@ impl ViewService {
             .as_caller(
                 request,
                 Plane::Admin,
-                |_| true,
+                DataError::retried,
                 async |caller, version| {
                     let (source, shape) =
                         self.source_shape(&definition).await.map_err(|e| match e {
@@ -194,7 +194,7 @@ impl ViewService {
             .as_caller(
                 request,
                 Plane::Api,
-                |_| true,
+                DataError::retried,
                 async |caller, version| {
                     self.read_as(caller, version, ViewKey::Slug(slug), params)
                         .await
@@ -233,10 +233,11 @@ impl ViewService {
                         self.read_as(caller, version, ViewKey::Id(w.data_view_id), &params)
                     });
                     let mut rows = join_all(reads).await;
-                    // A failure of the shared state fails the whole (planned again).
+                    // A failure of the shared state fails the whole (planned
+                    // again); a widget past the statement timeout shows it alone.
                     if let Some(at) = rows
                         .iter()
-                        .position(|r| matches!(r, Err(DataError::Store(_))))
+                        .position(|r| matches!(r, Err(e @ DataError::Store(_)) if e.retried()))
                         && let Err(e) = rows.swap_remove(at)
                     {
                         return Err(e);
