@@ -183,7 +183,7 @@ async fn one_statement_only_and_postgres_refusals_are_400_with_their_position() 
             .contains("syntax error"),
         "{typo:?}"
     );
-    assert_eq!(typo.body["meta"]["position"], 1);
+    assert_eq!(typo.body["errors"][0]["position"], 1);
 
     let unknown = sql(
         &app,
@@ -192,7 +192,7 @@ async fn one_statement_only_and_postgres_refusals_are_400_with_their_position() 
     )
     .await;
     assert_eq!(unknown.code(), "SQL_ERROR");
-    assert_eq!(unknown.body["meta"]["position"], 8);
+    assert_eq!(unknown.body["errors"][0]["position"], 8);
 
     let params = sql(
         &app,

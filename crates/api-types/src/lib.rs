@@ -68,6 +68,9 @@ pub struct ErrorObject {
     /// JSON path of the offending field, relative to the payload.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// The 1-based character of the input the error points at (SQL console).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
 }
 
 /// A failed request: `{ "errors": [...] }`.

@@ -44,7 +44,11 @@ impl AuthService {
     /// of them cannot fill the hashing queue.
     async fn live_token(&self, token: &str, kind: EmailKind) -> Result<[u8; 32], AuthError> {
         let hash = token_hash(token)?;
-        if self.store.token_live(&hash, kind.as_str(), self.now()).await? {
+        if self
+            .store
+            .token_live(&hash, kind.as_str(), self.now())
+            .await?
+        {
             Ok(hash)
         } else {
             Err(AuthError::InvalidToken)

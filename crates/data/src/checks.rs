@@ -274,10 +274,7 @@ pub(crate) fn checked_columns<'t>(
                 return Err(payload_error(field(), "is not writable under your grants"));
             }
             if table.admin_only(name) && !matches!(access, Access::All) {
-                return Err(payload_error(
-                    field(),
-                    "is written by administrators only",
-                ));
+                return Err(payload_error(field(), "is written by administrators only"));
             }
             if !column.kind.accepts(value) {
                 return Err(payload_error(

@@ -242,8 +242,7 @@ impl Table {
     /// Whether only administrators may write `column` (it gives
     /// administrator power).
     pub fn admin_only(&self, column: &str) -> bool {
-        self.schema == SERVICE_SCHEMA
-            && ADMIN_ONLY_COLUMNS.contains(&(self.name.as_str(), column))
+        self.schema == SERVICE_SCHEMA && ADMIN_ONLY_COLUMNS.contains(&(self.name.as_str(), column))
     }
 
     /// The primary key's columns.

@@ -1,5 +1,5 @@
 //! The only place that knows status codes: domain errors become the envelope
-//! `{ "errors": [ { code, message, field? } ] }`.
+//! `{ "errors": [ { code, message, field?, position? } ] }`.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
@@ -12,6 +12,8 @@ pub struct ApiError {
     code: Code,
     message: String,
     field: Option<String>,
+    /// The character of the input the error points at.
+    position: Option<usize>,
     /// The `Allow` header of a 405.
     allow: Option<String>,
     /// The `Retry-After` header (seconds) of a 429 or 503.
@@ -27,6 +29,7 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            position: None,
             allow: None,
             retry_after: None,
             meta: None,
@@ -39,6 +42,7 @@ impl ApiError {
             code,
             message: message.into(),
             field: Some(field.into()),
+            position: None,
             allow: None,
             retry_after: None,
             meta: None,
@@ -63,6 +67,7 @@ impl ApiError {
                 code: self.code.as_str().to_owned(),
                 message: self.message.clone(),
                 field: self.field.clone(),
+                position: self.position,
             }],
             meta: self.meta.as_deref().cloned(),
         }
@@ -123,6 +128,7 @@ impl<E: ErrorCode + std::fmt::Debug> From<E> for ApiError {
             code,
             message: err.message().into_owned(),
             field: err.field().map(str::to_owned),
+            position: err.position(),
             allow: None,
             retry_after: err.retry_after(),
             meta: err.meta().map(Box::new),

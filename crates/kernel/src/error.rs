@@ -131,6 +131,12 @@ pub trait ErrorCode {
         None
     }
 
+    /// The 1-based character of the input the error points at (the SQL
+    /// console's PostgreSQL refusals).
+    fn position(&self) -> Option<usize> {
+        None
+    }
+
     /// The envelope's `meta`, such as `{ run }` of a webhook's 504.
     fn meta(&self) -> Option<serde_json::Value> {
         None

@@ -91,11 +91,9 @@ impl ErrorCode for StoreError {
             StoreError::Unavailable(_) => "The database is unavailable; retry later".into(),
             StoreError::Stale => "The service is busy with changes; retry later".into(),
             StoreError::Internal(_) => "Internal error".into(),
-            StoreError::QueryTimeout => {
-                "The query ran longer than this instance allows \
+            StoreError::QueryTimeout => "The query ran longer than this instance allows \
                  (data.statement_timeout_ms); narrow it with a filter or a smaller limit"
-                    .into()
-            }
+                .into(),
         }
     }
 

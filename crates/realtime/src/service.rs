@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use auth::{AuthService, SettingsService};
 use data::{Caller, DataService};
-use permissions::Plane;
-use uuid::Uuid;
 use kernel::FieldError;
+use permissions::Plane;
 use tokio::sync::mpsc;
+use uuid::Uuid;
 
 use crate::error::RealtimeError;
 use crate::hub::{Hub, Join, Resume};

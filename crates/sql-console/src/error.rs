@@ -4,7 +4,6 @@ use std::borrow::Cow;
 
 use auth::AuthError;
 use kernel::{Code, ErrorCode, StoreError};
-use serde_json::json;
 
 /// Why the store could not run a statement.
 #[derive(Debug, thiserror::Error)]
@@ -108,12 +107,9 @@ impl ErrorCode for SqlConsoleError {
         }
     }
 
-    fn meta(&self) -> Option<serde_json::Value> {
+    fn position(&self) -> Option<usize> {
         match self {
-            Self::Failed(SqlFailure::Refused {
-                position: Some(position),
-                ..
-            }) => Some(json!({ "position": position })),
+            Self::Failed(SqlFailure::Refused { position, .. }) => *position,
             _ => None,
         }
     }

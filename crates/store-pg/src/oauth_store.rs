@@ -171,8 +171,12 @@ impl OAuthStore for PgStore {
                 // An address never verified may have been registered by
                 // someone else before its owner came: whatever they set
                 // (password, sessions, tokens) ends here (API.md 16).
-                let claimed = execute(&txn, CLAIM_UNVERIFIED_SQL, [identity.user_id.into(), now.into()])
-                    .await?;
+                let claimed = execute(
+                    &txn,
+                    CLAIM_UNVERIFIED_SQL,
+                    [identity.user_id.into(), now.into()],
+                )
+                .await?;
                 if claimed > 0 {
                     let event = AuditEvent::new(
                         Actor::user(identity.user_id),

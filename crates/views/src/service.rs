@@ -215,46 +215,41 @@ impl ViewService {
         // reading sends no statement that would check a remembered caller.
         let (record, widgets, zone, rows) = self
             .data
-            .as_current_caller(
-                request,
-                Plane::Api,
-                async |caller, version| {
-                    // Looked up once the caller is known: a bad credential
-                    // is refused whether or not the slug exists.
-                    let record = self
-                        .store
-                        .dashboard(None, Some(slug))
-                        .await
-                        .map_err(DataError::Store)?
-                        .ok_or(DataError::NotFound)?;
-                    let widgets =
-                        parse_widgets(Some(&record.widgets)).map_err(DataError::Payload)?;
-                    let reads = widgets.iter().map(|w| {
-                        self.read_as(caller, version, ViewKey::Id(w.data_view_id), &params)
-                    });
-                    let mut rows = join_all(reads).await;
-                    // A failure of the shared state fails the whole (planned
-                    // again); a widget past the statement timeout shows it alone.
-                    if let Some(at) = rows
-                        .iter()
-                        .position(|r| matches!(r, Err(e @ DataError::Store(_)) if e.retried()))
-                        && let Err(e) = rows.swap_remove(at)
-                    {
-                        return Err(e);
-                    }
-                    let (system, _) = self
-                        .store
-                        .system_timezone()
-                        .await
-                        .map_err(DataError::Store)?;
-                    let zone = zone::caller_zone(
-                        caller.principal.timezone.as_deref(),
-                        system.as_deref(),
-                        caller.zone_header,
-                    );
-                    Ok((record, widgets, zone.name().to_owned(), rows))
-                },
-            )
+            .as_current_caller(request, Plane::Api, async |caller, version| {
+                // Looked up once the caller is known: a bad credential
+                // is refused whether or not the slug exists.
+                let record = self
+                    .store
+                    .dashboard(None, Some(slug))
+                    .await
+                    .map_err(DataError::Store)?
+                    .ok_or(DataError::NotFound)?;
+                let widgets = parse_widgets(Some(&record.widgets)).map_err(DataError::Payload)?;
+                let reads = widgets
+                    .iter()
+                    .map(|w| self.read_as(caller, version, ViewKey::Id(w.data_view_id), &params));
+                let mut rows = join_all(reads).await;
+                // A failure of the shared state fails the whole (planned
+                // again); a widget past the statement timeout shows it alone.
+                if let Some(at) = rows
+                    .iter()
+                    .position(|r| matches!(r, Err(e @ DataError::Store(_)) if e.retried()))
+                    && let Err(e) = rows.swap_remove(at)
+                {
+                    return Err(e);
+                }
+                let (system, _) = self
+                    .store
+                    .system_timezone()
+                    .await
+                    .map_err(DataError::Store)?;
+                let zone = zone::caller_zone(
+                    caller.principal.timezone.as_deref(),
+                    system.as_deref(),
+                    caller.zone_header,
+                );
+                Ok((record, widgets, zone.name().to_owned(), rows))
+            })
             .await?;
         Ok(ResolvedDashboard {
             record,
@@ -280,37 +275,32 @@ impl ViewService {
         // Resolved afresh: nothing below checks a remembered caller.
         Ok(self
             .data
-            .as_current_caller(
-                request,
-                Plane::Api,
-                async |caller, _| {
-                    let all = self.store.dashboards().await.map_err(DataError::Store)?;
-                    let mut readable = Vec::new();
-                    for record in &all {
-                        let widgets = parse_widgets(Some(&record.widgets)).unwrap_or_default();
-                        let mut any = caller.principal.admin;
-                        for widget in &widgets {
-                            if any {
-                                break;
-                            }
-                            if let Some(view) = self
-                                .store
-                                .published_view(ViewKey::Id(widget.data_view_id))
-                                .await
-                                .map_err(DataError::Store)?
-                            {
-                                any =
-                                    Access::evaluate(caller.principal, &view.scopes, Action::Read)
-                                        .is_ok();
-                            }
-                        }
+            .as_current_caller(request, Plane::Api, async |caller, _| {
+                let all = self.store.dashboards().await.map_err(DataError::Store)?;
+                let mut readable = Vec::new();
+                for record in &all {
+                    let widgets = parse_widgets(Some(&record.widgets)).unwrap_or_default();
+                    let mut any = caller.principal.admin;
+                    for widget in &widgets {
                         if any {
-                            readable.push(record.clone());
+                            break;
+                        }
+                        if let Some(view) = self
+                            .store
+                            .published_view(ViewKey::Id(widget.data_view_id))
+                            .await
+                            .map_err(DataError::Store)?
+                        {
+                            any = Access::evaluate(caller.principal, &view.scopes, Action::Read)
+                                .is_ok();
                         }
                     }
-                    Ok(readable)
-                },
-            )
+                    if any {
+                        readable.push(record.clone());
+                    }
+                }
+                Ok(readable)
+            })
             .await?)
     }
 

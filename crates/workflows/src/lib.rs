@@ -8,6 +8,7 @@ pub mod condition;
 pub mod engine;
 mod error;
 pub mod model;
+mod redact;
 pub mod run;
 mod service;
 mod steps;
@@ -17,10 +18,10 @@ pub mod template;
 pub use engine::{Outbound, OutgoingRequest, Ports, RunJournal, RunUser, StepData};
 pub use error::WorkflowError;
 pub use model::Definition;
+pub use redact::{REDACTED_HEADERS, redacted};
 pub use run::{Outcome, RunError, RunRecord, RunStatus, StepRecord};
 pub use service::{
-    REDACTED_HEADERS, RunnerOptions, WebhookAnswer, WebhookCall, WebhookInfo, WorkflowInput,
-    WorkflowService, redacted,
+    RunnerOptions, WebhookAnswer, WebhookCall, WebhookInfo, WorkflowInput, WorkflowService,
 };
 pub use steps::DataSteps;
 pub use store::WorkflowStore;

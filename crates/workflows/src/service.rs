@@ -22,20 +22,13 @@ use crate::model::{
     Definition, OnTimeout, ResponseMode, Trigger, WAIT_SECONDS_DEFAULT, WebhookAccess,
     WebhookMethod,
 };
+use crate::redact::{Redacting, Secrets, redacted};
 use crate::run::{INTERRUPTED, Outcome, RunError, RunRecord, RunStatus, StepRecord};
 use crate::store::{
     ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, WebhookLookup, WebhookTarget,
     WorkflowChanges, WorkflowRecord, WorkflowStore,
 };
 
-/// Header values never stored or logged.
-pub const REDACTED_HEADERS: [&str; 5] = [
-    "authorization",
-    "cookie",
-    "set-cookie",
-    "proxy-authorization",
-    "x-api-key",
-];
 /// Runs one instance executes at once; more wait for a slot.
 const CONCURRENT_RUNS_MAX: usize = 1024;
 /// A run resumed more often than this is failed as interrupted.
@@ -541,6 +534,7 @@ impl WorkflowService {
             self.store.start_run(run).await?;
             self.ports.journal.clone()
         };
+        let journal = Redacting::wrap(journal, Secrets::of(&start_data));
         let cancel = Arc::new(watch::channel(false).0);
         let handle = self
             .spawn(Launch {
@@ -775,7 +769,9 @@ impl WorkflowService {
                 run_as: claimed.run_as,
                 recorded: claimed.steps,
                 cancel,
-                journal: self.ports.journal.clone(),
+                // The stored input holds no secret any more; http answers
+                // of the steps still to run are redacted all the same.
+                journal: Redacting::wrap(self.ports.journal.clone(), Secrets::default()),
                 allow_private,
             })
             .await,
@@ -902,22 +898,6 @@ impl RunJournal for RecordAtEnd {
     }
 }
 
-/// `start.data` with credential header values replaced by `[REDACTED]`.
-pub fn redacted(start_data: &Value) -> Value {
-    let mut stored = start_data.clone();
-    if let Some(headers) = stored
-        .pointer_mut("/meta/headers")
-        .and_then(Value::as_object_mut)
-    {
-        for (name, value) in headers.iter_mut() {
-            if REDACTED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-                *value = Value::String("[REDACTED]".into());
-            }
-        }
-    }
-    stored
-}
-
 fn slug(raw: &str) -> Result<String, FieldError> {
     kernel::validate::slug(raw, "slug")
 }
@@ -934,19 +914,6 @@ fn name(raw: &str) -> Result<String, FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redacts_credential_headers_only_in_the_stored_copy() {
-        let data = json!({ "query": {}, "body": null, "meta": { "ip": "1.2.3.4", "headers": {
-            "authorization": "Bearer x", "cookie": "a=b", "set-cookie": "c", "proxy-authorization": "p",
-            "x-api-key": "k", "x-other": "kept" } } });
-        let stored = redacted(&data);
-        for name in REDACTED_HEADERS {
-            assert_eq!(stored["meta"]["headers"][name], "[REDACTED]");
-        }
-        assert_eq!(stored["meta"]["headers"]["x-other"], "kept");
-        assert_eq!(data["meta"]["headers"]["authorization"], "Bearer x");
-    }
 
     #[test]
     fn slugs_are_url_safe() {

@@ -18,7 +18,7 @@ async function runStatement(event) {
   if (result.status !== 200) {
     summary.textContent = "";
     rows.replaceChildren();
-    const position = result.answer?.meta?.position;
+    const position = result.answer?.errors?.[0]?.position;
     showAlert("sql-error", refusal(result) + (position ? ` (at character ${position})` : ""));
     if (position) {
       box.focus();

@@ -16,7 +16,10 @@ use crate::{AppState, convert};
 #[utoipa::path(operation_id = "register", tag = "auth", request_body = RegisterRequest,
     responses((status = 201, body = inline(api_types::DataEnvelope<User>)), (status = 400, body = ErrorEnvelope),
               (status = 403, description = "registration is off", body = ErrorEnvelope), (status = 409, body = ErrorEnvelope), (status = 429, description = "Too many account calls from this address", body = ErrorEnvelope)))]
-#[post("/register", wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)")]
+#[post(
+    "/register",
+    wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)"
+)]
 pub async fn register(
     state: web::Data<AppState>,
     origin: ClientOrigin,
@@ -32,7 +35,10 @@ pub async fn register(
 
 /// Emails a reset link when the address has an account. Always 204.
 #[utoipa::path(operation_id = "forgotPassword", tag = "auth", request_body = EmailRequest, responses((status = 204), (status = 429, description = "Too many account calls from this address", body = ErrorEnvelope)))]
-#[post("/password/forgot", wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)")]
+#[post(
+    "/password/forgot",
+    wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)"
+)]
 pub async fn forgot_password(
     state: web::Data<AppState>,
     origin: ClientOrigin,
@@ -45,7 +51,10 @@ pub async fn forgot_password(
 /// Sets a new password with the token of a reset link; ends every session.
 #[utoipa::path(operation_id = "resetPassword", tag = "auth", request_body = TokenPasswordRequest,
     responses((status = 204), (status = 400, description = "INVALID_TOKEN or a bad password", body = ErrorEnvelope), (status = 429, description = "Too many account calls from this address", body = ErrorEnvelope)))]
-#[post("/password/reset", wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)")]
+#[post(
+    "/password/reset",
+    wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)"
+)]
 pub async fn reset_password(
     state: web::Data<AppState>,
     origin: ClientOrigin,
@@ -84,7 +93,10 @@ pub async fn change_password(
 /// Marks the email verified with the token of a verification link.
 #[utoipa::path(operation_id = "verifyEmail", tag = "auth", request_body = TokenRequest,
     responses((status = 204), (status = 400, description = "INVALID_TOKEN", body = ErrorEnvelope), (status = 429, description = "Too many account calls from this address", body = ErrorEnvelope)))]
-#[post("/email/verify", wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)")]
+#[post(
+    "/email/verify",
+    wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)"
+)]
 pub async fn verify_email(
     state: web::Data<AppState>,
     origin: ClientOrigin,
@@ -97,7 +109,10 @@ pub async fn verify_email(
 /// Sends a new verification link: to the signed-in user, or (without a
 /// session) to the account behind `email`. Always 204.
 #[utoipa::path(operation_id = "resendVerification", tag = "auth", request_body = ResendRequest, responses((status = 204), (status = 429, description = "Too many account calls from this address", body = ErrorEnvelope)))]
-#[post("/email/resend", wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)")]
+#[post(
+    "/email/resend",
+    wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)"
+)]
 pub async fn resend_verification(
     state: web::Data<AppState>,
     caller: Option<Caller<SessionOnly>>,
@@ -114,7 +129,10 @@ pub async fn resend_verification(
 /// Accepts an invitation: sets the password and creates the verified account.
 #[utoipa::path(operation_id = "acceptInvitation", tag = "auth", request_body = TokenPasswordRequest,
     responses((status = 204), (status = 400, description = "INVALID_TOKEN or a bad password", body = ErrorEnvelope), (status = 409, body = ErrorEnvelope), (status = 429, description = "Too many account calls from this address", body = ErrorEnvelope)))]
-#[post("/invitations/accept", wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)")]
+#[post(
+    "/invitations/accept",
+    wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)"
+)]
 pub async fn accept_invitation(
     state: web::Data<AppState>,
     origin: ClientOrigin,

@@ -280,7 +280,6 @@ pub(super) fn build(
 /// A compact JSON array of the rows, NULL when there are none.
 pub(super) const JSON_ARRAY: &str = "'[' || string_agg(row_to_json(\"x\")::text, ',') || ']'";
 
-
 /// The shared state is at `versions`, compared in one InitPlan on
 /// `svc.cache_version`: with `raise`, a mismatch fails the statement with
 /// `TS412` ([`StoreError::Stale`]); without, the guarded read returns no row

@@ -16,7 +16,7 @@ use crate::respond::json_data_meta;
     request_body = inline(api_types::DataEnvelope<SqlQuery>),
     responses((status = 200, description = "The statement's columns and rows; `meta.truncated` when rows were left out",
             body = inline(api_types::DataEnvelope<SqlResult>)),
-        (status = 400, description = "More than one statement, a bad parameter, or PostgreSQL's refusal (SQL_ERROR, with `meta.position`)", body = ErrorEnvelope),
+        (status = 400, description = "More than one statement, a bad parameter, or PostgreSQL's refusal (SQL_ERROR, with the error's `position`)", body = ErrorEnvelope),
         (status = 403, description = "A token while sql_console.allow_api_tokens is off", body = ErrorEnvelope)))]
 #[post("/sql")]
 pub async fn run(
