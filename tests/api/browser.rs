@@ -495,6 +495,47 @@ async fn sign_in_with_a_provider_in_the_browser() {
     browser.client.close().await.unwrap();
 }
 
+#[tokio::test]
+async fn the_sign_in_page_ignores_a_session_planted_in_its_address() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    app.create_user(&admin, "attacker@example.com", "member-password-1", None)
+        .await;
+    // A session of the attacker's own account, sent to a victim in a link.
+    let planted = app.login("attacker@example.com", "member-password-1").await;
+    let browser = Browser::start().await;
+    for address in [
+        format!("/admin/auth/sign-in#token={planted}"),
+        format!("/admin/auth/sign-in?oauth_nonce=guessed#token={planted}"),
+    ] {
+        browser.open(&app, &address).await;
+        browser.wait_for("#providers").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let stored = browser
+            .client
+            .execute("return sessionStorage.getItem('tessera.session')", vec![])
+            .await
+            .unwrap();
+        assert_eq!(
+            stored,
+            serde_json::Value::Null,
+            "{address} signed the page in"
+        );
+        let url = browser.client.current_url().await.unwrap();
+        assert_eq!(url.fragment(), None, "the planted token leaves the address");
+        let status = browser
+            .client
+            .find(Locator::Id("status"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap_or_default();
+        assert!(!status.contains("Signed in"), "{status}");
+    }
+    browser.client.close().await.unwrap();
+}
+
 /// Where screenshots of browser tests are kept: `TESSERA_TEST_ARTEFACTS`,
 /// else `target/test-artefacts` of the workspace.
 fn artefact(name: &str) -> std::path::PathBuf {

@@ -33,6 +33,7 @@ mod sessions;
 mod settings;
 mod sql_console;
 mod tokens;
+mod trust;
 mod views;
 mod workflows;
 

@@ -79,7 +79,7 @@ impl Stream {
     }
 
     /// Whether the server ended the stream within `wait`.
-    async fn ends_within(&mut self, wait: Duration) -> bool {
+    pub(crate) async fn ends_within(&mut self, wait: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             match tokio::time::timeout_at(deadline, self.body.next()).await {

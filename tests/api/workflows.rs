@@ -696,7 +696,7 @@ async fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
                 }
                 let body = r#"{"ok":true}"#;
                 let reply = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nset-cookie: sid=receiver-session\r\nauthorization: Bearer receiver-secret\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
                 );
                 let _ = socket.write_all(reply.as_bytes()).await;
@@ -1000,4 +1000,64 @@ async fn finished_runs_are_purged_after_the_retention_days() {
     .unwrap();
     app.services.workflows.pass(0).await.unwrap();
     assert_eq!(history(&app, &admin, &id).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_run_stores_no_secret_it_received_nor_an_answer_cookie() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let me = admin_id(&app, &admin).await;
+    let (target, _) = receiver().await;
+    app.patch(
+        "/admin/api/settings",
+        &admin,
+        json!({ "data": { "workflows.http_allow_private": true } }),
+    )
+    .await;
+    // Every step copies the caller's credential somewhere.
+    let steps = json!([
+        { "id": "copy", "type": "transform", "output": {
+            "bearer": "{{start.data.meta.headers.authorization}}",
+            "key": "key is {{start.data.meta.headers.x-api-key}}" } },
+        { "id": "call", "type": "http", "method": "POST", "url": format!("{target}/hook"),
+          "body": { "auth": "{{start.data.meta.headers.authorization}}" } },
+        { "id": "done", "type": "finish", "result": {
+            "seen": "{{steps.copy.result.bearer}}", "cookie": "{{steps.call.result.headers.set-cookie}}" } }
+    ]);
+    let workflow = published(
+        &app,
+        &admin,
+        "leaky",
+        json!({ "type": "webhook", "access": "authenticated", "executeAs": me }),
+        steps,
+    )
+    .await;
+    let token = app.create_token(&admin, "API").await;
+    let answer = call(
+        &app,
+        Method::POST,
+        "leaky",
+        Some(&token),
+        Some(r#"{"echo":"x"}"#),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    // The caller's own answer is computed as usual (the steps saw the values).
+    assert_eq!(answer.data()["result"]["seen"], format!("Bearer {token}"));
+    let runs = ended(&app, &admin, &workflow).await;
+    let stored = runs[0].to_string();
+    assert!(!stored.contains(&token), "{stored}");
+    assert!(!stored.contains("secret-key"), "{stored}");
+    assert!(!stored.contains("receiver-session"), "{stored}");
+    assert!(!stored.contains("receiver-secret"), "{stored}");
+    assert!(stored.contains("[REDACTED]"), "{stored}");
+    let call_step = runs[0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "call")
+        .unwrap()
+        .clone();
+    assert_eq!(call_step["result"]["headers"]["set-cookie"], "[REDACTED]");
+    assert_eq!(call_step["result"]["body"], json!({ "ok": true }));
 }

@@ -119,6 +119,28 @@ impl Secrets {
         }
     }
 
+    /// These secrets and the credential headers of the http answers among
+    /// `steps`, which later steps may have copied.
+    fn with_answers(&self, steps: &[StepRecord]) -> Self {
+        let mut found = self.0.clone();
+        for step in steps.iter().filter(|s| s.kind == "http") {
+            let Some(headers) = step.result.get("headers").and_then(Value::as_object) else {
+                continue;
+            };
+            for (name, value) in headers {
+                if REDACTED_ANSWER_HEADERS.contains(&name.to_ascii_lowercase().as_str())
+                    && let Some(text) = value.as_str()
+                    && !text.is_empty()
+                {
+                    found.push(text.to_owned());
+                }
+            }
+        }
+        found.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        found.dedup();
+        Self(found)
+    }
+
     /// `steps` as stored: secrets replaced, and http answers' credential
     /// headers redacted.
     fn steps(&self, steps: &[StepRecord]) -> Vec<StepRecord> {
@@ -126,18 +148,6 @@ impl Secrets {
             .iter()
             .map(|step| {
                 let mut step = step.clone();
-                if step.kind == "http"
-                    && let Some(headers) = step
-                        .result
-                        .get_mut("headers")
-                        .and_then(Value::as_object_mut)
-                {
-                    for (name, value) in headers.iter_mut() {
-                        if REDACTED_ANSWER_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-                            *value = Value::String(MARK.into());
-                        }
-                    }
-                }
                 self.scrub(&mut step.result);
                 self.scrub_error(&mut step.error);
                 step
@@ -168,8 +178,9 @@ impl RunJournal for Redacting {
         owner: Uuid,
         steps: &[StepRecord],
     ) -> Result<Option<bool>, StoreError> {
+        let secrets = self.secrets.with_answers(steps);
         self.inner
-            .checkpoint(run, owner, &self.secrets.steps(steps))
+            .checkpoint(run, owner, &secrets.steps(steps))
             .await
     }
 
@@ -183,11 +194,12 @@ impl RunJournal for Redacting {
         outcome: &Outcome,
         steps: &[StepRecord],
     ) -> Result<(), StoreError> {
+        let secrets = self.secrets.with_answers(steps);
         let mut stored = outcome.clone();
-        self.secrets.scrub(&mut stored.result);
-        self.secrets.scrub_error(&mut stored.error);
+        secrets.scrub(&mut stored.result);
+        secrets.scrub_error(&mut stored.error);
         self.inner
-            .finish(owner, &stored, &self.secrets.steps(steps))
+            .finish(owner, &stored, &secrets.steps(steps))
             .await
     }
 }
@@ -229,7 +241,7 @@ mod tests {
     }
 
     #[test]
-    fn http_answers_keep_no_cookie_or_authorization() {
+    fn http_answers_keep_no_cookie_or_authorization_nor_copies_of_them() {
         let step = StepRecord {
             id: "call".into(),
             kind: "http".into(),
@@ -240,9 +252,17 @@ mod tests {
             started_at: Utc::now(),
             finished_at: None,
         };
-        let stored = Secrets::default().steps(&[step]);
+        let copy = StepRecord {
+            id: "copy".into(),
+            kind: "transform".into(),
+            result: json!({ "cookie": "sid=1" }),
+            ..step.clone()
+        };
+        let steps = [step, copy];
+        let stored = Secrets::default().with_answers(&steps).steps(&steps);
         assert_eq!(stored[0].result["headers"]["Set-Cookie"], MARK);
         assert_eq!(stored[0].result["headers"]["authorization"], MARK);
         assert_eq!(stored[0].result["headers"]["content-type"], "text/plain");
+        assert_eq!(stored[1].result["cookie"], MARK, "a copy of the cookie too");
     }
 }
