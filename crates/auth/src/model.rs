@@ -202,6 +202,9 @@ pub struct NewToken {
     pub expires_at: DateTime<Utc>,
     /// The user who created it (the owner or an administrator).
     pub created_by: Uuid,
+    /// The session the creator acted through, if any: the token is stored
+    /// only while it is live (a claim of the account may end it meanwhile).
+    pub creator_session: Option<Uuid>,
 }
 
 /// A personal access token without its secret.

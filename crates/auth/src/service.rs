@@ -342,7 +342,14 @@ impl AuthService {
             target("session", session.id),
             origin.ip,
         );
-        self.store.create_session(session, event).await?;
+        let checked_hash = candidate.password_hash.as_deref().unwrap_or_default();
+        if !self
+            .store
+            .create_session(session, checked_hash, event)
+            .await?
+        {
+            return Err(AuthError::InvalidCredentials);
+        }
         let user = self
             .store
             .user(user_id)
@@ -506,6 +513,10 @@ impl AuthService {
             created_at: now,
             expires_at: now + Duration::days(request.lifetime_days),
             created_by: caller.user_id,
+            creator_session: match caller.credential {
+                Credential::Session { id } => Some(id),
+                _ => None,
+            },
         };
         let event = AuditEvent::new(caller.actor(), "token.create", target("token", new.id), ip)
             .with_details(json!({ "userId": owner_id, "plane": plane.as_str(), "name": new.name }));

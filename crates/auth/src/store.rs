@@ -63,12 +63,16 @@ pub trait AuthStore: Send + Sync + 'static {
         effect: FailureEffect,
         event: AuditEvent,
     ) -> Result<(), StoreError>;
-    /// Stores a new session and clears the failed sign-in counter.
+    /// Stores a new session and clears the failed sign-in counter, only
+    /// while the account's password is still `checked_hash` (the one the
+    /// sign-in verified): answers false, storing nothing, when it changed
+    /// meanwhile (a reset, or a provider claiming an unverified account).
     async fn create_session(
         &self,
         session: NewSession,
+        checked_hash: &str,
         event: AuditEvent,
-    ) -> Result<(), StoreError>;
+    ) -> Result<bool, StoreError>;
     /// Ends one live session of `user_id`; false when there is none with that id.
     async fn end_session(
         &self,

@@ -154,9 +154,10 @@ pub struct Write<'a> {
     pub check: Option<Vec<&'a Filter>>,
     /// The rows written as the answer shows them.
     pub returning: Shown<'a>,
-    /// The writer is no administrator: a row that puts a user into a role
-    /// with administrator access, or that is an administrator's account,
-    /// fails the whole write (403), whatever grants allowed it.
+    /// The writer is no administrator: a created or changed row that puts a
+    /// user into a role with administrator access, that is an
+    /// administrator's account, or that is an email template fails the
+    /// whole write (403), whatever grants allowed it.
     pub guard_admin_power: bool,
     /// The audit entry, written in the same statement when a row changed.
     pub audit: AuditEvent,

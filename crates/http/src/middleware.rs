@@ -275,6 +275,32 @@ pub async fn cors(
     Ok(res)
 }
 
+/// Counts a call of a public account route against
+/// `auth.account_rate_limit_per_minute` before any part of the request is
+/// read, so that every call counts whatever its answer; past the limit 429
+/// with `Retry-After`.
+pub async fn account_rate_limit(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<actix_web::body::EitherBody<BoxBody, BoxBody>>> {
+    if let Some(state) = req
+        .app_data::<actix_web::web::Data<crate::AppState>>()
+        .cloned()
+    {
+        let origin = crate::extract::origin(req.request());
+        if let Err(error) = state.auth.take_account_call(&origin).await {
+            let (req, _) = req.into_parts();
+            let res = HttpResponse::from_error(ApiError::from(error));
+            return Ok(ServiceResponse::new(req, res).map_into_left_body());
+        }
+    }
+    Ok(next
+        .call(req)
+        .await?
+        .map_into_boxed_body()
+        .map_into_right_body())
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
@@ -451,30 +477,4 @@ mod tests {
         assert!(fetch("/slow/c").await.unwrap().starts_with("HTTP/1.1 200"));
         handle.stop(false).await;
     }
-}
-
-/// Counts a call of a public account route against
-/// `auth.account_rate_limit_per_minute` before any part of the request is
-/// read, so that every call counts whatever its answer; past the limit 429
-/// with `Retry-After`.
-pub async fn account_rate_limit(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<actix_web::body::EitherBody<BoxBody, BoxBody>>> {
-    if let Some(state) = req
-        .app_data::<actix_web::web::Data<crate::AppState>>()
-        .cloned()
-    {
-        let origin = crate::extract::origin(req.request());
-        if let Err(error) = state.auth.take_account_call(&origin).await {
-            let (req, _) = req.into_parts();
-            let res = HttpResponse::from_error(ApiError::from(error));
-            return Ok(ServiceResponse::new(req, res).map_into_left_body());
-        }
-    }
-    Ok(next
-        .call(req)
-        .await?
-        .map_into_boxed_body()
-        .map_into_right_body())
 }

@@ -58,6 +58,8 @@ pub(crate) struct Join {
     pub(crate) principal: Principal,
     /// When its credential expires: the stream ends then.
     pub(crate) expires_at: DateTime<Utc>,
+    /// The `auth` version its credential was resolved at.
+    pub(crate) auth_version: i64,
     pub(crate) watches: Vec<Watch>,
     pub(crate) bearer: String,
     pub(crate) zone_header: Option<String>,
@@ -274,6 +276,10 @@ impl Runner {
             },
         };
         self.cursor = Some(cursor);
+        // Resolved at another auth version than the hub last saw: a change
+        // between the two (a revocation the hub already handled) is checked
+        // for this subscriber too, once it is in.
+        let recheck = self.seen.is_none_or(|seen| seen.auth != join.auth_version);
         let mut member = Member {
             after: cursor,
             join,
@@ -310,6 +316,9 @@ impl Runner {
             }
         }
         self.members.push(member);
+        if recheck {
+            self.recheck_callers().await;
+        }
         true
     }
 

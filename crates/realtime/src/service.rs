@@ -177,6 +177,7 @@ impl RealtimeService {
                 stream,
                 principal: watches[0].principal.clone(),
                 expires_at: resolved.expires_at,
+                auth_version: resolved.versions.auth,
                 watches,
                 bearer: request.bearer.to_owned(),
                 zone_header: request.zone_header.map(str::to_owned),

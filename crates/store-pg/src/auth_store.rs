@@ -352,7 +352,7 @@ impl PgStore {
             rows.into_iter().map(|r| (r.key, r.value)).collect();
         let settings = Arc::new(Settings::from_stored(stored));
         self.statement_timeout
-            .heed(&self.db, settings.data_statement_timeout_ms());
+            .heed(&self.db, version, settings.data_statement_timeout_ms());
         self.settings.put(settings.clone(), version);
         Ok((settings, version))
     }
@@ -531,10 +531,29 @@ impl AuthStore for PgStore {
         commit_with_audit(txn, event, self.now()).await
     }
 
-    async fn create_session(&self, new: NewSession, event: AuditEvent) -> Result<(), StoreError> {
+    async fn create_session(
+        &self,
+        new: NewSession,
+        checked_hash: &str,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
+        // Held to the commit: a change of the password (or its removal by a
+        // provider's claim, which locks the row first) waits for the session
+        // to exist, and then ends it; or it came first, and nothing is stored.
+        let same = txn
+            .query_one_raw(stmt(
+                "SELECT 1 AS same FROM svc.users WHERE id = $1 AND password_hash = $2 FOR SHARE",
+                [new.user_id.into(), checked_hash.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        if same.is_none() {
+            return Ok(false);
+        }
         insert_session(&txn, new).await?;
-        commit_with_audit(txn, event, self.now()).await
+        commit_with_audit(txn, event, self.now()).await?;
+        Ok(true)
     }
 
     async fn end_session(
@@ -865,6 +884,25 @@ impl AuthStore for PgStore {
         event: AuditEvent,
     ) -> Result<TokenInfo, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
+        if let Some(session) = new.creator_session {
+            // The creator's row first (a claim of the account locks it too),
+            // then, on what is committed by then, its session still live.
+            execute(
+                &txn,
+                "SELECT 1 FROM svc.users WHERE id = $1 FOR SHARE",
+                [new.created_by.into()],
+            )
+            .await?;
+            let live = execute(
+                &txn,
+                "SELECT 1 FROM svc.sessions WHERE id = $1 AND revoked_at IS NULL",
+                [session.into()],
+            )
+            .await?;
+            if live == 0 {
+                return Err(StoreError::Stale);
+            }
+        }
         let model = api_token::ActiveModel {
             id: Set(new.id),
             user_id: Set(new.user_id),

@@ -171,6 +171,14 @@ impl OAuthStore for PgStore {
                 // An address never verified may have been registered by
                 // someone else before its owner came: whatever they set
                 // (password, sessions, tokens) ends here (API.md 16).
+                // The row locked first: a sign-in about to store a session
+                // finishes before, so the claim below sees and ends it.
+                execute(
+                    &txn,
+                    "SELECT 1 FROM svc.users WHERE id = $1 FOR UPDATE",
+                    [identity.user_id.into()],
+                )
+                .await?;
                 let claimed = execute(
                     &txn,
                     CLAIM_UNVERIFIED_SQL,

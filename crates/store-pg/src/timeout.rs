@@ -50,23 +50,30 @@ pub(crate) fn generation() -> u64 {
 pub(crate) struct StatementTimeout {
     /// The pool's options before any timeout was added to them.
     base: OnceLock<PgConnectOptions>,
-    /// The value new connections carry, in milliseconds (0: none yet).
-    applied: Mutex<u64>,
+    /// The settings version and the value (milliseconds, 0: none yet)
+    /// new connections carry.
+    applied: Mutex<(i64, u64)>,
 }
 
 impl StatementTimeout {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             base: OnceLock::new(),
-            applied: Mutex::new(0),
+            applied: Mutex::new((i64::MIN, 0)),
         })
     }
 
-    /// Makes `ms` the timeout of `db`'s connections from now on, when it is
-    /// not already.
-    pub(crate) fn heed(&self, db: &DatabaseConnection, ms: u64) {
+    /// Makes `ms`, read at settings version `version`, the timeout of
+    /// `db`'s connections from now on, unless a newer version was heeded
+    /// (two loads may finish out of order) or the value is already that.
+    pub(crate) fn heed(&self, db: &DatabaseConnection, version: i64, ms: u64) {
         let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
-        if *applied == ms {
+        if version < applied.0 {
+            return;
+        }
+        let unchanged = applied.1 == ms;
+        *applied = (version, ms);
+        if unchanged {
             return;
         }
         let pool = db.get_postgres_connection_pool();
@@ -77,7 +84,6 @@ impl StatementTimeout {
             base.clone()
                 .options([("statement_timeout", ms.to_string())]),
         );
-        *applied = ms;
         GENERATION.fetch_add(1, Ordering::AcqRel);
         CHANGED_AT_MS.store(since_epoch_ms().max(1), Ordering::Release);
     }

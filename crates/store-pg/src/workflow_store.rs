@@ -585,9 +585,10 @@ impl WorkflowStore for PgStore {
                  AND w.enabled AND w.published IS NOT NULL AND e.event = ANY (w.event_kinds) \
                JOIN svc.resources r ON r.id = e.resource_id \
                LEFT JOIN svc.users u ON u.id = (w.published -> 'trigger' ->> 'executeAs')::uuid AND u.active \
-               CROSS JOIN LATERAL (SELECT coalesce(u.id, (SELECT m.user_id FROM svc.role_members m \
+               CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(w.published -> 'trigger' -> 'executeAs') = 'string' THEN u.id \
+                   ELSE (SELECT m.user_id FROM svc.role_members m \
                    JOIN svc.users a ON a.id = m.user_id WHERE m.role_id = '{admins}' AND a.active \
-                   ORDER BY a.created_at LIMIT 1)) AS id) who \
+                   ORDER BY a.created_at LIMIT 1) END AS id) who \
                WHERE who.id IS NOT NULL ORDER BY e.id \
                RETURNING {CLAIMED_COLUMNS}) \
              SELECT {CLAIMED_COLUMNS} FROM started",

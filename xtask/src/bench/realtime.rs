@@ -135,6 +135,15 @@ pub fn realtime() -> Result {
     expose(port, &admin, &resource, r#"["GET","POST"]"#)?;
     let role = role_granted(port, &admin, "Followers", &resource, &["read"], None)?;
     let (_, token) = member_token(port, &admin, "follower@example.com", &role)?;
+    // Every subscriber is the same user here.
+    super::settings(
+        port,
+        &admin,
+        &format!(
+            r#"{{"realtime.max_subscribers_per_user":{}}}"#,
+            SUBSCRIBERS + 10
+        ),
+    )?;
     let pid = server.0.id();
     // The sign-ins' hashing threads give their memory back after 2 s idle.
     std::thread::sleep(Duration::from_secs(3));

@@ -36,6 +36,7 @@ pub(crate) fn write_sql(
         ));
     }
     if write.guard_admin_power
+        && !matches!(write.change, Change::Delete { .. })
         && let Some(guard) = admin_power_guard(table)
     {
         rows.and_where(Expr::cust(format!("svc.permit({guard})")));
@@ -97,9 +98,11 @@ fn shown(written: &Sql<'_>, shown: &Shown<'_>) -> SelectStatement {
 
 /// Rows that hold or give administrator power in a service table, as a
 /// condition on a written row `w` that holds when the row does not:
-/// a membership of a role with admin access, an administrator's account.
+/// a membership of a role with admin access, an administrator's account,
+/// an email template (its links carry reset tokens, an administrator's too).
 fn admin_power_guard(table: &Table) -> Option<&'static str> {
     match (table.schema.as_str(), table.name.as_str()) {
+        (data::SERVICE_SCHEMA, "email_templates") => Some("false"),
         (data::SERVICE_SCHEMA, "role_members") => Some(
             "NOT EXISTS (SELECT 1 FROM svc.roles r \
              WHERE r.id = \"w\".\"role_id\" AND r.admin_access)",
