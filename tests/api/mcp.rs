@@ -11,14 +11,14 @@ use crate::data::{create_table, member, open_to_new_role};
 const PROTOCOL: &str = "2025-06-18";
 
 /// An MCP client over Streamable HTTP with a bearer credential.
-struct Client<'a> {
+pub(crate) struct Client<'a> {
     app: &'a TestApp,
     bearer: String,
     next_id: u64,
 }
 
 impl<'a> Client<'a> {
-    fn new(app: &'a TestApp, bearer: &str) -> Self {
+    pub(crate) fn new(app: &'a TestApp, bearer: &str) -> Self {
         Self {
             app,
             bearer: bearer.to_owned(),
@@ -60,7 +60,7 @@ impl<'a> Client<'a> {
     }
 
     /// The session's opening: initialize, then the initialized notification.
-    async fn initialize(&mut self) -> Value {
+    pub(crate) async fn initialize(&mut self) -> Value {
         let result = self
             .request(
                 "initialize",
@@ -79,7 +79,7 @@ impl<'a> Client<'a> {
     }
 
     /// Calls a tool; answers (is it an error, its text).
-    async fn call(&mut self, tool: &str, arguments: Value) -> (bool, String) {
+    pub(crate) async fn call(&mut self, tool: &str, arguments: Value) -> (bool, String) {
         let result = self
             .request(
                 "tools/call",
@@ -93,7 +93,7 @@ impl<'a> Client<'a> {
     }
 }
 
-async fn enable(app: &TestApp, admin: &str) {
+pub(crate) async fn enable(app: &TestApp, admin: &str) {
     let enabled = app
         .patch(
             "/admin/api/settings",

@@ -1000,6 +1000,18 @@ async fn a_slow_filter_times_out_while_others_are_answered() {
             .status(),
         StatusCode::OK
     );
+    // An MCP tool runs the same statement under the same limit.
+    crate::mcp::enable(&app, &admin).await;
+    let mut mcp = crate::mcp::Client::new(&app, &reader);
+    mcp.initialize().await;
+    let slow_filter = json!({ "or": [ { "title": { "ilike": "%zz%yy%xx%" } }, { "secret": { "ilike": "%qq%" } } ] });
+    let (failed, text) = mcp
+        .call(
+            "query_rows",
+            json!({ "resource": "app.notes", "filter": slow_filter, "limit": 1 }),
+        )
+        .await;
+    assert!(failed && text.starts_with("QUERY_TIMEOUT"), "{text}");
     // Raised again, the same read is answered.
     settings(&app, &admin, json!({ "data.statement_timeout_ms": 60000 })).await;
     let answered = app.get(&slow, &reader).await;

@@ -202,21 +202,20 @@ impl FileService {
     }
 
     /// Checks that the caller may create files (before the body is read).
+    /// The caller is resolved afresh: that round trip also reads the shared
+    /// versions, so the size limit comes from the settings of the moment
+    /// (not a cache another instance's change has not reached yet), and a
+    /// revoked credential streams no body.
     pub async fn begin(&self, request: DataRequest<'_>) -> Result<UploadTicket, FileError> {
         let check = Op::Check { method: "POST" };
         let owner = self
             .data
-            .as_caller(
-                request,
-                Plane::Api,
-                |error| check.retried_after(error),
-                async |caller, version| {
-                    self.data
-                        .run_behind_route(caller, version, TABLE.0, TABLE.1, check)
-                        .await?;
-                    Ok(caller.principal.user_id)
-                },
-            )
+            .as_current_caller(request, Plane::Api, async |caller, version| {
+                self.data
+                    .run_behind_route(caller, version, TABLE.0, TABLE.1, check)
+                    .await?;
+                Ok(caller.principal.user_id)
+            })
             .await?;
         let max_bytes = self.settings.current().await?.files_max_bytes();
         Ok(UploadTicket { owner, max_bytes })
