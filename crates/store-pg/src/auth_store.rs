@@ -229,6 +229,23 @@ pub(crate) async fn insert_session(
     txn: &impl ConnectionTrait,
     new: NewSession,
 ) -> Result<(), StoreError> {
+    let user_id = new.user_id;
+    insert_session_row(txn, new).await?;
+    user::Entity::update_many()
+        .col_expr(user::Column::FailedSignIns, Expr::value(0))
+        .col_expr(
+            user::Column::LockedUntil,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
+        .filter(user::Column::Id.eq(user_id))
+        .exec(txn)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// Stores the session row alone.
+async fn insert_session_row(txn: &impl ConnectionTrait, new: NewSession) -> Result<(), StoreError> {
     session::ActiveModel {
         id: Set(new.id),
         user_id: Set(new.user_id),
@@ -242,16 +259,6 @@ pub(crate) async fn insert_session(
     .insert(txn)
     .await
     .map_err(map_err)?;
-    user::Entity::update_many()
-        .col_expr(user::Column::FailedSignIns, Expr::value(0))
-        .col_expr(
-            user::Column::LockedUntil,
-            Expr::value(Option::<DateTime<Utc>>::None),
-        )
-        .filter(user::Column::Id.eq(new.user_id))
-        .exec(txn)
-        .await
-        .map_err(map_err)?;
     Ok(())
 }
 
@@ -538,20 +545,23 @@ impl AuthStore for PgStore {
         event: AuditEvent,
     ) -> Result<bool, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        // Held to the commit: a change of the password (or its removal by a
-        // provider's claim, which locks the row first) waits for the session
-        // to exist, and then ends it; or it came first, and nothing is stored.
-        let same = txn
-            .query_one_raw(stmt(
-                "SELECT 1 AS same FROM svc.users WHERE id = $1 AND password_hash = $2 FOR SHARE",
-                [new.user_id.into(), checked_hash.into()],
-            ))
-            .await
-            .map_err(map_err)?;
-        if same.is_none() {
+        // The lockout cleared only while the password is still the one
+        // checked; the row's lock is held to the commit: a change of the
+        // password (or its removal by a provider's claim, which locks the row
+        // first) waits for the session to exist and then ends it, or it came
+        // first and nothing is stored. Concurrent sign-ins of one account
+        // queue on the row as before (one lock mode, no upgrade, no deadlock).
+        let cleared = execute(
+            &txn,
+            "UPDATE svc.users SET failed_sign_ins = 0, locked_until = NULL \
+             WHERE id = $1 AND password_hash = $2",
+            [new.user_id.into(), checked_hash.into()],
+        )
+        .await?;
+        if cleared == 0 {
             return Ok(false);
         }
-        insert_session(&txn, new).await?;
+        insert_session_row(&txn, new).await?;
         commit_with_audit(txn, event, self.now()).await?;
         Ok(true)
     }
