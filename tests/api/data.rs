@@ -1185,15 +1185,21 @@ async fn the_data_openapi_document_shows_what_a_role_may_do() {
 }
 
 /// A small deterministic generator, so a failure can be replayed.
-struct Lcg(u64);
+/// A small deterministic generator for the property tests.
+pub(crate) struct Lcg(pub(crate) u64);
 
 impl Lcg {
-    fn next(&mut self, n: usize) -> usize {
+    pub(crate) fn next(&mut self, n: usize) -> usize {
         self.0 = self
             .0
             .wrapping_mul(6_364_136_223_846_793_005)
             .wrapping_add(1_442_695_040_888_963_407);
         ((self.0 >> 33) as usize) % n
+    }
+
+    /// One of `from`, at random.
+    pub(crate) fn pick<'a, T>(&mut self, from: &'a [T]) -> &'a T {
+        &from[self.next(from.len())]
     }
 }
 

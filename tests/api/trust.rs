@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use testkit::{TestApp, spawn_app};
 
-use crate::data::{create_role, expose, grant, member};
+use crate::data::{Lcg, create_role, expose, grant, member};
 use crate::realtime::{Stream, insert, notes};
 
 async fn settings(app: &TestApp, admin: &str, values: Value) {
@@ -61,7 +61,7 @@ async fn realtime_refuses_a_credential_revoked_after_a_remembered_read() {
 
     // Each way a credential stops: used on a read first (so this instance
     // remembers the caller), the stream opening before the change.
-    let (reader, session) = member(&app, &admin, "reader@example.com", &role).await;
+    let (_, session) = member(&app, &admin, "reader@example.com", &role).await;
     let token = app.create_token(&session, "API").await;
     let (_, leaver) = member(&app, &admin, "leaver@example.com", &role).await;
     let (gone, gone_session) = member(&app, &admin, "gone@example.com", &role).await;
@@ -92,16 +92,6 @@ async fn realtime_refuses_a_credential_revoked_after_a_remembered_read() {
         StatusCode::OK
     );
     let tokens = app.get("/api/auth/tokens", &session2).await;
-    let token_id = tokens
-        .data()
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["revokedAt"].is_null() && t["name"] == "test")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
     for t in tokens.data().as_array().unwrap() {
         let revoke = app
             .delete(
@@ -111,7 +101,6 @@ async fn realtime_refuses_a_credential_revoked_after_a_remembered_read() {
             .await;
         assert!(revoke.status.is_success(), "{:?}", revoke.body);
     }
-    let _ = token_id;
     // A removed membership (the user keeps the Users role: API access, no grant).
     let leaver_id = user_id(&app, &leaver).await;
     let moved = app
@@ -152,7 +141,6 @@ async fn realtime_refuses_a_credential_revoked_after_a_remembered_read() {
     // Nor does the dashboards list serve a remembered caller.
     let dashboards = app.get("/api/dashboards", &token).await;
     assert_eq!(dashboards.status, StatusCode::UNAUTHORIZED);
-    let _ = reader;
 }
 
 #[tokio::test]
@@ -198,16 +186,14 @@ async fn one_user_holds_at_most_its_share_of_streams_on_all_instances() {
     )
     .await;
     let peer = app.spawn_peer().await;
-    let other = app
-        .create_user(
-            &admin,
-            "other@example.com",
-            "member-password-1",
-            Some(vec![crate::ADMINS_ROLE.to_owned()]),
-        )
-        .await;
+    app.create_user(
+        &admin,
+        "other@example.com",
+        "member-password-1",
+        Some(vec![crate::ADMINS_ROLE.to_owned()]),
+    )
+    .await;
     let other_session = app.login("other@example.com", "member-password-1").await;
-    let _ = other;
 
     let first = Stream::open(&app.address, "subscribe=app.notes", Some(&admin), None)
         .await
@@ -459,23 +445,6 @@ async fn only_administrators_grant_administrator_power_through_the_data_api() {
         )
         .await;
     assert_eq!(by_admin.status, StatusCode::CREATED, "{:?}", by_admin.body);
-}
-
-/// A small deterministic generator for the property test below.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self, below: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        usize::try_from((self.0 >> 33) % below as u64).unwrap()
-    }
-
-    fn pick<'a, T>(&mut self, from: &'a [T]) -> &'a T {
-        &from[self.next(from.len())]
-    }
 }
 
 #[tokio::test]

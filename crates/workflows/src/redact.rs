@@ -33,19 +33,26 @@ const SECRET_MIN_CHARS: usize = 6;
 /// `start.data` with credential header values replaced by `[REDACTED]`,
 /// here and wherever else in it they appear.
 pub fn redacted(start_data: &Value) -> Value {
-    let mut stored = start_data.clone();
-    Secrets::of(start_data).scrub(&mut stored);
-    if let Some(headers) = stored
-        .pointer_mut("/meta/headers")
-        .and_then(Value::as_object_mut)
-    {
-        for (name, value) in headers.iter_mut() {
-            if REDACTED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-                *value = Value::String(MARK.into());
+    Secrets::of(start_data).redacted(start_data)
+}
+
+impl Secrets {
+    /// [`redacted`] with the secrets of `start_data` already found.
+    pub(crate) fn redacted(&self, start_data: &Value) -> Value {
+        let mut stored = start_data.clone();
+        self.scrub(&mut stored);
+        if let Some(headers) = stored
+            .pointer_mut("/meta/headers")
+            .and_then(Value::as_object_mut)
+        {
+            for (name, value) in headers.iter_mut() {
+                if REDACTED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                    *value = Value::String(MARK.into());
+                }
             }
         }
+        stored
     }
-    stored
 }
 
 /// The secrets a run received: its credential header values, and the

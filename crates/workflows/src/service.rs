@@ -22,7 +22,7 @@ use crate::model::{
     Definition, OnTimeout, ResponseMode, Trigger, WAIT_SECONDS_DEFAULT, WebhookAccess,
     WebhookMethod,
 };
-use crate::redact::{Redacting, Secrets, redacted};
+use crate::redact::{Redacting, Secrets};
 use crate::run::{INTERRUPTED, Outcome, RunError, RunRecord, RunStatus, StepRecord};
 use crate::store::{
     ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, WebhookLookup, WebhookTarget,
@@ -513,12 +513,13 @@ impl WorkflowService {
             allow_private,
         } = start;
         let id = new_id();
+        let secrets = Secrets::of(&start_data);
         let run = NewRun {
             id,
             workflow_id,
             test,
             definition: stored,
-            input: redacted(&start_data),
+            input: secrets.redacted(&start_data),
             run_as,
             caller_id,
             owner: self.owner,
@@ -534,7 +535,7 @@ impl WorkflowService {
             self.store.start_run(run).await?;
             self.ports.journal.clone()
         };
-        let journal = Redacting::wrap(journal, Secrets::of(&start_data));
+        let journal = Redacting::wrap(journal, secrets);
         let cancel = Arc::new(watch::channel(false).0);
         let handle = self
             .spawn(Launch {
