@@ -238,7 +238,7 @@ async fn simultaneous_changes_of_different_providers_are_all_kept() {
 #[tokio::test]
 async fn two_administrators_deactivated_at_once_leave_one() {
     let app = spawn_app().await;
-    let auth = &app.services.auth;
+    let auth = &app.services.accounts;
     let admin_role = Some(vec![crate::ADMINS_ROLE.parse().unwrap()]);
     let new_admin = |n: usize| auth::CreateUser {
         email: format!("admin{n}@example.com"),

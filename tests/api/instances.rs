@@ -170,7 +170,7 @@ async fn every_change_on_one_instance_holds_on_the_next_request_of_another() {
             &format!(
                 "/admin/api/roles/{role}/members/{}",
                 app.services
-                    .auth
+                    .sign_in
                     .authenticate(&reader)
                     .await
                     .unwrap()

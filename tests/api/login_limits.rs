@@ -55,7 +55,7 @@ async fn more_concurrent_sign_ins_than_hashing_threads_are_all_answered() {
         };
         assert_eq!(status, expected, "attempt {i}");
     }
-    let pool = app.services.auth.hash_pool();
+    let pool = app.services.sign_in.hash_pool();
     assert_eq!(
         pool.peak_concurrency(),
         pool.threads(),

@@ -13,6 +13,7 @@ type Result<T = ()> = std::result::Result<T, String>;
 /// Crates that must stay free of the web framework and the ORM.
 const DOMAIN_CRATES: &[&str] = &[
     "tessera-kernel",
+    "tessera-settings",
     "tessera-auth",
     "tessera-oauth",
     "tessera-schema",
@@ -30,6 +31,15 @@ const DOMAIN_CRATES: &[&str] = &[
     "tessera-mail",
 ];
 const FORBIDDEN_IN_DOMAIN: &[&str] = &["actix-web", "sea-orm", "sqlx"];
+
+/// Further rules of the layering: a crate, and what may not appear among
+/// its normal dependencies. Settings sit below sign-in and accounts; the
+/// service bundle, and a host that uses it alone, link no web framework.
+const LAYER_RULES: &[(&str, &[&str])] = &[
+    ("tessera-settings", &["tessera-auth"]),
+    ("tessera-services", &["actix-web", "tessera-http"]),
+    ("services-only-example", &["actix-web", "tessera-http"]),
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -317,7 +327,13 @@ fn test() -> Result {
 fn package() -> Result {
     let mut command = cargo();
     command.args(["package", "--workspace", "--no-verify", "--allow-dirty"]);
-    for private in ["tests", "xtask", "testkit", "embedded-example"] {
+    for private in [
+        "tests",
+        "xtask",
+        "testkit",
+        "embedded-example",
+        "services-only-example",
+    ] {
         command.args(["--exclude", private]);
     }
     eprintln!("xtask: running {command:?}");
@@ -330,40 +346,55 @@ fn package() -> Result {
     Ok(())
 }
 
-/// Domain crates depend on neither actix-web nor sea-orm.
+/// Domain crates depend on neither actix-web nor sea-orm, and each rule of
+/// [`LAYER_RULES`] holds.
 fn lint() -> Result {
+    let domain = DOMAIN_CRATES
+        .iter()
+        .map(|krate| (*krate, FORBIDDEN_IN_DOMAIN));
+    let rules = domain.chain(LAYER_RULES.iter().copied());
     let mut problems = Vec::new();
-    for krate in DOMAIN_CRATES {
-        let output = cargo()
-            .args([
-                "tree", "-q", "-p", krate, "-e", "normal", "--prefix", "none", "--format", "{p}",
-            ])
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !output.status.success() {
-            return Err(format!(
-                "cargo tree -p {krate} failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        let tree = String::from_utf8_lossy(&output.stdout);
-        for forbidden in FORBIDDEN_IN_DOMAIN {
+    for (krate, forbidden) in rules {
+        let tree = normal_dependencies(krate)?;
+        for name in forbidden {
             if tree
                 .lines()
-                .any(|line| line.split_whitespace().next() == Some(forbidden))
+                .any(|line| line.split_whitespace().next() == Some(name))
             {
-                problems.push(format!("{krate} depends on {forbidden}"));
+                problems.push(format!("{krate} depends on {name}"));
             }
         }
     }
     if problems.is_empty() {
         eprintln!(
-            "xtask: layering ok: {} stay free of {}",
+            "xtask: layering ok: {} stay free of {}; {}",
             DOMAIN_CRATES.join(", "),
-            FORBIDDEN_IN_DOMAIN.join(", ")
+            FORBIDDEN_IN_DOMAIN.join(", "),
+            LAYER_RULES
+                .iter()
+                .map(|(krate, forbidden)| format!("{krate} of {}", forbidden.join(", ")))
+                .collect::<Vec<_>>()
+                .join("; ")
         );
         Ok(())
     } else {
         Err(format!("layering broken: {}", problems.join("; ")))
     }
+}
+
+/// The packages `krate` depends on, one per line, its dev-dependencies left out.
+fn normal_dependencies(krate: &str) -> Result<String> {
+    let output = cargo()
+        .args([
+            "tree", "-q", "-p", krate, "-e", "normal", "--prefix", "none", "--format", "{p}",
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        return Err(format!(
+            "cargo tree -p {krate} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }

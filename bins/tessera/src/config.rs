@@ -199,6 +199,19 @@ pub struct Config {
 }
 
 impl Config {
+    /// What the services need of this configuration.
+    pub fn services(&self) -> services::ServicesConfig {
+        services::ServicesConfig {
+            database_url: self.database_url.clone(),
+            database_pool_size: self.database_pool_size,
+            database_plan_cache_mode: self.database_plan_cache_mode,
+            public_url: self.public_url.clone(),
+            listen_for_changes: self.listen_for_changes,
+            workflow_lease: self.workflow_lease,
+            files: self.files.clone(),
+        }
+    }
+
     /// Resolves the configuration from `overrides` (flags and environment),
     /// then the TOML file at `file` when it exists, then defaults.
     pub fn resolve(overrides: Overrides, file: &Path) -> anyhow::Result<Self> {

@@ -3,7 +3,6 @@
 //! [`Application`] in-process.
 
 pub mod config;
-pub mod database;
 mod metrics;
 
 use std::net::TcpListener;
@@ -13,157 +12,15 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{Server, ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{App, HttpServer, web};
 use anyhow::Context;
-use auth::AuthService;
 use http::{AppState, ReadinessCheck};
-use kernel::Clock;
-use permissions::RoleService;
-use store_pg::{PgStore, PoolOptions};
 
 pub use crate::config::Config;
+pub use services::{Services, ServicesConfig, database};
 /// The crates a host embedding Tessera calls directly (docs/embedding.md).
 pub use {
-    audit, auth, data, files, http, kernel, mcp, oauth, permissions, realtime, schema, sql_console,
-    store_pg, views, workflows,
+    audit, auth, data, files, http, kernel, mcp, oauth, permissions, realtime, schema, services,
+    settings, sql_console, store_pg, views, workflows,
 };
-
-/// The services of one process, over one pool.
-#[derive(Clone)]
-pub struct Services {
-    /// The store behind every service.
-    pub store: PgStore,
-    /// Sign-in, credentials and users.
-    pub auth: AuthService,
-    /// Sign-in with providers.
-    pub oauth: oauth::OAuthService,
-    /// The runtime settings.
-    pub settings: auth::SettingsService,
-    /// Roles.
-    pub roles: RoleService,
-    /// Tables and resources.
-    pub schema: schema::SchemaService,
-    /// Grants.
-    pub grants: permissions::GrantService,
-    /// The Data API.
-    pub data: data::DataService,
-    /// Workflows.
-    pub workflows: workflows::WorkflowService,
-    /// DataViews and dashboards.
-    pub views: views::ViewService,
-    /// The SQL console.
-    pub sql: sql_console::SqlConsole,
-    /// Realtime subscriptions.
-    pub realtime: realtime::RealtimeService,
-    /// Files.
-    pub files: files::FileService,
-}
-
-impl Services {
-    /// Connects to the database (creating and migrating it) and builds the services.
-    pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        database::create_if_missing(&config.database_url).await?;
-        let pool = PoolOptions {
-            max_connections: config.database_pool_size,
-            plan_cache_mode: config.database_plan_cache_mode,
-            ..PoolOptions::default()
-        };
-        let db = store_pg::connect(&config.database_url, pool)
-            .await
-            .context("cannot connect to the database")?;
-        Self::over(config, db, clock).await
-    }
-
-    /// Migrates the database behind `db` (a pool the caller made, such as
-    /// one from [`store_pg::connect`]) and builds the services over it.
-    /// `config.database_url` is not read.
-    pub async fn over(
-        config: &Config,
-        db: sea_orm::DatabaseConnection,
-        clock: Arc<dyn Clock>,
-    ) -> anyhow::Result<Self> {
-        database::migrate(&db).await?;
-        let store = PgStore::new(db, clock.clone());
-        if config.listen_for_changes {
-            store.watch_caches();
-        }
-        let auth = AuthService::new(Arc::new(store.clone()), clock.clone(), &config.public_url);
-        let settings = auth::SettingsService::new(Arc::new(store.clone()));
-        let data = data::DataService::new(Arc::new(store.clone()), clock.clone(), auth.clone());
-        let workflow_store: Arc<dyn workflows::WorkflowStore> = Arc::new(store.clone());
-        let ports = workflows::Ports {
-            data: Arc::new(workflows::DataSteps::new(
-                data.clone(),
-                workflow_store.clone(),
-            )),
-            outbound: Arc::new(
-                outbound::HttpClient::new().context("cannot build the HTTP client")?,
-            ),
-            journal: Arc::new(store.clone()),
-            clock: clock.clone(),
-            renew_every: config.workflow_lease / 3,
-        };
-        let options = workflows::RunnerOptions {
-            lease: config.workflow_lease,
-            ..workflows::RunnerOptions::default()
-        };
-        Ok(Self {
-            workflows: workflows::WorkflowService::new(
-                workflow_store,
-                auth.clone(),
-                settings.clone(),
-                ports,
-                options,
-            ),
-            oauth: oauth::OAuthService::new(
-                auth.clone(),
-                Arc::new(store.clone()),
-                Arc::new(store.clone()),
-                clock.clone(),
-                &config.public_url,
-            )
-            .context("cannot build the OAuth HTTP client")?,
-            views: views::ViewService::new(Arc::new(store.clone()), data.clone(), clock.clone()),
-            sql: sql_console::SqlConsole::new(Arc::new(store.clone()), settings.clone()),
-            realtime: realtime::RealtimeService::new(
-                Arc::new(store.clone()),
-                data.clone(),
-                auth.clone(),
-                settings.clone(),
-            ),
-            files: files::FileService::new(
-                data.clone(),
-                Arc::new(store.clone()),
-                files::Blobs::open(&config.files)
-                    .map_err(|e| anyhow::anyhow!("files storage: {e}"))?,
-                settings.clone(),
-            ),
-            data,
-            auth,
-            settings,
-            roles: RoleService::new(Arc::new(store.clone()), clock.clone()),
-            schema: schema::SchemaService::new(Arc::new(store.clone()), clock.clone()),
-            grants: permissions::GrantService::new(Arc::new(store.clone()), clock),
-            store,
-        })
-    }
-
-    /// Creates the configured administrator when no active administrator exists.
-    /// Answers the created user's email.
-    pub async fn bootstrap_admin(
-        &self,
-        email: &str,
-        password: &str,
-    ) -> anyhow::Result<Option<String>> {
-        let admins = self
-            .auth
-            .role_members(kernel::ADMINISTRATORS_ROLE_ID)
-            .await?;
-        if admins.iter().any(|u| u.active) {
-            return Ok(None);
-        }
-        let user = self.auth.ensure_admin(email, password, None).await?;
-        Ok(Some(user.email))
-    }
-}
 
 /// Tessera's HTTP face and background workers over [`Services`], for a
 /// host's own actix-web application (docs/embedding.md); the standalone
@@ -200,27 +57,9 @@ impl Tessera {
             let store = store.clone();
             Box::pin(async move { store.ping().await })
         });
-        let mcp_server = mcp::McpServer::new(
-            services.data.clone(),
-            services.views.clone(),
-            services.workflows.clone(),
-        );
         let state = web::Data::new(AppState {
-            auth: services.auth.clone(),
-            oauth: services.oauth.clone(),
-            settings: services.settings.clone(),
-            roles: services.roles.clone(),
-            schema: services.schema.clone(),
-            grants: services.grants.clone(),
-            data: services.data.clone(),
-            workflows: services.workflows.clone(),
-            views: services.views.clone(),
-            sql: services.sql.clone(),
-            realtime: services.realtime.clone(),
-            files: services.files.clone(),
-            mcp: Arc::new(mcp_server.clone().into_service()),
-            mcp_server,
-            audit: audit::AuditService::new(Arc::new(services.store.clone())),
+            mcp: Arc::new(services.mcp.clone().into_service()),
+            services: services.clone(),
             ready,
             trusted_proxies: config.trusted_proxies.clone(),
             max_body_bytes: config.max_body_bytes,

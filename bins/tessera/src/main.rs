@@ -90,7 +90,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let config = Config::resolve(cli.overrides, &cli.config)?;
     init_tracing(&config.log);
-    let services = Services::start(&config, Arc::new(SystemClock)).await?;
+    let services = Services::start(&config.services(), Arc::new(SystemClock)).await?;
     match cli.command {
         Command::Openapi => {}
         Command::Migrate => {
@@ -105,7 +105,7 @@ async fn main() -> anyhow::Result<()> {
                 },
         } => {
             let user = services
-                .auth
+                .accounts
                 .ensure_admin(&email, &password, name)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;

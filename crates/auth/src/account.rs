@@ -1,20 +1,25 @@
 //! The account lifecycle: registration, password reset and change, email
 //! verification and invitations. Links travel by email through the outbox,
-//! written in the same transaction as the token they carry.
+//! written in the same transaction as the token they carry. The users'
+//! administration is in `users`.
+
+use std::sync::Arc;
 
 use audit::{Actor, AuditEvent};
+use chrono::{DateTime, Utc};
 use kernel::settings::Settings;
 use kernel::validate::{Email, NewPassword};
-use kernel::{FieldError, StoreError, new_id};
+use kernel::{Clock, FieldError, StoreError, new_id};
 use permissions::Principal;
 use serde_json::json;
+use settings::SettingsService;
 use uuid::Uuid;
 
 use crate::email::{self, EmailKind};
-use crate::model::{Invitation, NewOneTimeToken, TokenMail, User};
+use crate::model::{Invitation, NewOneTimeToken, TokenMail, User, target};
 use crate::secret;
-use crate::service::{optional_name, target};
-use crate::{AuthError, AuthService, CreateUser};
+use crate::users::optional_name;
+use crate::{AuthError, AuthStore, CreateUser, HashPool};
 
 /// Longest one-time token accepted before lookup.
 const TOKEN_MAX: usize = 256;
@@ -38,7 +43,54 @@ fn token_hash(token: &str) -> Result<[u8; 32], AuthError> {
     Ok(secret::hash_secret(token))
 }
 
-impl AuthService {
+/// Accounts: their lifecycle (registration, passwords, verification,
+/// invitations) and their administration.
+#[derive(Clone)]
+pub struct AccountService {
+    pub(crate) store: Arc<dyn AuthStore>,
+    pub(crate) settings: SettingsService,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Base of links in emails when `auth.email_links_base_url` is not set.
+    public_url: String,
+    /// Where passwords are hashed and verified, with bounded memory.
+    hasher: HashPool,
+}
+
+impl AccountService {
+    /// A service over `store`, reading time from `clock`; passwords are
+    /// hashed on `hasher` (shared with the sign-in service); email links
+    /// start with `public_url` unless the settings name another base.
+    pub fn new(
+        store: Arc<dyn AuthStore>,
+        settings: SettingsService,
+        clock: Arc<dyn Clock>,
+        hasher: HashPool,
+        public_url: &str,
+    ) -> Self {
+        Self {
+            store,
+            settings,
+            clock,
+            public_url: public_url.trim_end_matches('/').to_owned(),
+            hasher,
+        }
+    }
+
+    /// The time of the service's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Checks a new password against the settings and hashes it.
+    pub(crate) async fn hash_new_password(
+        &self,
+        password: &str,
+        settings: &Settings,
+    ) -> Result<String, AuthError> {
+        let password = NewPassword::parse(password, "password", settings.password_min_length())?;
+        self.hasher.hash(password.expose().to_owned()).await
+    }
+
     /// The hash of `token` once the store holds it live as a `kind` token:
     /// a bogus token is refused before any password is hashed, so a flood
     /// of them cannot fill the hashing queue.
@@ -99,7 +151,7 @@ impl AuthService {
         name: Option<String>,
         ip: Option<String>,
     ) -> Result<User, AuthError> {
-        let settings = self.heeded_settings().await?;
+        let settings = self.settings.heeded().await?;
         if !settings.registration_enabled() {
             return Err(AuthError::PermissionDenied("Registration is closed"));
         }
@@ -173,7 +225,7 @@ impl AuthService {
         action: &'static str,
         ip: Option<String>,
     ) -> Result<(), AuthError> {
-        let settings = self.heeded_settings().await?;
+        let settings = self.settings.heeded().await?;
         let mail = self.token_mail(
             &settings,
             kind,
@@ -209,15 +261,36 @@ impl AuthService {
         password: &str,
         ip: Option<String>,
     ) -> Result<(), AuthError> {
-        let hash = self.live_token(token, EmailKind::PasswordReset).await?;
-        let settings = self.heeded_settings().await?;
+        self.redeem_with_password(token, password, EmailKind::PasswordReset, ip)
+            .await
+    }
+
+    /// Uses a one-time token of `kind` that sets a password (a reset or an
+    /// invitation): the token is found live before the password is hashed,
+    /// then redeemed with the hash in one transaction with its audit entry.
+    async fn redeem_with_password(
+        &self,
+        token: &str,
+        password: &str,
+        kind: EmailKind,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
+        let hash = self.live_token(token, kind).await?;
+        let settings = self.settings.heeded().await?;
         let password_hash = self.hash_new_password(password, &settings).await?;
-        let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.password_reset", None, ip);
-        self.store
-            .redeem_reset(&hash, password_hash, self.now(), event)
-            .await?
-            .map(|_| ())
-            .ok_or(AuthError::InvalidToken)
+        let now = self.now();
+        let redeemed = if kind == EmailKind::Invitation {
+            let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.invitation_accepted", None, ip);
+            self.store
+                .redeem_invitation(&hash, password_hash, now, event)
+                .await?
+        } else {
+            let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.password_reset", None, ip);
+            self.store
+                .redeem_reset(&hash, password_hash, now, event)
+                .await?
+        };
+        redeemed.map(drop).ok_or(AuthError::InvalidToken)
     }
 
     /// Changes the caller's password; their other sessions end.
@@ -238,7 +311,7 @@ impl AuthService {
                 "This account has no password yet",
             ));
         };
-        let settings = self.store.settings().await?;
+        let settings = self.settings.current().await?;
         let new = NewPassword::parse(new, "newPassword", settings.password_min_length())?;
         if !self.hasher.verify(current.to_owned(), Some(stored)).await? {
             return Err(AuthError::InvalidCurrentPassword);
@@ -334,15 +407,8 @@ impl AuthService {
         password: &str,
         ip: Option<String>,
     ) -> Result<(), AuthError> {
-        let hash = self.live_token(token, EmailKind::Invitation).await?;
-        let settings = self.heeded_settings().await?;
-        let password_hash = self.hash_new_password(password, &settings).await?;
-        let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.invitation_accepted", None, ip);
-        self.store
-            .redeem_invitation(&hash, password_hash, self.now(), event)
-            .await?
-            .map(|_| ())
-            .ok_or(AuthError::InvalidToken)
+        self.redeem_with_password(token, password, EmailKind::Invitation, ip)
+            .await
     }
 
     /// Pending invitations.
@@ -362,7 +428,7 @@ impl AuthService {
         if request.role_ids.len() > 100 {
             return Err(FieldError::new("roleIds", "has too many roles").into());
         }
-        let settings = self.store.settings().await?;
+        let settings = self.settings.current().await?;
         let now = self.now();
         let invitation = Invitation {
             id: new_id(),

@@ -1,6 +1,8 @@
-//! Users and their credentials: sign-in with lockout, sessions, personal access
-//! tokens, the credential resolver of every protected route, and the user and
-//! settings administration that goes with them.
+//! Users and their credentials. `SignInService` (`sign_in`): the credential
+//! resolver of every protected route, sign-in with lockout, sessions and
+//! personal access tokens. `AccountService` (`account`, `users`):
+//! registration, password reset and change, email verification,
+//! invitations, and the users' administration.
 
 mod account;
 pub mod email;
@@ -8,14 +10,14 @@ mod error;
 mod hasher;
 mod model;
 pub mod secret;
-mod service;
-mod settings;
+mod sign_in;
 mod store;
+mod users;
 
-pub use account::InviteRequest;
+pub use account::{AccountService, InviteRequest};
 pub use error::AuthError;
 pub use hasher::HashPool;
 pub use model::*;
-pub use service::{AuthService, ChangeUser, CreateUser, MAX_TOKEN_DAYS, TokenRequest};
-pub use settings::SettingsService;
+pub use sign_in::{MAX_TOKEN_DAYS, SignInService, TokenRequest};
 pub use store::AuthStore;
+pub use users::{ChangeUser, CreateUser};

@@ -339,3 +339,8 @@ pub struct Invitation {
     /// End of validity.
     pub expires_at: DateTime<Utc>,
 }
+
+/// The audit target `kind:id`.
+pub(crate) fn target(kind: &str, id: Uuid) -> Option<String> {
+    Some(format!("{kind}:{id}"))
+}

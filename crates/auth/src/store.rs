@@ -1,30 +1,15 @@
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use audit::AuditEvent;
 use chrono::{DateTime, Utc};
-use kernel::settings::{Settings, SettingsPatch};
 use kernel::{StoreError, Versions};
 use uuid::Uuid;
 
 use crate::model::*;
 
-/// Persistence of users, credentials and settings. Every method that changes
+/// Persistence of users and their credentials. Every method that changes
 /// something takes its audit event and writes both in one transaction.
 #[async_trait]
 pub trait AuthStore: Send + Sync + 'static {
-    /// The settings in force (shared: implementations cache them).
-    async fn settings(&self) -> Result<Arc<Settings>, StoreError>;
-    /// Stores validated setting values.
-    async fn save_settings(
-        &self,
-        patch: &SettingsPatch,
-        event: AuditEvent,
-    ) -> Result<(), StoreError>;
-
-    /// Whether a role exists.
-    async fn role_exists(&self, id: Uuid) -> Result<bool, StoreError>;
-
     /// Looks a bearer secret's hash up, with its user's state and roles, in
     /// one round trip that also reads (and lets the store's caches heed) the
     /// shared state's current versions.
@@ -40,10 +25,6 @@ pub trait AuthStore: Send + Sync + 'static {
         kind: CredentialKind,
         hash: &[u8; 32],
     ) -> Result<(Versions, Option<(CredentialRecord, User)>), StoreError>;
-    /// Reads the shared state's current versions, so the store's caches heed
-    /// every change answered before: for a request that has no credential to
-    /// resolve.
-    async fn versions(&self) -> Result<Versions, StoreError>;
     /// The account behind an email, compared case-insensitively, counting
     /// this sign-in attempt atomically (unless the account is locked at `now`).
     async fn login_candidate(

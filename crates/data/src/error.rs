@@ -45,6 +45,18 @@ impl DataError {
     pub fn retried(&self) -> bool {
         !matches!(self, DataError::Store(kernel::StoreError::QueryTimeout))
     }
+
+    /// Whether the statement found the shared state it was planned on
+    /// changed (nothing was answered or written): plan it again.
+    pub fn is_stale(&self) -> bool {
+        matches!(self, DataError::Store(kernel::StoreError::Stale))
+    }
+}
+
+impl From<kernel::StoreError> for DataError {
+    fn from(error: kernel::StoreError) -> Self {
+        DataError::Store(error)
+    }
 }
 
 impl ErrorCode for DataError {

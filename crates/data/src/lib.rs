@@ -1,22 +1,31 @@
 //! The Data API: rows of exposed tables under the caller's grants, with the
 //! filter language, `$USER` and `$PERIOD` variables, sorting and paging.
+//!
+//! Where things are: `service` (the service and the table it opens),
+//! `callers` (the request, the caller it resolves to, the retry on stale
+//! state), `reads` (list, get, a role's preview), `writes` (insert, update,
+//! delete), `watch` (realtime admission), `checks` (parameters and bodies
+//! against real columns and grants), `query` (what the store is handed).
 
 mod callers;
 mod checks;
 mod error;
 mod query;
+mod reads;
 mod role_view;
 mod service;
 mod table;
+mod watch;
+mod writes;
 
+pub use callers::{Caller, DataRequest, Effect, until_current};
 pub use checks::{check_filter, masks, number, parse_filter, sort, user_column};
 pub use error::{DataError, query_error, read_error};
 pub use query::{
     Change, Context, DataStore, Found, ListQuery, Output, Predicate, Read, Shown, Write,
 };
+pub use reads::{LIMIT_DEFAULT, LIMIT_MAX, ListParams, Page, RoleSubject, rows_seen_by};
 pub use role_view::RoleView;
-pub use service::{
-    Answer, Caller, DataRequest, DataService, LIMIT_DEFAULT, LIMIT_MAX, ListParams, Op, Page,
-    RoleSubject, Watch, rows_seen_by,
-};
+pub use service::{DataService, Target};
 pub use table::{Column, Kind, SERVICE_SCHEMA, SERVICE_TABLES, Table, service_columns};
+pub use watch::Watch;

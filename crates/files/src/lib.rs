@@ -11,14 +11,14 @@ mod range;
 
 use std::sync::Arc;
 
-use auth::SettingsService;
 use chrono::{DateTime, Utc};
-use data::{Answer, DataError, DataRequest, DataService, Op};
+use data::{Caller, DataError, DataRequest, DataService, Effect, Target};
 use futures_util::stream::BoxStream;
 use kernel::StoreError;
 use permissions::Plane;
 use serde::Deserialize;
 use serde_json::json;
+use settings::SettingsService;
 use uuid::Uuid;
 
 pub use blobs::{Blobs, BlobsConfig, S3Config, Upload};
@@ -26,8 +26,8 @@ pub use error::FileError;
 pub use kinds::{is_active_content, sniff};
 pub use range::{ByteRange, RangeRequest};
 
-/// The schema and table of the records.
-const TABLE: (&str, &str) = ("svc", "files");
+/// The table of the records, behind the routes of `/api/files`.
+const TABLE: Target<'static> = Target::behind_route("svc", "files");
 
 /// PRIVATE or PUBLIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -186,19 +186,21 @@ impl FileService {
     }
 
     /// Runs `op` on `svc.files` as the caller of `request`.
-    async fn on_files(&self, request: DataRequest<'_>, op: Op<'_>) -> Result<Answer, DataError> {
-        self.data
-            .as_caller(
-                request,
-                Plane::Api,
-                |error| op.retried_after(error),
-                async |caller, version| {
-                    self.data
-                        .run_behind_route(caller, version, TABLE.0, TABLE.1, op)
-                        .await
-                },
-            )
-            .await
+    async fn on_files<T>(
+        &self,
+        request: DataRequest<'_>,
+        effect: Effect,
+        op: impl AsyncFn(Caller<'_>, i64) -> Result<T, DataError>,
+    ) -> Result<T, DataError> {
+        self.data.as_caller(request, Plane::Api, effect, op).await
+    }
+
+    /// The record `id` as the caller of `request` may read it, as JSON text.
+    async fn read_record(&self, request: DataRequest<'_>, id: &str) -> Result<String, DataError> {
+        self.on_files(request, Effect::Reads, async |caller, v| {
+            self.data.get_as(caller, v, TABLE, id).await
+        })
+        .await
     }
 
     /// Checks that the caller may create files (before the body is read).
@@ -207,13 +209,10 @@ impl FileService {
     /// (not a cache another instance's change has not reached yet), and a
     /// revoked credential streams no body.
     pub async fn begin(&self, request: DataRequest<'_>) -> Result<UploadTicket, FileError> {
-        let check = Op::Check { method: "POST" };
         let owner = self
             .data
-            .as_current_caller(request, Plane::Api, async |caller, version| {
-                self.data
-                    .run_behind_route(caller, version, TABLE.0, TABLE.1, check)
-                    .await?;
+            .as_current_caller(request, Plane::Api, async |caller, _| {
+                self.data.check_method_as(caller, TABLE, "POST").await?;
                 Ok(caller.principal.user_id)
             })
             .await?;
@@ -255,8 +254,13 @@ impl FileService {
             "visibility": visibility.as_str(),
             "owner_id": ticket.owner,
         });
-        match self.on_files(request, Op::Create { body: &row }).await {
-            Ok(answer) => serde_json::from_str(&answer.into_json())
+        let created = self
+            .on_files(request, Effect::Writes, async |caller, v| {
+                self.data.create_as(caller, v, TABLE, &row).await
+            })
+            .await;
+        match created {
+            Ok(json) => serde_json::from_str(&json)
                 .map_err(|e| FileError::Store(StoreError::Internal(e.to_string()))),
             Err(error) => {
                 self.blobs.remove(stored.id).await;
@@ -272,8 +276,8 @@ impl FileService {
 
     /// The record of `id` as the caller may read it.
     pub async fn meta(&self, request: DataRequest<'_>, id: &str) -> Result<FileRecord, FileError> {
-        let answer = self.on_files(request, Op::Get { key: id }).await?;
-        serde_json::from_str(&answer.into_json())
+        let json = self.read_record(request, id).await?;
+        serde_json::from_str(&json)
             .map_err(|e| FileError::Store(StoreError::Internal(e.to_string())))
     }
 
@@ -307,7 +311,7 @@ impl FileService {
         let file = match (stored, request) {
             (Some(file), _) if file.public => file,
             (stored, Some(request)) => {
-                self.on_files(request, Op::Get { key: id }).await?;
+                self.read_record(request, id).await?;
                 stored.ok_or(FileError::NotFound)?
             }
             (_, None) => return Err(FileError::CredentialRequired),
@@ -320,7 +324,10 @@ impl FileService {
     /// Deletes the file `id` (delete grant on `svc.files`, row filters apply),
     /// record then bytes.
     pub async fn delete(&self, request: DataRequest<'_>, id: &str) -> Result<(), FileError> {
-        self.on_files(request, Op::Delete { key: id }).await?;
+        self.on_files(request, Effect::Writes, async |caller, v| {
+            self.data.delete_as(caller, v, TABLE, id).await
+        })
+        .await?;
         if let Ok(id) = Uuid::parse_str(id) {
             self.blobs.remove(id).await;
         }

@@ -6,8 +6,9 @@ use std::net::IpAddr;
 
 use actix_web::dev::Payload;
 use actix_web::error::PayloadError;
-use actix_web::http::header;
+use actix_web::http::{Method, header};
 use actix_web::{FromRequest, HttpRequest, web};
+use data::DataRequest;
 use futures_util::future::LocalBoxFuture;
 use kernel::Code;
 use permissions::{Plane, Principal};
@@ -232,24 +233,54 @@ impl<P> Caller<P> {
     }
 }
 
-/// The bearer secret of a request, for routes that resolve it themselves (the
-/// Data API's reads resolve it in the same statement as the data).
+/// The caller of a route whose service resolves the credential itself, in
+/// the request's own statement (the Data API's one round trip): the bearer
+/// secret with where the request comes from, never handled by the handler.
 #[derive(Debug)]
-pub struct Bearer {
-    /// The secret.
-    pub secret: String,
+pub struct LazyCaller {
+    secret: String,
+    zone_header: Option<String>,
+    /// The client's address, for the audit log of writes (not read for
+    /// GET and HEAD, which write nothing).
+    ip: Option<String>,
 }
 
-impl FromRequest for Bearer {
+/// The header naming the caller's time zone for `$PERIOD`.
+const ZONE_HEADER: &str = "x-service-timezone";
+
+impl LazyCaller {
+    /// The caller of `req` with the credential `secret` sent another way
+    /// than the Authorization header (realtime's `access_token`).
+    pub(crate) fn with_secret(req: &HttpRequest, secret: String) -> Self {
+        let writes = !matches!(*req.method(), Method::GET | Method::HEAD);
+        LazyCaller {
+            secret,
+            zone_header: req
+                .headers()
+                .get(ZONE_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            ip: if writes { origin(req).ip } else { None },
+        }
+    }
+
+    /// The request as the domain services take it.
+    pub fn request(&self) -> DataRequest<'_> {
+        DataRequest {
+            bearer: &self.secret,
+            zone_header: self.zone_header.as_deref(),
+            ip: self.ip.as_deref(),
+        }
+    }
+}
+
+impl FromRequest for LazyCaller {
     type Error = ApiError;
     type Future = std::future::Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        std::future::ready(
-            bearer(req)
-                .map(|secret| Bearer { secret })
-                .ok_or_else(credential_required),
-        )
+        let caller = bearer(req).map(|secret| LazyCaller::with_secret(req, secret));
+        std::future::ready(caller.ok_or_else(credential_required))
     }
 }
 
@@ -280,7 +311,7 @@ impl<P: Policy> FromRequest for Caller<P> {
         Box::pin(async move {
             let state = state.ok_or_else(|| ApiError::new(Code::Internal, "Internal error"))?;
             let secret = secret.ok_or_else(credential_required)?;
-            let principal = state.auth.authenticate(&secret).await?;
+            let principal = state.services.sign_in.authenticate(&secret).await?;
             principal.authorize(P::PLANE, P::SESSION_ONLY)?;
             Ok(Caller {
                 principal,

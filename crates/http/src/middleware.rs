@@ -210,10 +210,10 @@ pub async fn cors(
     {
         // Without a credential to resolve, nothing else would heed them; a
         // failure leaves the handler to answer the database's state.
-        let _ = state.settings.heed_changes().await;
+        let _ = state.services.settings.heed_changes().await;
     }
     let allowed_for = |state: Option<actix_web::web::Data<crate::AppState>>| async move {
-        let settings = state?.settings.current().await.ok()?;
+        let settings = state?.services.settings.current().await.ok()?;
         if settings.cors_origins().any(|o| o == origin) {
             HeaderValue::from_str(&origin).ok().map(AllowOrigin::Echo)
         } else if settings.cors_origins().any(|o| o == "*") {
@@ -288,7 +288,7 @@ pub async fn account_rate_limit(
         .cloned()
     {
         let origin = crate::extract::origin(req.request());
-        if let Err(error) = state.auth.take_account_call(&origin).await {
+        if let Err(error) = state.services.sign_in.take_account_call(&origin).await {
             let (req, _) = req.into_parts();
             let res = HttpResponse::from_error(ApiError::from(error));
             return Ok(ServiceResponse::new(req, res).map_into_left_body());

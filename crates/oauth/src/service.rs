@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use audit::{Actor, AuditEvent, AuditStore};
 use auth::secret::{hash_secret, new_session_token};
-use auth::{AuthService, NewUser, Origin};
+use auth::{NewUser, Origin, SignInService};
 use chrono::Duration;
 use kernel::settings::Settings;
 use kernel::validate::{Email, NAME_MAX};
 use kernel::{Clock, Code, FieldError, StoreError, new_id};
 use permissions::Principal;
 use serde_json::{Value, json};
+use settings::SettingsService;
 use url::Url;
 use uuid::Uuid;
 
@@ -63,7 +64,8 @@ impl Refusal {
 /// Sign-in with Google, GitHub or an OIDC issuer.
 #[derive(Clone)]
 pub struct OAuthService {
-    auth: AuthService,
+    auth: SignInService,
+    settings: SettingsService,
     store: Arc<dyn OAuthStore>,
     audit: Arc<dyn AuditStore>,
     protocol: Arc<Protocol>,
@@ -74,7 +76,8 @@ impl OAuthService {
     /// A service over its stores; `public_url` gives the callback URL the
     /// providers are told to return to. Fails when no TLS client can be built.
     pub fn new(
-        auth: AuthService,
+        auth: SignInService,
+        settings: SettingsService,
         store: Arc<dyn OAuthStore>,
         audit: Arc<dyn AuditStore>,
         clock: Arc<dyn Clock>,
@@ -82,6 +85,7 @@ impl OAuthService {
     ) -> Result<Self, reqwest::Error> {
         Ok(Self {
             auth,
+            settings,
             store,
             audit,
             protocol: Arc::new(Protocol::new(clock)?),
@@ -91,7 +95,7 @@ impl OAuthService {
 
     /// The providers one can sign in with now.
     pub async fn enabled(&self) -> Result<Vec<Provider>, OAuthError> {
-        let settings = self.auth.heeded_settings().await?;
+        let settings = self.settings.heeded().await?;
         Ok(Provider::ALL
             .into_iter()
             .filter(|p| ProviderConfig::of(&settings, *p).is_some())
@@ -133,7 +137,7 @@ impl OAuthService {
         redirect_to: Option<&str>,
         origin: &Origin,
     ) -> Result<Url, OAuthError> {
-        let settings = self.auth.heeded_settings().await?;
+        let settings = self.settings.heeded().await?;
         let provider = Provider::parse(provider).ok_or(OAuthError::NotFound)?;
         let config = ProviderConfig::of(&settings, provider).ok_or(OAuthError::NotFound)?;
         let raw = redirect_to.ok_or_else(|| FieldError::new("redirect_to", "is required"))?;
@@ -222,7 +226,7 @@ impl OAuthService {
         callback: Callback,
         origin: &Origin,
     ) -> Result<Result<String, (Refusal, Option<String>)>, OAuthError> {
-        let settings = self.auth.heeded_settings().await?;
+        let settings = self.settings.heeded().await?;
         let Some(config) = ProviderConfig::of(&settings, provider) else {
             return Ok(Err((Refusal::failed("provider_disabled"), None)));
         };

@@ -10,12 +10,13 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use auth::{AuthService, SettingsService};
+use auth::SignInService;
 use chrono::{DateTime, Utc};
 use data::{Caller, DataService, Table, Watch};
 use kernel::Versions;
 use kernel::filter::{Filter, Operand};
 use permissions::{Access, Action, Plane, Principal};
+use settings::SettingsService;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use uuid::Uuid;
@@ -105,7 +106,7 @@ impl Member {
 pub(crate) struct Hub {
     store: Arc<dyn RealtimeStore>,
     data: DataService,
-    auth: AuthService,
+    auth: SignInService,
     settings: SettingsService,
     joins: OnceLock<mpsc::Sender<Join>>,
 }
@@ -114,7 +115,7 @@ pub(crate) struct Hub {
 struct Runner {
     store: Arc<dyn RealtimeStore>,
     data: DataService,
-    auth: AuthService,
+    auth: SignInService,
     settings: SettingsService,
     members: Vec<Member>,
     /// Events up to this id were read; `None` while nobody listens.
@@ -127,7 +128,7 @@ impl Hub {
     pub(crate) fn new(
         store: Arc<dyn RealtimeStore>,
         data: DataService,
-        auth: AuthService,
+        auth: SignInService,
         settings: SettingsService,
     ) -> Self {
         Self {

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-use auth::{AuthService, SettingsService};
+use auth::SignInService;
 use data::{Caller, DataService};
 use kernel::FieldError;
 use permissions::Plane;
+use settings::SettingsService;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -72,7 +73,7 @@ impl Drop for Subscription {
 pub struct RealtimeService {
     store: Arc<dyn RealtimeStore>,
     data: DataService,
-    auth: AuthService,
+    auth: SignInService,
     settings: SettingsService,
     hub: Arc<Hub>,
     open: Arc<AtomicUsize>,
@@ -84,7 +85,7 @@ impl RealtimeService {
     pub fn new(
         store: Arc<dyn RealtimeStore>,
         data: DataService,
-        auth: AuthService,
+        auth: SignInService,
         settings: SettingsService,
     ) -> Self {
         Self {

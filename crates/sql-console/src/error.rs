@@ -2,7 +2,6 @@
 
 use std::borrow::Cow;
 
-use auth::AuthError;
 use kernel::{Code, ErrorCode, StoreError};
 
 /// Why the store could not run a statement.
@@ -53,7 +52,7 @@ pub enum SqlConsoleError {
     Failed(#[from] SqlFailure),
     /// The settings could not be read.
     #[error(transparent)]
-    Auth(#[from] AuthError),
+    Store(#[from] StoreError),
 }
 
 impl SqlConsoleError {
@@ -75,7 +74,7 @@ impl ErrorCode for SqlConsoleError {
             }
             Self::Failed(SqlFailure::Refused { .. }) => Code::SqlError,
             Self::Failed(SqlFailure::Store(e)) => e.code(),
-            Self::Auth(e) => e.code(),
+            Self::Store(e) => e.code(),
         }
     }
 
@@ -83,7 +82,7 @@ impl ErrorCode for SqlConsoleError {
         match self {
             Self::Invalid { message, .. } => Cow::Borrowed(message),
             Self::Failed(SqlFailure::Store(e)) => e.message(),
-            Self::Auth(e) => e.message(),
+            Self::Store(e) => e.message(),
             other => Cow::Owned(other.to_string()),
         }
     }
@@ -94,7 +93,7 @@ impl ErrorCode for SqlConsoleError {
             Self::Failed(SqlFailure::SeveralStatements) => Some("query"),
             Self::Failed(SqlFailure::BadParameter { field, .. }) => Some(field),
             Self::Failed(SqlFailure::Store(e)) => e.field(),
-            Self::Auth(e) => e.field(),
+            Self::Store(e) => e.field(),
             _ => None,
         }
     }
@@ -102,7 +101,7 @@ impl ErrorCode for SqlConsoleError {
     fn retry_after(&self) -> Option<u64> {
         match self {
             Self::Failed(SqlFailure::Store(e)) => e.retry_after(),
-            Self::Auth(e) => e.retry_after(),
+            Self::Store(e) => e.retry_after(),
             _ => None,
         }
     }

@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use audit::AuditEvent;
-use auth::SettingsService;
 use permissions::Principal;
 use serde_json::{Value, json};
+use settings::SettingsService;
 
 pub use error::{SqlConsoleError, SqlFailure};
 

@@ -15,6 +15,7 @@ mod outbox_store;
 mod realtime_store;
 mod role_store;
 mod schema_store;
+mod settings_store;
 mod sql_console_store;
 mod sql_values;
 mod timeout;

@@ -25,17 +25,20 @@ const WORKFLOW_COLUMNS: &str =
 
 /// The workflow of a webhook call (`$1` slug) with the versions, taking a
 /// call of `$3` (the address's key) from the public rate limit when the
-/// workflow is public and called with its method (`$2`): under the row lock
-/// of `ON CONFLICT`, against the limit stored in `svc.settings`, so no two
-/// instances pass it together. Windows that ended are cleared by the worker.
+/// workflow's access is public (`$4`; `$5` when it names none) and it is
+/// called with its method (`$2`; `$6` when it names none): under the row
+/// lock of `ON CONFLICT`, against the limit stored in `svc.settings` under
+/// `$7` (`$8` when not stored), so no two instances pass it together.
+/// Windows that ended are cleared by the worker. The defaults come from the
+/// workflow model and the settings registry.
 const WEBHOOK_SQL: &str = "WITH w AS ( \
         SELECT w.id, w.published, w.published_at, \
         ARRAY(SELECT g.role_id FROM svc.grants g WHERE g.workflow_id = w.id AND g.action = 'invoke') AS roles, \
-        coalesce(w.published #>> '{trigger,access}', 'public') = 'public' \
-          AND coalesce(w.published #>> '{trigger,method}', 'POST') = $2 AS counted \
+        coalesce(w.published #>> '{trigger,access}', $5) = $4 \
+          AND coalesce(w.published #>> '{trigger,method}', $6) = $2 AS counted \
         FROM svc.workflows w WHERE w.slug = $1 AND w.enabled AND w.published IS NOT NULL), \
     lim AS (SELECT coalesce((SELECT (s.value #>> '{}')::bigint FROM svc.settings s \
-        WHERE s.key = 'workflows.public_rate_limit_per_minute'), 60) AS n), \
+        WHERE s.key = $7), $8) AS n), \
     taken AS (SELECT svc.take_rate($3, (SELECT n FROM lim)) AS wait FROM w WHERE w.counted) \
     SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, \
         w.id, w.published, w.published_at, w.roles, coalesce(w.counted, false) AS counted, \
@@ -355,7 +358,16 @@ impl WorkflowStore for PgStore {
             .db
             .query_one_raw(stmt(
                 WEBHOOK_SQL,
-                [call.slug.into(), call.method.into(), call.rate_key.into()],
+                [
+                    call.slug.into(),
+                    call.method.into(),
+                    call.rate_key.into(),
+                    call.public_access.into(),
+                    call.default_access.into(),
+                    call.default_method.into(),
+                    call.rate_limit_key.into(),
+                    call.rate_limit_default.into(),
+                ],
             ))
             .await
             .map_err(map_err)?

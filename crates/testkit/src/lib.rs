@@ -116,11 +116,11 @@ async fn spawn(
         Some(c) => c.clone(),
         None => Arc::new(kernel::SystemClock),
     };
-    let services = Services::start(&config, app_clock)
+    let services = Services::start(&config.services(), app_clock)
         .await
         .expect("services start");
     services
-        .auth
+        .accounts
         .ensure_admin(ADMIN_EMAIL, ADMIN_PASSWORD, Some("Admin".into()))
         .await
         .expect("admin");
@@ -170,7 +170,7 @@ impl TestApp {
     pub async fn spawn_peer(&self) -> String {
         let mut config = self.config.clone();
         config.smtp_url = None;
-        let services = Services::start(&config, Arc::new(kernel::SystemClock))
+        let services = Services::start(&config.services(), Arc::new(kernel::SystemClock))
             .await
             .expect("peer services start");
         let app = Application::build(&config, &services).expect("peer builds");

@@ -4,11 +4,16 @@
 //! the view and on its source; dashboards of charts over them.
 
 pub mod dashboard;
+mod dashboards;
+mod dataviews;
 pub mod definition;
 mod error;
 pub mod query;
+mod reads;
 mod service;
 pub mod store;
 
+pub use dashboards::{ResolvedDashboard, ResolvedWidget};
+pub use dataviews::Preview;
 pub use error::ViewError;
-pub use service::{Preview, ResolvedDashboard, ResolvedWidget, ViewService};
+pub use service::ViewService;

@@ -4,17 +4,14 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use data::{Caller, DataError, DataService, ListParams, Op};
-use kernel::{Code, ErrorCode, StoreError};
+use data::{Caller, DataError, DataService, ListParams, Target, until_current};
+use kernel::{Code, ErrorCode};
 use permissions::{Credential, Plane, Principal};
 use serde_json::{Value, json};
 
 use crate::engine::{RunUser, StepData};
 use crate::run::RunError;
 use crate::store::WorkflowStore;
-
-/// Steps planned again when shared state changes under them.
-const STALE_RETRIES: usize = 3;
 
 /// [`StepData`] over the Data API service.
 pub struct DataSteps {
@@ -56,30 +53,66 @@ impl DataSteps {
         Ok((principal, record.auth_version))
     }
 
-    /// Runs `op` on `resource` as the run user, read afresh, and again
+    /// Runs `step` on `resource` as the run user, read afresh, and again
     /// while the shared state changes under it (each statement checks its
     /// versions, so a stale attempt wrote nothing); the answer as JSON.
     async fn as_run_user(
         &self,
         user: RunUser,
         resource: &str,
-        op: Op<'_>,
+        step: DataStep<'_>,
     ) -> Result<Value, RunError> {
         let (schema, name) = table(resource);
-        for _ in 0..STALE_RETRIES {
-            let (principal, version) = self.caller(user).await?;
-            let caller = Caller {
-                principal: &principal,
-                zone_header: None,
-                ip: None,
-            };
-            match self.data.run_as(caller, version, schema, name, op).await {
-                Err(DataError::Store(StoreError::Stale)) => continue,
-                Err(e) => return Err(refused(&e)),
-                Ok(answer) => return parsed(&answer.into_json()),
+        let target = Target::exposed(schema, name);
+        let answer = until_current(
+            || async move {
+                let (principal, version) = match self.caller(user).await {
+                    Ok(caller) => caller,
+                    Err(refusal) => return Ok(Err(refusal)),
+                };
+                let caller = Caller {
+                    principal: &principal,
+                    zone_header: None,
+                    ip: None,
+                };
+                step.run(&self.data, caller, version, target).await.map(Ok)
+            },
+            DataError::is_stale,
+        )
+        .await;
+        parsed(&answer.map_err(|e| refused(&e))??)
+    }
+}
+
+/// What a data step asks of the Data API.
+#[derive(Clone, Copy)]
+enum DataStep<'a> {
+    Query(&'a ListParams),
+    Insert(&'a Value),
+    Update(&'a str, &'a Value),
+    Delete(&'a str),
+}
+
+impl DataStep<'_> {
+    /// Runs the step as `caller`, resolved at `version`; the answer as JSON text.
+    async fn run(
+        self,
+        data: &DataService,
+        caller: Caller<'_>,
+        version: i64,
+        target: Target<'_>,
+    ) -> Result<String, DataError> {
+        match self {
+            DataStep::Query(params) => {
+                Ok(data.list_as(caller, version, target, params).await?.rows)
+            }
+            DataStep::Insert(body) => data.create_as(caller, version, target, body).await,
+            DataStep::Update(key, body) => data.update_as(caller, version, target, key, body).await,
+            DataStep::Delete(key) => {
+                data.delete_as(caller, version, target, key).await?;
+                Ok("null".to_owned())
             }
         }
-        Err(refused(&StoreError::Stale))
     }
 }
 
@@ -111,11 +144,13 @@ impl StepData for DataSteps {
             limit,
             ..ListParams::default()
         };
-        self.as_run_user(user, resource, Op::List(&params)).await
+        self.as_run_user(user, resource, DataStep::Query(&params))
+            .await
     }
 
     async fn insert(&self, user: RunUser, resource: &str, body: &Value) -> Result<Value, RunError> {
-        self.as_run_user(user, resource, Op::Create { body }).await
+        self.as_run_user(user, resource, DataStep::Insert(body))
+            .await
     }
 
     async fn update(
@@ -125,12 +160,13 @@ impl StepData for DataSteps {
         key: &str,
         body: &Value,
     ) -> Result<Value, RunError> {
-        self.as_run_user(user, resource, Op::Update { key, body })
+        self.as_run_user(user, resource, DataStep::Update(key, body))
             .await
     }
 
     async fn delete(&self, user: RunUser, resource: &str, key: &str) -> Result<Value, RunError> {
-        self.as_run_user(user, resource, Op::Delete { key }).await?;
+        self.as_run_user(user, resource, DataStep::Delete(key))
+            .await?;
         Ok(json!({ "deleted": true }))
     }
 }

@@ -83,6 +83,16 @@ pub struct WebhookLookup<'a> {
     pub method: &'a str,
     /// The rate-limit key of the caller's address.
     pub rate_key: &'a str,
+    /// How a stored trigger names public access (counted against the limit).
+    pub public_access: &'a str,
+    /// The access of a trigger that names none.
+    pub default_access: &'a str,
+    /// The method of a trigger that names none.
+    pub default_method: &'a str,
+    /// The setting holding the public calls allowed per minute and address.
+    pub rate_limit_key: &'a str,
+    /// That limit while the setting is not stored.
+    pub rate_limit_default: i64,
 }
 
 /// The published webhook behind a slug, as one call sees it.

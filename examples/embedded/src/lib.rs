@@ -34,7 +34,8 @@ pub struct Host {
 /// its routes under [`BASE_PATH`] beside the host's own route, and binds
 /// `bind`. Must run inside the Tokio runtime.
 pub async fn start(config: &Config, bind: &str) -> anyhow::Result<Host> {
-    let services = Services::start(config, Arc::new(tessera::kernel::SystemClock)).await?;
+    let services =
+        Services::start(&config.services(), Arc::new(tessera::kernel::SystemClock)).await?;
     let tessera = Tessera::new(config, &services, BASE_PATH)?;
     tessera.start_workers()?;
     let listener = TcpListener::bind(bind)?;
@@ -69,7 +70,7 @@ async fn my_notes(
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "))
         .unwrap_or_default();
-    let caller = services.auth.authenticate(bearer).await?;
+    let caller = services.sign_in.authenticate(bearer).await?;
     let params = ListParams {
         sort: Some("-id".into()),
         ..ListParams::default()

@@ -30,7 +30,7 @@ async fn start_host() -> (TestApp, String) {
     let origin = format!("http://127.0.0.1:{}", host.port);
     tokio::spawn(host.server);
     host.services
-        .auth
+        .accounts
         .ensure_admin(testkit::ADMIN_EMAIL, testkit::ADMIN_PASSWORD, None)
         .await
         .unwrap();

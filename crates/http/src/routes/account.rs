@@ -27,7 +27,8 @@ pub async fn register(
 ) -> Result<HttpResponse, ApiError> {
     let b = body.0;
     let user = state
-        .auth
+        .services
+        .accounts
         .register(&b.email, &b.password, b.name, origin.0.ip)
         .await?;
     Ok(created(convert::user(user)))
@@ -44,7 +45,10 @@ pub async fn forgot_password(
     origin: ClientOrigin,
     body: Body<EmailRequest>,
 ) -> HttpResponse {
-    state.auth.request_password_reset(body.0.email, origin.0.ip);
+    state
+        .services
+        .accounts
+        .request_password_reset(body.0.email, origin.0.ip);
     no_content()
 }
 
@@ -61,7 +65,8 @@ pub async fn reset_password(
     body: Body<TokenPasswordRequest>,
 ) -> Result<HttpResponse, ApiError> {
     state
-        .auth
+        .services
+        .accounts
         .reset_password(&body.0.token, &body.0.password, origin.0.ip)
         .await?;
     Ok(no_content())
@@ -79,7 +84,8 @@ pub async fn change_password(
 ) -> Result<HttpResponse, ApiError> {
     let b = body.0;
     state
-        .auth
+        .services
+        .accounts
         .change_password(
             &caller.principal,
             &b.current_password,
@@ -102,7 +108,11 @@ pub async fn verify_email(
     origin: ClientOrigin,
     body: Body<TokenRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.verify_email(&body.0.token, origin.0.ip).await?;
+    state
+        .services
+        .accounts
+        .verify_email(&body.0.token, origin.0.ip)
+        .await?;
     Ok(no_content())
 }
 
@@ -121,7 +131,8 @@ pub async fn resend_verification(
 ) -> HttpResponse {
     let user = caller.map(|c| c.principal.user_id);
     state
-        .auth
+        .services
+        .accounts
         .resend_verification(user, body.0.email, origin.0.ip);
     no_content()
 }
@@ -139,7 +150,8 @@ pub async fn accept_invitation(
     body: Body<TokenPasswordRequest>,
 ) -> Result<HttpResponse, ApiError> {
     state
-        .auth
+        .services
+        .accounts
         .accept_invitation(&body.0.token, &body.0.password, origin.0.ip)
         .await?;
     Ok(no_content())

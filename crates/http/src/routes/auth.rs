@@ -10,7 +10,7 @@ use auth::TokenRequest;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::{Bearer, Body, Caller, ClientOrigin, Policy, SessionOnly};
+use crate::extract::{Body, Caller, ClientOrigin, LazyCaller, Policy, SessionOnly};
 use crate::respond::{created, no_content, ok};
 use crate::{AppState, convert};
 
@@ -27,7 +27,8 @@ pub async fn login(
     body: Body<LoginRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let (token, user) = state
-        .auth
+        .services
+        .sign_in
         .login(&body.0.email, &body.0.password, origin.0)
         .await?;
     Ok(ok(LoginResponse {
@@ -43,7 +44,11 @@ pub async fn logout(
     state: web::Data<AppState>,
     caller: Caller<SessionOnly>,
 ) -> Result<HttpResponse, ApiError> {
-    state.auth.logout(&caller.principal, caller.ip()).await?;
+    state
+        .services
+        .sign_in
+        .logout(&caller.principal, caller.ip())
+        .await?;
     Ok(no_content())
 }
 
@@ -51,8 +56,8 @@ pub async fn logout(
 #[utoipa::path(operation_id = "getMe", tag = "auth", security(("bearer" = [])),
     responses((status = 200, body = inline(api_types::DataEnvelope<User>)), (status = 401, body = ErrorEnvelope)))]
 #[get("/me")]
-pub async fn me(state: web::Data<AppState>, bearer: Bearer) -> Result<HttpResponse, ApiError> {
-    let (principal, user) = state.auth.me(&bearer.secret).await?;
+pub async fn me(state: web::Data<AppState>, caller: LazyCaller) -> Result<HttpResponse, ApiError> {
+    let (principal, user) = state.services.sign_in.me(caller.request().bearer).await?;
     principal.authorize(SessionOnly::PLANE, SessionOnly::SESSION_ONLY)?;
     Ok(ok(convert::user(user)))
 }
@@ -68,7 +73,8 @@ pub async fn update_me(
 ) -> Result<HttpResponse, ApiError> {
     let body = body.0;
     let user = state
-        .auth
+        .services
+        .accounts
         .update_me(&caller.principal, body.name, body.timezone, caller.ip())
         .await?;
     Ok(ok(convert::user(user)))
@@ -83,7 +89,8 @@ pub async fn sessions(
 ) -> Result<HttpResponse, ApiError> {
     let current = caller.principal.session_id();
     let sessions: Vec<Session> = state
-        .auth
+        .services
+        .sign_in
         .sessions(&caller.principal)
         .await?
         .into_iter()
@@ -108,7 +115,8 @@ pub async fn end_session(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     state
-        .auth
+        .services
+        .sign_in
         .end_session(&caller.principal, id.into_inner(), caller.ip())
         .await?;
     Ok(no_content())
@@ -121,7 +129,11 @@ pub async fn tokens(
     state: web::Data<AppState>,
     caller: Caller<SessionOnly>,
 ) -> Result<HttpResponse, ApiError> {
-    let tokens = state.auth.tokens(Some(caller.principal.user_id)).await?;
+    let tokens = state
+        .services
+        .sign_in
+        .tokens(Some(caller.principal.user_id))
+        .await?;
     Ok(ok(tokens
         .into_iter()
         .map(convert::token)
@@ -144,7 +156,8 @@ pub async fn create_token(
         plane: body.plane,
     };
     let issued = state
-        .auth
+        .services
+        .sign_in
         .create_token(
             &caller.principal,
             caller.principal.user_id,
@@ -165,7 +178,8 @@ pub async fn revoke_token(
 ) -> Result<HttpResponse, ApiError> {
     let owner = caller.principal.user_id;
     state
-        .auth
+        .services
+        .sign_in
         .revoke_token(&caller.principal, id.into_inner(), Some(owner), caller.ip())
         .await?;
     Ok(no_content())

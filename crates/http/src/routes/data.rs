@@ -4,13 +4,13 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, web};
 use api_types::ErrorEnvelope;
-use data::{DataError, DataRequest, ListParams};
+use data::{DataError, ListParams};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{Bearer, ClientOrigin, Data};
+use crate::extract::{Data, LazyCaller};
 use crate::respond::{json_data, json_page};
 
 /// The list route's query parameters.
@@ -43,27 +43,6 @@ pub(crate) fn list_params(q: ListQuery) -> ListParams {
         offset: given(q.offset),
         count: given(q.count),
     }
-}
-
-const ZONE_HEADER: &str = "x-service-timezone";
-
-/// The request as the Data API service takes it; `origin` for writes,
-/// which name the client's address in the audit log.
-pub(crate) fn request<'a>(
-    bearer: &'a Bearer,
-    req: &'a HttpRequest,
-    origin: Option<&'a ClientOrigin>,
-) -> DataRequest<'a> {
-    DataRequest {
-        bearer: &bearer.secret,
-        zone_header: zone_header(req),
-        ip: origin.and_then(|o| o.0.ip.as_deref()),
-    }
-}
-
-/// The `X-Service-Timezone` header, if sent.
-pub(crate) fn zone_header(req: &HttpRequest) -> Option<&str> {
-    req.headers().get(ZONE_HEADER).and_then(|v| v.to_str().ok())
 }
 
 /// A Data API error as an answer to `req`; a 405 names the methods the
@@ -101,7 +80,7 @@ fn data_error(err: DataError, req: &HttpRequest) -> ApiError {
 #[get("/{schema}/{table}")]
 pub async fn list(
     state: web::Data<AppState>,
-    bearer: Bearer,
+    caller: LazyCaller,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     query: web::Query<ListQuery>,
@@ -109,8 +88,9 @@ pub async fn list(
     let (schema, table) = path.into_inner();
     let params = list_params(query.into_inner());
     let page = state
+        .services
         .data
-        .list(request(&bearer, &req, None), &schema, &table, &params)
+        .list(caller.request(), &schema, &table, &params)
         .await
         .map_err(|e| data_error(e, &req))?;
     Ok(json_page(page))
@@ -123,14 +103,15 @@ pub async fn list(
 #[get("/{schema}/{table}/{pk}")]
 pub async fn get(
     state: web::Data<AppState>,
-    bearer: Bearer,
+    caller: LazyCaller,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table, key) = path.into_inner();
     let row = state
+        .services
         .data
-        .get(request(&bearer, &req, None), &schema, &table, &key)
+        .get(caller.request(), &schema, &table, &key)
         .await
         .map_err(|e| data_error(e, &req))?;
     Ok(json_data(StatusCode::OK, &row))
@@ -145,8 +126,7 @@ pub async fn get(
 #[post("/{schema}/{table}")]
 pub async fn create(
     state: web::Data<AppState>,
-    bearer: Bearer,
-    origin: ClientOrigin,
+    caller: LazyCaller,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     body: Result<Data<Value>, ApiError>,
@@ -154,19 +134,16 @@ pub async fn create(
     let (schema, table) = path.into_inner();
     // Exposure and grants are decided before the body is looked at.
     state
+        .services
         .data
-        .check_method(request(&bearer, &req, None), &schema, &table, "POST")
+        .check_method(caller.request(), &schema, &table, "POST")
         .await
         .map_err(|e| data_error(e, &req))?;
     let body = body?;
     let rows = state
+        .services
         .data
-        .create(
-            request(&bearer, &req, Some(&origin)),
-            &schema,
-            &table,
-            &body.0,
-        )
+        .create(caller.request(), &schema, &table, &body.0)
         .await
         .map_err(|e| data_error(e, &req))?;
     Ok(json_data(StatusCode::CREATED, &rows))
@@ -180,8 +157,7 @@ pub async fn create(
 #[patch("/{schema}/{table}/{pk}")]
 pub async fn update(
     state: web::Data<AppState>,
-    bearer: Bearer,
-    origin: ClientOrigin,
+    caller: LazyCaller,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
     body: Result<Data<Value>, ApiError>,
@@ -189,20 +165,16 @@ pub async fn update(
     let (schema, table, key) = path.into_inner();
     // Exposure and grants are decided before the body is looked at.
     state
+        .services
         .data
-        .check_method(request(&bearer, &req, None), &schema, &table, "PATCH")
+        .check_method(caller.request(), &schema, &table, "PATCH")
         .await
         .map_err(|e| data_error(e, &req))?;
     let body = body?;
     let row = state
+        .services
         .data
-        .update(
-            request(&bearer, &req, Some(&origin)),
-            &schema,
-            &table,
-            &key,
-            &body.0,
-        )
+        .update(caller.request(), &schema, &table, &key, &body.0)
         .await
         .map_err(|e| data_error(e, &req))?;
     Ok(json_data(StatusCode::OK, &row))
@@ -215,15 +187,15 @@ pub async fn update(
 #[delete("/{schema}/{table}/{pk}")]
 pub async fn remove(
     state: web::Data<AppState>,
-    bearer: Bearer,
-    origin: ClientOrigin,
+    caller: LazyCaller,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table, key) = path.into_inner();
     state
+        .services
         .data
-        .delete(request(&bearer, &req, Some(&origin)), &schema, &table, &key)
+        .delete(caller.request(), &schema, &table, &key)
         .await
         .map_err(|e| data_error(e, &req))?;
     Ok(HttpResponse::NoContent().finish())
@@ -233,19 +205,15 @@ pub async fn remove(
 /// it is hidden or unknown.
 pub async fn other_method(
     state: web::Data<AppState>,
-    bearer: Bearer,
+    caller: LazyCaller,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let schema = req.match_info().get("schema").unwrap_or_default();
     let table = req.match_info().get("table").unwrap_or_default();
     state
+        .services
         .data
-        .check_method(
-            request(&bearer, &req, None),
-            schema,
-            table,
-            req.method().as_str(),
-        )
+        .check_method(caller.request(), schema, table, req.method().as_str())
         .await
         .map_err(|e| data_error(e, &req))?;
     Err(ApiError::new(

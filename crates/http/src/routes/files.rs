@@ -14,9 +14,8 @@ use kernel::Code;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{Bearer, ClientOrigin, bearer};
+use crate::extract::LazyCaller;
 use crate::respond::{created, no_content, ok};
-use crate::routes::data::request;
 
 /// Room for the multipart framing around a file at its size limit.
 const FRAMING_BYTES: u64 = 64 * 1024;
@@ -50,12 +49,11 @@ fn info(record: FileRecord) -> FileInfo {
 pub async fn upload_file(
     state: web::Data<AppState>,
     req: HttpRequest,
-    bearer: Bearer,
-    origin: ClientOrigin,
+    caller: LazyCaller,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let request = request(&bearer, &req, Some(&origin));
-    let ticket = state.files.begin(request).await?;
+    let request = caller.request();
+    let ticket = state.services.files.begin(request).await?;
     let multipart = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -80,6 +78,7 @@ pub async fn upload_file(
         return Err(ApiError::field(Code::InvalidPayload, "file", "is required"));
     };
     let record = state
+        .services
         .files
         .record(
             request,
@@ -121,7 +120,7 @@ async fn read_parts(
                         .unwrap_or("file")
                         .to_owned();
                     let declared = field.content_type().map(ToString::to_string);
-                    let mut upload = state.files.upload(ticket).await?;
+                    let mut upload = state.services.files.upload(ticket).await?;
                     let streamed = stream_into(&mut field, &mut upload).await;
                     parts.file = Some((upload, name, declared));
                     streamed?;
@@ -159,7 +158,7 @@ async fn read_parts(
         Ok(()) => Ok(parts),
         Err(error) => {
             if let Some((upload, _, _)) = parts.file.take() {
-                state.files.discard(upload).await;
+                state.services.files.discard(upload).await;
             }
             Err(error)
         }
@@ -216,17 +215,16 @@ fn malformed(error: actix_multipart::MultipartError) -> ApiError {
 pub async fn download_file(
     state: web::Data<AppState>,
     req: HttpRequest,
-    origin: ClientOrigin,
+    caller: Option<LazyCaller>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let secret = bearer(&req).map(|secret| Bearer { secret });
-    let request = secret.as_ref().map(|b| request(b, &req, Some(&origin)));
+    let request = caller.as_ref().map(LazyCaller::request);
     let range = RangeRequest::parse(
         req.headers()
             .get(header::RANGE)
             .and_then(|v| v.to_str().ok()),
     );
-    let found = match state.files.download(request, &id, range).await {
+    let found = match state.services.files.download(request, &id, range).await {
         Ok(found) => found,
         Err(FileError::RangeNotSatisfiable(size)) => {
             let error = ApiError::from(FileError::RangeNotSatisfiable(size));
@@ -345,20 +343,16 @@ fn percent_encoded(name: &str) -> String {
 #[get("/{id}/meta")]
 pub async fn file_meta(
     state: web::Data<AppState>,
-    req: HttpRequest,
-    origin: ClientOrigin,
+    caller: Option<LazyCaller>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    if let Some(record) = state.files.public_meta(&id).await? {
+    if let Some(record) = state.services.files.public_meta(&id).await? {
         return Ok(ok(info(record)));
     }
-    let Some(secret) = bearer(&req).map(|secret| Bearer { secret }) else {
+    let Some(caller) = caller else {
         return Err(FileError::CredentialRequired.into());
     };
-    let record = state
-        .files
-        .meta(request(&secret, &req, Some(&origin)), &id)
-        .await?;
+    let record = state.services.files.meta(caller.request(), &id).await?;
     Ok(ok(info(record)))
 }
 
@@ -372,14 +366,9 @@ pub async fn file_meta(
 #[delete("/{id}")]
 pub async fn delete_file(
     state: web::Data<AppState>,
-    req: HttpRequest,
-    bearer: Bearer,
-    origin: ClientOrigin,
+    caller: LazyCaller,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    state
-        .files
-        .delete(request(&bearer, &req, Some(&origin)), &id)
-        .await?;
+    state.services.files.delete(caller.request(), &id).await?;
     Ok(no_content())
 }

@@ -15,8 +15,7 @@ use permissions::Plane;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{ClientOrigin, bearer};
-use crate::routes::data::zone_header;
+use crate::extract::LazyCaller;
 
 /// The Model Context Protocol (Streamable HTTP, JSON-RPC 2.0): `initialize`,
 /// `tools/list`, `tools/call` with the eight tools of the Data API,
@@ -32,17 +31,17 @@ use crate::routes::data::zone_header;
 pub async fn endpoint(
     state: web::Data<AppState>,
     req: HttpRequest,
-    origin: ClientOrigin,
+    caller: Option<LazyCaller>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    serve(state, req, origin, body).await
+    serve(state, req, caller, body).await
 }
 
 /// Other methods of the endpoint: 405 (no sessions to stream or end), 404
 /// while MCP is off.
 pub async fn other_method(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    state.settings.heed_changes().await?;
-    if !state.settings.current().await?.mcp_enabled() {
+    state.services.settings.heed_changes().await?;
+    if !state.services.settings.current().await?.mcp_enabled() {
         return Err(ApiError::not_found());
     }
     Err(
@@ -54,12 +53,12 @@ pub async fn other_method(state: web::Data<AppState>) -> Result<HttpResponse, Ap
 async fn serve(
     state: web::Data<AppState>,
     req: HttpRequest,
-    origin: ClientOrigin,
+    caller: Option<LazyCaller>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let Some(secret) = bearer(&req) else {
-        state.settings.heed_changes().await?;
-        return Err(if state.settings.current().await?.mcp_enabled() {
+    let Some(caller) = caller else {
+        state.services.settings.heed_changes().await?;
+        return Err(if state.services.settings.current().await?.mcp_enabled() {
             ApiError::new(
                 Code::AuthenticationRequired,
                 "A valid credential is required",
@@ -69,17 +68,18 @@ async fn serve(
         });
     };
     // Resolving the credential brings the settings up to date.
-    let principal = state.auth.authenticate(&secret).await;
-    if !state.settings.current().await?.mcp_enabled() {
+    let request = caller.request();
+    let principal = state.services.sign_in.authenticate(request.bearer).await;
+    if !state.services.settings.current().await?.mcp_enabled() {
         return Err(ApiError::not_found());
     }
     let principal = principal?;
     principal.authorize(Plane::Api, false)?;
     let caller = McpCaller {
-        bearer: secret,
+        bearer: request.bearer.to_owned(),
         principal,
-        zone_header: zone_header(&req).map(str::to_owned),
-        ip: origin.0.ip,
+        zone_header: request.zone_header.map(str::to_owned),
+        ip: request.ip.map(str::to_owned),
     };
     let mut forwarded = http1::Request::builder()
         .method(req.method().as_str())
@@ -91,7 +91,8 @@ async fn serve(
         .body(Full::new(body))
         .map_err(|_| ApiError::new(Code::InvalidPayload, "A malformed request"))?;
     let (parts, answer) = state
-        .mcp_server
+        .services
+        .mcp
         .serve(&state.mcp, forwarded, caller)
         .await
         .into_parts();

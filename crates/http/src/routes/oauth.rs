@@ -27,7 +27,7 @@ fn redirect(to: Url) -> HttpResponse {
     responses((status = 200, body = inline(api_types::DataEnvelope<Vec<OAuthProvider>>))))]
 #[get("/oauth")]
 pub async fn providers(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let enabled = state.oauth.enabled().await?;
+    let enabled = state.services.oauth.enabled().await?;
     Ok(ok(enabled
         .into_iter()
         .map(|p| OAuthProvider {
@@ -52,6 +52,7 @@ pub async fn start(
     origin: ClientOrigin,
 ) -> Result<HttpResponse, ApiError> {
     let to = state
+        .services
         .oauth
         .start(&provider, query.redirect_to.as_deref(), &origin.0)
         .await?;
@@ -77,6 +78,10 @@ pub async fn callback(
         state: query.state,
         error: query.error,
     };
-    let to = state.oauth.finish(&provider, callback, &origin.0).await?;
+    let to = state
+        .services
+        .oauth
+        .finish(&provider, callback, &origin.0)
+        .await?;
     Ok(redirect(to))
 }

@@ -13,8 +13,7 @@ use serde::Deserialize;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{bearer, credential_required};
-use crate::routes::data::zone_header;
+use crate::extract::{LazyCaller, credential_required};
 
 /// The realtime route's query parameters.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -47,13 +46,15 @@ pub struct RealtimeQuery {
 pub async fn subscribe(
     state: web::Data<AppState>,
     req: HttpRequest,
+    caller: Option<LazyCaller>,
     query: web::Query<RealtimeQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
     let given = |value: Option<String>| value.filter(|v| !v.is_empty());
-    let secret = bearer(&req)
-        .or_else(|| given(query.access_token))
+    let caller = caller
+        .or_else(|| given(query.access_token).map(|token| LazyCaller::with_secret(&req, token)))
         .ok_or_else(credential_required)?;
+    let request = caller.request();
     let last_event_id = req
         .headers()
         .get("last-event-id")
@@ -61,10 +62,11 @@ pub async fn subscribe(
         .map(str::to_owned)
         .or(query.last_event_id);
     let subscription = state
+        .services
         .realtime
         .subscribe(SubscriptionRequest {
-            bearer: &secret,
-            zone_header: zone_header(&req),
+            bearer: request.bearer,
+            zone_header: request.zone_header,
             subscribe: query.subscribe.as_deref(),
             filter: given(query.filter).as_deref(),
             last_event_id: last_event_id.as_deref(),

@@ -1,6 +1,6 @@
 //! Published DataViews and dashboards, read under the caller's grants.
 
-use actix_web::{HttpRequest, HttpResponse, get, web};
+use actix_web::{HttpResponse, get, web};
 use api_types::{DashboardSummary, DataEnvelope, ErrorEnvelope, ResolvedDashboard};
 use data::ListParams;
 use kernel::ErrorCode;
@@ -9,9 +9,8 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::Bearer;
+use crate::extract::LazyCaller;
 use crate::respond::{json_page, ok};
-use crate::routes::data::request;
 
 /// The query parameters of a view read.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -39,8 +38,7 @@ pub struct ViewQuery {
 #[get("/{slug}")]
 pub async fn read(
     state: web::Data<AppState>,
-    bearer: Bearer,
-    req: HttpRequest,
+    caller: LazyCaller,
     slug: web::Path<String>,
     query: web::Query<ViewQuery>,
 ) -> Result<HttpResponse, ApiError> {
@@ -55,8 +53,9 @@ pub async fn read(
         count: given(q.count),
     };
     let page = state
+        .services
         .views
-        .read(request(&bearer, &req, None), &slug, &params)
+        .read(caller.request(), &slug, &params)
         .await?;
     Ok(json_page(page))
 }
@@ -68,12 +67,12 @@ pub async fn read(
 #[get("")]
 pub async fn dashboards(
     state: web::Data<AppState>,
-    bearer: Bearer,
-    req: HttpRequest,
+    caller: LazyCaller,
 ) -> Result<HttpResponse, ApiError> {
     let all = state
+        .services
         .views
-        .readable_dashboards(request(&bearer, &req, None))
+        .readable_dashboards(caller.request())
         .await?;
     Ok(ok(all
         .into_iter()
@@ -94,13 +93,13 @@ pub async fn dashboards(
 #[get("/{slug}")]
 pub async fn dashboard(
     state: web::Data<AppState>,
-    bearer: Bearer,
-    req: HttpRequest,
+    caller: LazyCaller,
     slug: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let resolved = state
+        .services
         .views
-        .resolve(request(&bearer, &req, None), &slug)
+        .resolve(caller.request(), &slug)
         .await?;
     let widgets = resolved
         .widgets

@@ -10,7 +10,7 @@ use workflows::{WebhookAnswer, WebhookCall, WorkflowError};
 use crate::AppState;
 use crate::convert::outcome;
 use crate::error::ApiError;
-use crate::extract::{bearer, client_ip};
+use crate::extract::{ApiPlane, Caller, LazyCaller, client_ip};
 
 /// Query parameters: each a string, or a list of strings when repeated.
 fn query_of(req: &HttpRequest) -> Map<String, Value> {
@@ -51,21 +51,21 @@ fn headers_of(req: &HttpRequest) -> Map<String, Value> {
 async fn answer(
     state: &AppState,
     req: &HttpRequest,
+    caller: Option<LazyCaller>,
     method: WebhookMethod,
     body: Option<&[u8]>,
 ) -> Result<HttpResponse, ApiError> {
     let slug = req.match_info().get("slug").unwrap_or_default();
-    let secret = bearer(req);
     let call = WebhookCall {
         slug,
         method,
-        bearer: secret.as_deref(),
+        bearer: caller.as_ref().map(|c| c.request().bearer),
         query: query_of(req),
         body,
         headers: headers_of(req),
         ip: client_ip(req, &state.trusted_proxies).unwrap_or_default(),
     };
-    match state.workflows.invoke(call).await? {
+    match state.services.workflows.invoke(call).await? {
         WebhookAnswer::Started(run) => Ok(HttpResponse::build(StatusCode::ACCEPTED).json(
             DataEnvelope {
                 data: RunStarted { run },
@@ -96,9 +96,10 @@ async fn answer(
 pub async fn webhook_post(
     state: web::Data<AppState>,
     req: HttpRequest,
+    caller: Option<LazyCaller>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    answer(&state, &req, WebhookMethod::Post, Some(&body)).await
+    answer(&state, &req, caller, WebhookMethod::Post, Some(&body)).await
 }
 
 /// Calls a GET webhook; the answers are those of the POST webhook.
@@ -114,8 +115,9 @@ pub async fn webhook_post(
 pub async fn webhook_get(
     state: web::Data<AppState>,
     req: HttpRequest,
+    caller: Option<LazyCaller>,
 ) -> Result<HttpResponse, ApiError> {
-    answer(&state, &req, WebhookMethod::Get, None).await
+    answer(&state, &req, caller, WebhookMethod::Get, None).await
 }
 
 /// Any other method on a webhook: the same 404 as an unknown workflow.
@@ -132,11 +134,13 @@ pub async fn other_method() -> Result<HttpResponse, ApiError> {
 #[get("/runs/{id}/result")]
 pub async fn result(
     state: web::Data<AppState>,
-    req: HttpRequest,
+    caller: Caller<ApiPlane>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let secret =
-        bearer(&req).ok_or(WorkflowError::Auth(auth::AuthError::AuthenticationRequired))?;
-    let run = state.workflows.result(&secret, &id).await?;
+    let run = state
+        .services
+        .workflows
+        .result(&caller.principal, &id)
+        .await?;
     Ok(HttpResponse::Ok().json(DataEnvelope { data: outcome(run) }))
 }

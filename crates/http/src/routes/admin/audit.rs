@@ -21,6 +21,7 @@ pub async fn list(
     let query = query.into_inner();
     let limit = page_limit(query.limit)?;
     let entries = state
+        .services
         .audit
         .entries(query.action, query.actor_id, limit, query.before.as_deref())
         .await?;

@@ -32,7 +32,7 @@ pub async fn list(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
 ) -> Result<HttpResponse, ApiError> {
-    let all = state.views.dashboards().await?;
+    let all = state.services.views.dashboards().await?;
     Ok(ok(all.into_iter().map(dashboard).collect::<Vec<_>>()))
 }
 
@@ -49,6 +49,7 @@ pub async fn create(
     body: Data<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
     let record = state
+        .services
         .views
         .create_dashboard(&caller.principal, &body.0, caller.ip())
         .await?;
@@ -65,7 +66,9 @@ pub async fn get(
     _caller: Caller<AdminPlane>,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(ok(dashboard(state.views.dashboard(id.into_inner()).await?)))
+    Ok(ok(dashboard(
+        state.services.views.dashboard(id.into_inner()).await?,
+    )))
 }
 
 /// Changes the given fields.
@@ -83,6 +86,7 @@ pub async fn update(
     body: Data<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
     let record = state
+        .services
         .views
         .update_dashboard(&caller.principal, id.into_inner(), &body.0, caller.ip())
         .await?;
@@ -99,6 +103,7 @@ pub async fn remove(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     state
+        .services
         .views
         .delete_dashboard(&caller.principal, id.into_inner(), caller.ip())
         .await?;

@@ -1,6 +1,6 @@
 //! DataViews: drafts, publishing and previews.
 
-use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, web};
+use actix_web::{HttpResponse, delete, get, patch, post, web};
 use api_types::{DataEnvelope, DataView, DataViewPreview, DataViewRequest, ErrorEnvelope};
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -8,9 +8,8 @@ use views::store::DataViewRecord;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{AdminPlane, Bearer, Caller, Data};
+use crate::extract::{AdminPlane, Caller, Data, LazyCaller};
 use crate::respond::{created, no_content, ok};
-use crate::routes::data::request;
 
 fn dataview(record: DataViewRecord) -> DataView {
     let draft = |key: &str| record.draft.get(key).cloned().unwrap_or(Value::Null);
@@ -38,7 +37,7 @@ pub async fn list(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
 ) -> Result<HttpResponse, ApiError> {
-    let all = state.views.list().await?;
+    let all = state.services.views.list().await?;
     Ok(ok(all.into_iter().map(dataview).collect::<Vec<_>>()))
 }
 
@@ -55,6 +54,7 @@ pub async fn create(
     body: Data<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
     let record = state
+        .services
         .views
         .create(&caller.principal, &body.0, caller.ip())
         .await?;
@@ -71,7 +71,9 @@ pub async fn get(
     _caller: Caller<AdminPlane>,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(ok(dataview(state.views.get(id.into_inner()).await?)))
+    Ok(ok(dataview(
+        state.services.views.get(id.into_inner()).await?,
+    )))
 }
 
 /// Changes the given fields of the draft, name or slug; what
@@ -90,6 +92,7 @@ pub async fn update(
     body: Data<Map<String, Value>>,
 ) -> Result<HttpResponse, ApiError> {
     let record = state
+        .services
         .views
         .update(&caller.principal, id.into_inner(), &body.0, caller.ip())
         .await?;
@@ -106,6 +109,7 @@ pub async fn remove(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     state
+        .services
         .views
         .delete(&caller.principal, id.into_inner(), caller.ip())
         .await?;
@@ -124,6 +128,7 @@ pub async fn publish(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let record = state
+        .services
         .views
         .publish(&caller.principal, id.into_inner(), caller.ip())
         .await?;
@@ -140,13 +145,13 @@ pub async fn publish(
 pub async fn preview(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
-    bearer: Bearer,
-    req: HttpRequest,
+    caller: LazyCaller,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let preview = state
+        .services
         .views
-        .preview(request(&bearer, &req, None), id.into_inner())
+        .preview(caller.request(), id.into_inner())
         .await?;
     let rows: Value = serde_json::from_str(&preview.rows)
         .map_err(|_| ApiError::new(kernel::Code::Internal, "Internal error"))?;

@@ -36,7 +36,7 @@ pub async fn list(
         role_id: query.role_id,
         resource_id: query.resource_id,
     };
-    let grants = state.grants.grants(query).await?;
+    let grants = state.services.grants.grants(query).await?;
     Ok(ok(grants.into_iter().map(grant).collect::<Vec<_>>()))
 }
 
@@ -62,6 +62,7 @@ pub async fn create(
         columns: b.columns,
     };
     let created_grant = state
+        .services
         .grants
         .create(&caller.principal, input, caller.ip())
         .await?;
@@ -78,6 +79,7 @@ pub async fn remove(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     state
+        .services
         .grants
         .delete(&caller.principal, id.into_inner(), caller.ip())
         .await?;

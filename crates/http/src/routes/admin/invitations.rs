@@ -17,7 +17,7 @@ pub async fn list(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
 ) -> Result<HttpResponse, ApiError> {
-    let invitations = state.auth.invitations().await?;
+    let invitations = state.services.accounts.invitations().await?;
     Ok(ok(invitations
         .into_iter()
         .map(convert::invitation)
@@ -40,7 +40,8 @@ pub async fn create(
         role_ids: b.role_ids,
     };
     let invitation = state
-        .auth
+        .services
+        .accounts
         .invite(&caller.principal, request, caller.ip())
         .await?;
     Ok(created(convert::invitation(invitation)))
@@ -55,7 +56,8 @@ pub async fn remove(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     state
-        .auth
+        .services
+        .accounts
         .revoke_invitation(&caller.principal, id.into_inner(), caller.ip())
         .await?;
     Ok(no_content())

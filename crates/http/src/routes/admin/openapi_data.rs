@@ -39,8 +39,8 @@ pub async fn document(
         .ok_or_else(|| ApiError::field(Code::InvalidQuery, "role", "is required"))?
         .parse()
         .map_err(|_| ApiError::not_found())?;
-    let role = state.roles.role(role_id).await?;
-    let tables = state.data.tables().await?;
+    let role = state.services.roles.role(role_id).await?;
+    let tables = state.services.data.tables().await?;
     let admin = role.id == ADMINISTRATORS_ROLE_ID;
     let mut paths = Map::new();
     let mut schemas = Map::new();
@@ -56,6 +56,7 @@ pub async fn document(
     }
     describe_realtime(&followable, &mut paths);
     let granted: Vec<Uuid> = state
+        .services
         .grants
         .grants(permissions::GrantQuery {
             role_id: Some(role_id),
@@ -65,9 +66,9 @@ pub async fn document(
         .into_iter()
         .filter_map(|g| g.workflow_id)
         .collect();
-    let served = state.views.published().await?;
+    let served = state.services.views.published().await?;
     describe_views(&served, role_id, admin, &mut paths, &mut schemas);
-    let hooks = state.workflows.webhooks(admin, &granted).await?;
+    let hooks = state.services.workflows.webhooks(admin, &granted).await?;
     describe_webhooks(&hooks, &mut paths, &mut schemas);
     name_operations(&mut paths);
     document_common_errors(&mut paths);

@@ -1,15 +1,15 @@
 //! Roles and role members.
 
-use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, put, web};
+use actix_web::{HttpResponse, delete, get, patch, post, put, web};
 use api_types::{CreateRoleRequest, ErrorEnvelope, Role, UpdateRoleRequest, User};
 use data::RoleSubject;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::{AdminPlane, Bearer, Caller, Data};
+use crate::extract::{AdminPlane, Caller, Data, LazyCaller};
 use crate::respond::{created, json_page, no_content, ok};
-use crate::routes::data::{ListQuery, list_params, request};
+use crate::routes::data::{ListQuery, list_params};
 use crate::{AppState, convert};
 
 /// All roles, built-ins first.
@@ -19,7 +19,7 @@ pub async fn list(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
 ) -> Result<HttpResponse, ApiError> {
-    let roles = state.roles.roles().await?;
+    let roles = state.services.roles.roles().await?;
     Ok(ok(roles.into_iter().map(convert::role).collect::<Vec<_>>()))
 }
 
@@ -34,6 +34,7 @@ pub async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let b = body.0;
     let role = state
+        .services
         .roles
         .create(
             &caller.principal,
@@ -55,7 +56,9 @@ pub async fn get(
     _caller: Caller<AdminPlane>,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(ok(convert::role(state.roles.role(id.into_inner()).await?)))
+    Ok(ok(convert::role(
+        state.services.roles.role(id.into_inner()).await?,
+    )))
 }
 
 /// Changes a role; built-in roles keep their name and API access.
@@ -72,6 +75,7 @@ pub async fn update(
     let b = body.0;
     let description = b.description.as_ref().map(Option::as_deref);
     let role = state
+        .services
         .roles
         .update(
             &caller.principal,
@@ -95,6 +99,7 @@ pub async fn remove(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     state
+        .services
         .roles
         .delete(&caller.principal, id.into_inner(), caller.ip())
         .await?;
@@ -110,7 +115,11 @@ pub async fn members(
     _caller: Caller<AdminPlane>,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    let users = state.auth.role_members(id.into_inner()).await?;
+    let users = state
+        .services
+        .accounts
+        .role_members(id.into_inner())
+        .await?;
     Ok(ok(users.into_iter().map(convert::user).collect::<Vec<_>>()))
 }
 
@@ -125,6 +134,7 @@ pub async fn add_member(
 ) -> Result<HttpResponse, ApiError> {
     let (role_id, user_id) = path.into_inner();
     state
+        .services
         .roles
         .add_member(&caller.principal, role_id, user_id, caller.ip())
         .await?;
@@ -142,6 +152,7 @@ pub async fn remove_member(
 ) -> Result<HttpResponse, ApiError> {
     let (role_id, user_id) = path.into_inner();
     state
+        .services
         .roles
         .remove_member(&caller.principal, role_id, user_id, caller.ip())
         .await?;
@@ -169,22 +180,22 @@ pub struct PreviewQuery {
 pub async fn preview(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
-    bearer: Bearer,
-    req: HttpRequest,
+    caller: LazyCaller,
     path: web::Path<(Uuid, String, String)>,
     query: web::Query<ListQuery>,
     user: web::Query<PreviewQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, schema, table) = path.into_inner();
-    let role = state.roles.role(id).await?;
+    let role = state.services.roles.role(id).await?;
     let subject = RoleSubject {
         id: role.id,
         api_access: role.api_access,
     };
     let page = state
+        .services
         .data
         .list_as_role(
-            request(&bearer, &req, None),
+            caller.request(),
             subject,
             user.user_id,
             (&schema, &table),

@@ -61,6 +61,7 @@ pub async fn create_table(
     body: Data<TableDefinition>,
 ) -> Result<HttpResponse, ApiError> {
     let (resource_id, plan) = state
+        .services
         .schema
         .create_table(&caller.principal, &path, &table(body.0), caller.ip())
         .await?;
@@ -83,6 +84,7 @@ pub async fn preview_table(
     body: Data<TableDefinition>,
 ) -> Result<HttpResponse, ApiError> {
     let sql = state
+        .services
         .schema
         .preview_table(&caller.principal, &path, &table(body.0))
         .await?;
@@ -98,7 +100,7 @@ pub async fn tables(
     _caller: Caller<AdminPlane>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let tables = state.schema.tables(&path).await?;
+    let tables = state.services.schema.tables(&path).await?;
     let tables: Vec<TableInfo> = tables
         .into_iter()
         .map(|t| TableInfo {
@@ -123,6 +125,7 @@ pub async fn add_column(
 ) -> Result<HttpResponse, ApiError> {
     let (schema_name, table_name) = path.into_inner();
     let resource_id = state
+        .services
         .schema
         .add_column(
             &caller.principal,
@@ -150,6 +153,7 @@ pub async fn drop_table(
 ) -> Result<HttpResponse, ApiError> {
     let (schema_name, table_name) = path.into_inner();
     state
+        .services
         .schema
         .drop_table(&caller.principal, &schema_name, &table_name, caller.ip())
         .await?;
@@ -163,7 +167,7 @@ pub async fn resources(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
 ) -> Result<HttpResponse, ApiError> {
-    let list = state.schema.resources().await?;
+    let list = state.services.schema.resources().await?;
     Ok(ok(list.into_iter().map(resource).collect::<Vec<_>>()))
 }
 
@@ -177,6 +181,7 @@ pub async fn register(
     body: Data<RegisterResourceRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let registered = state
+        .services
         .schema
         .register(
             &caller.principal,
@@ -197,7 +202,9 @@ pub async fn get_resource(
     _caller: Caller<AdminPlane>,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(ok(resource(state.schema.resource(id.into_inner()).await?)))
+    Ok(ok(resource(
+        state.services.schema.resource(id.into_inner()).await?,
+    )))
 }
 
 /// Sets the methods the Data API answers for a resource.
@@ -211,6 +218,7 @@ pub async fn expose(
     body: Data<ExposeRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let updated = state
+        .services
         .schema
         .expose(
             &caller.principal,

@@ -15,7 +15,7 @@ pub async fn get(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(ok(SettingsMap(state.settings.settings().await?)))
+    Ok(ok(SettingsMap(state.services.settings.settings().await?)))
 }
 
 /// Changes settings; answers the full settings object. `mcp.*` and
@@ -29,6 +29,7 @@ pub async fn update(
     body: Data<SettingsMap>,
 ) -> Result<HttpResponse, ApiError> {
     let settings = state
+        .services
         .settings
         .update(&caller.principal, &body.0.0, caller.ip())
         .await?;

@@ -30,6 +30,7 @@ pub async fn run(
         read_only,
     } = body.0;
     let answer = state
+        .services
         .sql
         .run(
             &caller.principal,

@@ -19,7 +19,7 @@ pub async fn list(
     _caller: Caller<AdminPlane>,
     query: web::Query<TokenListQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let tokens = state.auth.tokens(query.user_id).await?;
+    let tokens = state.services.sign_in.tokens(query.user_id).await?;
     Ok(ok(tokens
         .into_iter()
         .map(convert::token)
@@ -42,7 +42,8 @@ pub async fn create(
         plane: b.plane,
     };
     let issued = state
-        .auth
+        .services
+        .sign_in
         .create_token(&caller.principal, b.user_id, request, caller.ip())
         .await?;
     Ok(created(convert::issued(issued)))
@@ -58,7 +59,8 @@ pub async fn revoke(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     state
-        .auth
+        .services
+        .sign_in
         .revoke_token(&caller.principal, id.into_inner(), None, caller.ip())
         .await?;
     Ok(no_content())

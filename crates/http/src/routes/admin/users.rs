@@ -26,7 +26,8 @@ pub async fn list(
     let query = query.into_inner();
     let limit = page_limit(query.limit)?;
     let page = state
-        .auth
+        .services
+        .accounts
         .users(query.search.as_deref(), limit, page_offset(query.offset)?)
         .await?;
     Ok(HttpResponse::Ok().json(PagedEnvelope {
@@ -54,7 +55,8 @@ pub async fn create(
         timezone: b.timezone,
     };
     let user = state
-        .auth
+        .services
+        .accounts
         .create_user(caller.principal.actor(), input, caller.ip())
         .await?;
     Ok(created(convert::user(user)))
@@ -69,7 +71,9 @@ pub async fn get(
     _caller: Caller<AdminPlane>,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(ok(convert::user(state.auth.user(id.into_inner()).await?)))
+    Ok(ok(convert::user(
+        state.services.accounts.user(id.into_inner()).await?,
+    )))
 }
 
 /// Changes a user. A new password or deactivation ends the user's sessions.
@@ -93,7 +97,8 @@ pub async fn update(
         timezone: b.timezone,
     };
     let user = state
-        .auth
+        .services
+        .accounts
         .update_user(Some(&caller.principal), id.into_inner(), input, caller.ip())
         .await?;
     Ok(ok(convert::user(user)))
@@ -109,7 +114,8 @@ pub async fn remove(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     state
-        .auth
+        .services
+        .accounts
         .delete_user(&caller.principal, id.into_inner(), caller.ip())
         .await?;
     Ok(no_content())
@@ -124,7 +130,7 @@ pub async fn identities(
     _caller: Caller<AdminPlane>,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    let identities = state.oauth.identities(id.into_inner()).await?;
+    let identities = state.services.oauth.identities(id.into_inner()).await?;
     Ok(ok(identities
         .into_iter()
         .map(convert::identity)
@@ -143,6 +149,7 @@ pub async fn unlink_identity(
 ) -> Result<HttpResponse, ApiError> {
     let (user_id, identity_id) = path.into_inner();
     state
+        .services
         .oauth
         .unlink(&caller.principal, user_id, identity_id, caller.ip())
         .await?;

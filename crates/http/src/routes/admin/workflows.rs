@@ -48,7 +48,7 @@ pub async fn list(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
 ) -> Result<HttpResponse, ApiError> {
-    let all = state.workflows.list().await?;
+    let all = state.services.workflows.list().await?;
     Ok(ok(all.into_iter().map(workflow).collect::<Vec<_>>()))
 }
 
@@ -64,6 +64,7 @@ pub async fn create(
     body: Data<WorkflowRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let record = state
+        .services
         .workflows
         .create(&caller.principal, input(body.0), caller.ip())
         .await?;
@@ -80,7 +81,9 @@ pub async fn get(
     _caller: Caller<AdminPlane>,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(ok(workflow(state.workflows.get(id.into_inner()).await?)))
+    Ok(ok(workflow(
+        state.services.workflows.get(id.into_inner()).await?,
+    )))
 }
 
 /// Changes the draft, name, slug or enabled flag; the published version
@@ -98,6 +101,7 @@ pub async fn update(
     body: Data<WorkflowRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let record = state
+        .services
         .workflows
         .update(
             &caller.principal,
@@ -119,6 +123,7 @@ pub async fn remove(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     state
+        .services
         .workflows
         .delete(&caller.principal, id.into_inner(), caller.ip())
         .await?;
@@ -137,6 +142,7 @@ pub async fn publish(
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     let record = state
+        .services
         .workflows
         .publish(&caller.principal, id.into_inner(), caller.ip())
         .await?;
@@ -164,6 +170,7 @@ pub async fn test(
         }
     }
     let run = state
+        .services
         .workflows
         .test(&caller.principal, id.into_inner(), input.into())
         .await?;
@@ -184,6 +191,7 @@ pub async fn runs(
 ) -> Result<HttpResponse, ApiError> {
     let limit = super::page_limit(Some(query.limit.unwrap_or(50)))?;
     let runs = state
+        .services
         .workflows
         .runs(id.into_inner(), limit, super::page_offset(query.offset)?)
         .await?;

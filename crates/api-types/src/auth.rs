@@ -1,0 +1,193 @@
+//! Sign-in, the caller's own account, sessions, providers and tokens.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::*;
+
+/// A role as listed on a user.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RoleRef {
+    /// Role id.
+    pub id: Uuid,
+    /// Role name.
+    pub name: String,
+}
+
+/// A user account.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct User {
+    /// User id.
+    pub id: Uuid,
+    /// Sign-in email.
+    pub email: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// Whether the email was verified.
+    pub email_verified: bool,
+    /// Deactivated accounts cannot sign in.
+    pub active: bool,
+    /// IANA time zone preference.
+    pub timezone: Option<String>,
+    /// Roles of the user.
+    pub roles: Vec<RoleRef>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// `POST /api/auth/login` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct LoginRequest {
+    /// Sign-in email.
+    pub email: String,
+    /// Password.
+    pub password: String,
+}
+
+/// Answer of a successful sign-in.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LoginResponse {
+    /// The session token, to send as `Authorization: Bearer <token>`.
+    pub token: String,
+    /// The signed-in user.
+    pub user: User,
+}
+
+/// `PATCH /api/auth/me` body; null clears a field.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UpdateMeRequest {
+    /// Display name.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(nullable)]
+    pub name: Option<Option<String>>,
+    /// IANA time zone name.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(nullable)]
+    pub timezone: Option<Option<String>>,
+}
+
+/// A live session.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    /// Session id.
+    pub id: Uuid,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+    /// Whether this is the session of the request.
+    pub current: bool,
+    /// Where sign-in came from.
+    pub ip: Option<String>,
+    /// The client's User-Agent.
+    pub user_agent: Option<String>,
+}
+
+/// A provider one can sign in with (`GET /api/auth/oauth`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuthProvider {
+    /// `google`, `github` or `oidc`.
+    pub provider: String,
+    /// Where a browser starts signing in with it (add `?redirect_to=`).
+    pub start_url: String,
+}
+
+/// Query of `GET /api/auth/oauth/{provider}`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OAuthStartQuery {
+    /// Where the browser returns with `#token=` or `#error=`; its origin must
+    /// be the public URL's, the email links' or one of `auth.redirect_allow_list`.
+    pub redirect_to: Option<String>,
+}
+
+/// Query of `GET /api/auth/oauth/{provider}/callback`, as the provider sends it.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OAuthCallbackQuery {
+    /// The authorization code.
+    pub code: Option<String>,
+    /// The state the flow was started with.
+    pub state: Option<String>,
+    /// The provider's error, when sign-in was refused there.
+    pub error: Option<String>,
+}
+
+/// An identity of a provider linked to a user.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkedIdentity {
+    /// Identity id.
+    pub id: Uuid,
+    /// `google`, `github` or `oidc`.
+    pub provider: String,
+    /// The provider's stable id of the person.
+    pub subject: String,
+    /// The email the provider gave last.
+    pub email: Option<String>,
+    /// When it was linked.
+    pub created_at: DateTime<Utc>,
+    /// When it last signed in.
+    pub last_used_at: DateTime<Utc>,
+}
+
+/// `POST /api/auth/tokens` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateTokenRequest {
+    /// Label.
+    pub name: String,
+    /// Lifetime in days, 1 to 3650.
+    pub lifetime_days: i64,
+    /// `API` or `ADMIN`.
+    pub plane: String,
+}
+
+/// `POST /admin/api/tokens` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdminCreateTokenRequest {
+    /// The owner.
+    pub user_id: Uuid,
+    /// Label.
+    pub name: String,
+    /// Lifetime in days, 1 to 3650.
+    pub lifetime_days: i64,
+    /// `API` or `ADMIN`.
+    pub plane: String,
+}
+
+/// A personal access token, without its secret.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Token {
+    /// Token id.
+    pub id: Uuid,
+    /// The owner.
+    pub user_id: Uuid,
+    /// Label.
+    pub name: String,
+    /// `API` or `ADMIN`.
+    pub plane: String,
+    /// The first characters of the token.
+    pub prefix: String,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A token just created; `token` is the full secret, shown only here.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IssuedToken {
+    /// The token record.
+    #[serde(flatten)]
+    pub record: Token,
+    /// The full secret.
+    pub token: String,
+}

@@ -1,0 +1,172 @@
+//! Tables, resources and grants.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A foreign key of a column definition.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForeignKeyDefinition {
+    /// Schema of the target table (default: the new table's schema).
+    pub target_schema: Option<String>,
+    /// Target table.
+    pub target_table: String,
+    /// Target column: a primary or unique key.
+    pub target_column: String,
+    /// RESTRICT, CASCADE, SET NULL, SET DEFAULT or NO ACTION (default).
+    pub on_delete: Option<String>,
+}
+
+/// One column of a table definition.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ColumnDefinition {
+    /// Column name: a-z, 0-9 and _, at most 63 characters.
+    pub name: String,
+    /// A PostgreSQL type name, with optional modifiers and `[]`.
+    pub data_type: String,
+    /// Whether it is the primary key (one per table).
+    #[serde(default)]
+    pub primary_key: bool,
+    /// Default: one scalar expression.
+    pub default: Option<String>,
+    /// `ALWAYS` for an identity column.
+    pub identity: Option<String>,
+    /// Whether NULL is allowed (default true, false for keys and identities).
+    pub nullable: Option<bool>,
+    /// Reference to another table.
+    pub foreign_key: Option<ForeignKeyDefinition>,
+    /// CHECK condition over this table's columns.
+    pub check: Option<String>,
+    /// Message shown when the check fails.
+    pub check_message: Option<String>,
+}
+
+/// A table definition.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct TableDefinition {
+    /// Table name.
+    pub name: String,
+    /// Its columns.
+    pub columns: Vec<ColumnDefinition>,
+}
+
+/// A table just created or changed.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TableCreated {
+    /// Its resource.
+    pub resource_id: Uuid,
+    /// Table name.
+    pub name: String,
+    /// Schema.
+    pub schema: String,
+}
+
+/// The SQL a create would run.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TablePreview {
+    /// Statements, each ending with `;`.
+    pub sql: String,
+}
+
+/// A table as the catalog describes it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TableInfo {
+    /// Table name.
+    pub name: String,
+    /// Its resource, when registered.
+    pub resource_id: Option<Uuid>,
+    /// Columns: name, dataType, nullable, default, identity, primaryKey, check, checkMessage, foreignKey.
+    pub columns: Value,
+}
+
+/// A table registered for the Data API.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Resource {
+    /// Resource id.
+    pub id: Uuid,
+    /// Schema.
+    pub schema: String,
+    /// Table.
+    pub table: String,
+    /// Methods the Data API answers for it; empty: hidden.
+    pub exposed_methods: Vec<String>,
+    /// Registration time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// `POST /admin/api/resources` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RegisterResourceRequest {
+    /// Schema of an existing table.
+    pub schema: String,
+    /// The table.
+    pub table: String,
+}
+
+/// `PATCH /admin/api/resources/{id}` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExposeRequest {
+    /// A subset of GET, POST, PATCH, DELETE.
+    pub exposed_methods: Vec<String>,
+}
+
+/// `POST /admin/api/grants` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateGrantRequest {
+    /// The role it is given to.
+    pub role_id: Uuid,
+    /// The resource (for read, create, update, delete).
+    pub resource_id: Option<Uuid>,
+    /// The workflow (for invoke).
+    pub workflow_id: Option<Uuid>,
+    /// The DataView (for read; the filter is over its output columns).
+    pub data_view_id: Option<Uuid>,
+    /// `read`, `create`, `update`, `delete` or `invoke`.
+    pub action: String,
+    /// Row filter in the filter language; omitted: all rows.
+    pub filter: Option<Value>,
+    /// Columns covered; omitted: all.
+    pub columns: Option<Vec<String>>,
+}
+
+/// A grant.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    /// Grant id.
+    pub id: Uuid,
+    /// The role.
+    pub role_id: Uuid,
+    /// The resource.
+    pub resource_id: Option<Uuid>,
+    /// The workflow.
+    pub workflow_id: Option<Uuid>,
+    /// The DataView.
+    pub data_view_id: Option<Uuid>,
+    /// What it allows.
+    pub action: String,
+    /// Row filter.
+    pub filter: Option<Value>,
+    /// Columns covered.
+    pub columns: Option<Vec<String>>,
+}
+
+/// Query of `GET /admin/api/grants`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct GrantListQuery {
+    /// Only this role's grants.
+    pub role_id: Option<Uuid>,
+    /// Only grants on this resource.
+    pub resource_id: Option<Uuid>,
+}

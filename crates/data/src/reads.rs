@@ -1,0 +1,217 @@
+//! Reads: the list route's page, one row by key, and the page a role would
+//! see (the Admin API's preview). The statement itself is built by the
+//! store from the [`ListQuery`] assembled here.
+
+use kernel::filter::Filter;
+use permissions::{Access, Action, Plane, Principal};
+
+use crate::callers::{Caller, DataRequest, Effect};
+use crate::checks::{key_of, masks, number, parse_filter, scoped, select, sort};
+use crate::error::{DataError, query_error, read_error};
+use crate::query::{Found, ListQuery, Predicate, Read};
+use crate::service::{DataService, Target};
+use crate::table::Table;
+
+pub use kernel::page::{LIMIT_DEFAULT, LIMIT_MAX};
+
+/// The list route's query parameters, as sent.
+#[derive(Debug, Clone, Default)]
+pub struct ListParams {
+    /// `select=a,b`.
+    pub select: Option<String>,
+    /// `filter=<JSON>`.
+    pub filter: Option<String>,
+    /// `sort=-a,b`.
+    pub sort: Option<String>,
+    /// `limit`.
+    pub limit: Option<String>,
+    /// `offset`.
+    pub offset: Option<String>,
+    /// `count=exact`.
+    pub count: Option<String>,
+}
+
+/// A page of rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The rows, as the text of a JSON array.
+    pub rows: String,
+    /// The page size asked for.
+    pub limit: u32,
+    /// The rows skipped.
+    pub offset: u64,
+    /// Every matching row, when counted (`count=exact`).
+    pub total: Option<i64>,
+}
+
+/// The role a preview reads as ([`DataService::list_as_role`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RoleSubject {
+    /// The role's id.
+    pub id: uuid::Uuid,
+    /// Whether the role gives API access.
+    pub api_access: bool,
+}
+
+impl DataService {
+    /// `GET /api/data/{schema}/{table}`: a page of rows.
+    pub async fn list(
+        &self,
+        request: DataRequest<'_>,
+        schema: &str,
+        name: &str,
+        params: &ListParams,
+    ) -> Result<Page, DataError> {
+        let target = Target::exposed(schema, name);
+        self.as_caller(request, Plane::Api, Effect::Reads, async |caller, v| {
+            self.list_as(caller, v, target, params).await
+        })
+        .await
+    }
+
+    /// `GET /admin/api/roles/{id}/preview/{schema}/{table}`: the page the
+    /// list route would answer a member of `role` alone, with `$USER`
+    /// standing for `user` (none: nobody, so filters on `$USER` match no
+    /// row). The bearer must be an administrator's on the Admin API.
+    pub async fn list_as_role(
+        &self,
+        request: DataRequest<'_>,
+        role: RoleSubject,
+        user: Option<uuid::Uuid>,
+        table: (&str, &str),
+        params: &ListParams,
+    ) -> Result<Page, DataError> {
+        let target = Target::exposed(table.0, table.1);
+        self.as_caller(
+            request,
+            Plane::Admin,
+            Effect::Reads,
+            async |admin, version| {
+                let member = Principal {
+                    user_id: user.unwrap_or_default(),
+                    credential: admin.principal.credential,
+                    role_ids: vec![role.id],
+                    api_access: role.api_access,
+                    admin: role.id == kernel::ADMINISTRATORS_ROLE_ID,
+                    timezone: None,
+                };
+                member.authorize(Plane::Api, false)?;
+                let caller = Caller {
+                    principal: &member,
+                    ..admin
+                };
+                self.list_as(caller, version, target, params).await
+            },
+        )
+        .await
+    }
+
+    /// `GET /api/data/{schema}/{table}/{pk}`: the row, as JSON text.
+    pub async fn get(
+        &self,
+        request: DataRequest<'_>,
+        schema: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<String, DataError> {
+        let target = Target::exposed(schema, name);
+        self.as_caller(request, Plane::Api, Effect::Reads, async |caller, v| {
+            self.get_as(caller, v, target, key).await
+        })
+        .await
+    }
+
+    /// Lists rows as a caller resolved at auth version `auth_version`;
+    /// [`kernel::StoreError::Stale`] when that is no longer current.
+    pub async fn list_as(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        params: &ListParams,
+    ) -> Result<Page, DataError> {
+        let table = self.open(target, "GET").await?;
+        let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
+        let filter = params
+            .filter
+            .as_deref()
+            .map(|raw| parse_filter(&table, &access, raw))
+            .transpose()?;
+        let query = ListQuery {
+            select: select(&table, &access, params.select.as_deref())?,
+            sort: sort(&table, &access, params.sort.as_deref())?,
+            limit: number(
+                params.limit.as_deref(),
+                "limit",
+                LIMIT_DEFAULT,
+                1,
+                u64::from(LIMIT_MAX),
+            )?,
+            offset: number(params.offset.as_deref(), "offset", 0, 0, i64::MAX as u64)?,
+            count: match params.count.as_deref() {
+                None => false,
+                Some("exact") => true,
+                Some(_) => return Err(query_error("count", "must be exact")),
+            },
+            ..rows_seen_by(&table, &access, filter.as_ref())
+        };
+        let (limit, offset) = (query.limit, query.offset);
+        let context = self.context(caller, auth_version, &table).await?;
+        let Found { json, total } = self
+            .store
+            .read(&table, &Read::List(query), &context)
+            .await
+            .map_err(read_error)?;
+        Ok(Page {
+            rows: json.unwrap_or_else(|| "[]".to_owned()),
+            limit,
+            offset,
+            total,
+        })
+    }
+
+    /// Reads the row with primary key `key` as a caller resolved at auth
+    /// version `auth_version`, as JSON text.
+    pub async fn get_as(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        key: &str,
+    ) -> Result<String, DataError> {
+        let table = self.open(target, "GET").await?;
+        let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
+        let read = Read::One {
+            predicate: scoped(None, &access, Some(key_of(&table, key)?)),
+            select: select(&table, &access, None)?,
+        };
+        let context = self.context(caller, auth_version, &table).await?;
+        let found = self
+            .store
+            .read(&table, &read, &context)
+            .await
+            .map_err(read_error)?;
+        found.json.ok_or(DataError::NotFound)
+    }
+}
+
+/// The rows of `table` that `access` reads and that match the caller's own
+/// `filter`, with every column it may read, as the list route shapes them
+/// (masked cells null); no sort, the page at its largest. Realtime events
+/// are shaped with it.
+pub fn rows_seen_by<'t>(
+    table: &'t Table,
+    access: &Access<'t>,
+    filter: Option<&'t Filter>,
+) -> ListQuery<'t> {
+    ListQuery {
+        // Every readable column: no list of names to refuse.
+        select: select(table, access, None).unwrap_or_default(),
+        predicate: scoped(filter.map(Predicate::Own), access, None),
+        sort: Vec::new(),
+        masks: masks(table, access),
+        limit: LIMIT_MAX,
+        offset: 0,
+        count: false,
+    }
+}

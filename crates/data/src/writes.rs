@@ -1,0 +1,284 @@
+//! Writes: inserts (one row or many), updates and deletes by key, each one
+//! guarded statement with its audit entry, answering what the caller's read
+//! grants show of the rows written.
+
+use audit::AuditEvent;
+use kernel::StoreError;
+use permissions::{Access, Action, Denied, Plane, Principal};
+use serde_json::{Map, Value, json};
+
+use crate::callers::{Caller, DataRequest, Effect};
+use crate::checks::{checked_columns, cover, key_of, readable_columns, scoped};
+use crate::error::{DataError, payload_error};
+use crate::query::{Change, Context, Output, Shown, Write};
+use crate::service::{DataService, Target};
+use crate::table::Table;
+
+impl DataService {
+    /// `POST /api/data/{schema}/{table}`: one row (an object) or several (an
+    /// array), in one transaction; the rows written as JSON text.
+    pub async fn create(
+        &self,
+        request: DataRequest<'_>,
+        schema: &str,
+        name: &str,
+        body: &Value,
+    ) -> Result<String, DataError> {
+        let target = Target::exposed(schema, name);
+        self.as_caller(request, Plane::Api, Effect::Writes, async |caller, v| {
+            self.create_as(caller, v, target, body).await
+        })
+        .await
+    }
+
+    /// `PATCH /api/data/{schema}/{table}/{pk}`: the row changed, as JSON text.
+    pub async fn update(
+        &self,
+        request: DataRequest<'_>,
+        schema: &str,
+        name: &str,
+        key: &str,
+        body: &Value,
+    ) -> Result<String, DataError> {
+        let target = Target::exposed(schema, name);
+        self.as_caller(request, Plane::Api, Effect::Writes, async |caller, v| {
+            self.update_as(caller, v, target, key, body).await
+        })
+        .await
+    }
+
+    /// `DELETE /api/data/{schema}/{table}/{pk}`.
+    pub async fn delete(
+        &self,
+        request: DataRequest<'_>,
+        schema: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<(), DataError> {
+        let target = Target::exposed(schema, name);
+        self.as_caller(request, Plane::Api, Effect::Writes, async |caller, v| {
+            self.delete_as(caller, v, target, key).await
+        })
+        .await
+    }
+
+    /// Inserts as a caller resolved at auth version `auth_version`;
+    /// [`StoreError::Stale`] (nothing written) when that is no longer current.
+    pub async fn create_as(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        body: &Value,
+    ) -> Result<String, DataError> {
+        let table = self.open(target, "POST").await?;
+        let access = Access::evaluate(caller.principal, &table.scopes, Action::Create)?;
+        let (rows, single) = match body {
+            Value::Object(row) => (vec![(row, String::new())], true),
+            Value::Array(items) if items.is_empty() => {
+                return Err(payload_error("data", "must hold at least one row"));
+            }
+            Value::Array(items) => (
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| {
+                        item.as_object()
+                            .map(|row| (row, format!("[{i}]")))
+                            .ok_or_else(|| payload_error(format!("[{i}]"), "must be an object"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                false,
+            ),
+            _ => {
+                return Err(payload_error(
+                    "data",
+                    "must be an object or an array of objects",
+                ));
+            }
+        };
+        let returning = self.returning(caller.principal, &table);
+        let mut writes: Vec<Write<'_>> = Vec::new();
+        let mut run_keys: Option<Vec<&String>> = None;
+        for (row, path) in &rows {
+            let columns = checked_columns(&table, &access, row, path)?;
+            let keys: Vec<&String> = row.keys().collect();
+            if run_keys.as_ref() == Some(&keys)
+                && let Some(Write {
+                    change: Change::Insert { rows, .. },
+                    ..
+                }) = writes.last_mut()
+            {
+                rows.push(row);
+                continue;
+            }
+            let narrowed = cover(&access, &columns, path)?;
+            writes.push(Write {
+                change: Change::Insert {
+                    columns,
+                    rows: vec![row],
+                },
+                check: narrowed.row_filters(),
+                returning: returning.clone(),
+                guard_admin_power: !caller.principal.admin,
+                audit: self.audit(caller, &table, "data.create"),
+            });
+            run_keys = Some(keys);
+        }
+        let context = self.context(caller, auth_version, &table).await?;
+        let written = self.write(&table, &writes, &context).await?;
+        let mut rows = written.iter().flatten().map(|array| items(array));
+        Ok(if single {
+            rows.next().unwrap_or_default().to_owned()
+        } else {
+            format!("[{}]", rows.collect::<Vec<_>>().join(","))
+        })
+    }
+
+    /// Changes a row as a caller resolved at auth version `auth_version`;
+    /// [`StoreError::Stale`] (nothing written) when that is no longer current.
+    pub async fn update_as(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        key: &str,
+        body: &Value,
+    ) -> Result<String, DataError> {
+        let table = self.open(target, "PATCH").await?;
+        let access = Access::evaluate(caller.principal, &table.scopes, Action::Update)?;
+        let key = key_of(&table, key)?;
+        let values: &Map<String, Value> = body
+            .as_object()
+            .ok_or_else(|| payload_error("data", "must be an object of columns"))?;
+        if values.is_empty() {
+            return Err(payload_error("data", "must set at least one column"));
+        }
+        let columns = checked_columns(&table, &access, values, "")?;
+        let narrowed = cover(&access, &columns, "")?;
+        let write = Write {
+            change: Change::Update {
+                columns,
+                values,
+                predicate: scoped(None, &narrowed, Some(key)),
+            },
+            check: narrowed.row_filters(),
+            returning: self.returning(caller.principal, &table),
+            guard_admin_power: !caller.principal.admin,
+            audit: self.audit(caller, &table, "data.update"),
+        };
+        let context = self.context(caller, auth_version, &table).await?;
+        let written = self.write(&table, &[write], &context).await?;
+        let row = written
+            .into_iter()
+            .flatten()
+            .next()
+            .ok_or(DataError::NotFound)?;
+        Ok(items(&row).to_owned())
+    }
+
+    /// Deletes a row as a caller resolved at auth version `auth_version`;
+    /// [`StoreError::Stale`] (nothing deleted) when that is no longer current.
+    pub async fn delete_as(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        key: &str,
+    ) -> Result<(), DataError> {
+        let table = self.open(target, "DELETE").await?;
+        let access = Access::evaluate(caller.principal, &table.scopes, Action::Delete)?;
+        let write = Write {
+            change: Change::Delete {
+                predicate: scoped(None, &access, Some(key_of(&table, key)?)),
+            },
+            check: None,
+            returning: Shown::default(),
+            guard_admin_power: !caller.principal.admin,
+            audit: self.audit(caller, &table, "data.delete"),
+        };
+        let context = self.context(caller, auth_version, &table).await?;
+        match self
+            .write(&table, &[write], &context)
+            .await?
+            .pop()
+            .flatten()
+        {
+            Some(_) => Ok(()),
+            None => Err(DataError::NotFound),
+        }
+    }
+
+    async fn write(
+        &self,
+        table: &Table,
+        writes: &[Write<'_>],
+        context: &Context,
+    ) -> Result<Vec<Option<String>>, DataError> {
+        self.store
+            .write(table, writes, context)
+            .await
+            .map_err(|e| match e {
+                StoreError::CheckViolation { constraint } => DataError::Check(
+                    table
+                        .check_messages
+                        .get(&constraint)
+                        .cloned()
+                        .unwrap_or_else(|| format!("A value breaks the rule {constraint}")),
+                ),
+                StoreError::RowDenied => DataError::Denied(Denied::NoGrant),
+                other => DataError::Store(other),
+            })
+    }
+
+    /// How a write answers: the rows as the caller's read grants show them,
+    /// the key columns alone where they show nothing.
+    fn returning<'t>(&self, caller: &Principal, table: &'t Table) -> Shown<'t> {
+        let keys: Vec<Output<'t>> = table
+            .key_columns()
+            .map(|column| Output { column, mask: None })
+            .collect();
+        match Access::evaluate(caller, &table.scopes, Action::Read) {
+            Ok(read) => Shown {
+                columns: readable_columns(table, &read),
+                reach: read.row_filters(),
+                keys,
+            },
+            Err(_) => Shown {
+                columns: keys.clone(),
+                reach: None,
+                keys,
+            },
+        }
+    }
+
+    fn audit(&self, caller: Caller<'_>, table: &Table, action: &'static str) -> AuditEvent {
+        AuditEvent::new(
+            caller.principal.actor(),
+            action,
+            Some(format!("resource:{}", table.resource_id)),
+            caller.ip.map(str::to_owned),
+        )
+        .with_details(json!({ "schema": table.schema, "table": table.name }))
+    }
+}
+
+/// The items of a JSON array's text (`[a,b]` gives `a,b`).
+fn items(array: &str) -> &str {
+    let text = array.trim();
+    text.strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::items;
+
+    #[test]
+    fn items_are_the_array_without_its_brackets() {
+        assert_eq!(items("[{\"a\":1},{\"a\":2}]"), "{\"a\":1},{\"a\":2}");
+        assert_eq!(items(" [] "), "");
+        assert_eq!(items("{\"a\":1}"), "{\"a\":1}");
+    }
+}

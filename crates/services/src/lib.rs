@@ -1,0 +1,204 @@
+//! Tessera's domain services over one PostgreSQL pool, wired together: the
+//! one bundle that the HTTP layer serves and that a host calls directly
+//! (docs/embedding.md). Nothing here knows HTTP: a host that serves no
+//! routes links no web framework.
+
+pub mod database;
+
+/// The domain crates, for a host that calls them through this bundle.
+pub use {
+    audit, auth, data, files, kernel, mcp, oauth, permissions, realtime, schema, settings,
+    sql_console, store_pg, views, workflows,
+};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use kernel::Clock;
+use store_pg::{PgStore, PlanCacheMode, PoolOptions};
+
+/// What the services need to know of the deployment.
+#[derive(Debug, Clone)]
+pub struct ServicesConfig {
+    /// PostgreSQL URL.
+    pub database_url: String,
+    /// Most connections to PostgreSQL this instance holds.
+    pub database_pool_size: u32,
+    /// How PostgreSQL plans the prepared statements of this instance.
+    pub database_plan_cache_mode: PlanCacheMode,
+    /// Base of links in emails and of OAuth callbacks.
+    pub public_url: String,
+    /// Whether caches are dropped on change notifications (they are checked
+    /// by version regardless).
+    pub listen_for_changes: bool,
+    /// How long a workflow run's lease lasts without renewal.
+    pub workflow_lease: Duration,
+    /// Where uploaded files are kept.
+    pub files: files::BlobsConfig,
+}
+
+/// The services of one process, over one pool.
+#[derive(Clone)]
+pub struct Services {
+    /// The store behind every service.
+    pub store: PgStore,
+    /// Credentials, sign-in, sessions and tokens.
+    pub sign_in: auth::SignInService,
+    /// Accounts and their administration.
+    pub accounts: auth::AccountService,
+    /// Sign-in with providers.
+    pub oauth: oauth::OAuthService,
+    /// The runtime settings.
+    pub settings: settings::SettingsService,
+    /// Roles.
+    pub roles: permissions::RoleService,
+    /// Tables and resources.
+    pub schema: schema::SchemaService,
+    /// Grants.
+    pub grants: permissions::GrantService,
+    /// The Data API.
+    pub data: data::DataService,
+    /// Workflows.
+    pub workflows: workflows::WorkflowService,
+    /// DataViews and dashboards.
+    pub views: views::ViewService,
+    /// The SQL console.
+    pub sql: sql_console::SqlConsole,
+    /// Realtime subscriptions.
+    pub realtime: realtime::RealtimeService,
+    /// Files.
+    pub files: files::FileService,
+    /// The audit log.
+    pub audit: audit::AuditService,
+    /// The MCP tools.
+    pub mcp: mcp::McpServer,
+}
+
+impl Services {
+    /// Connects to the database (creating and migrating it) and builds the services.
+    pub async fn start(config: &ServicesConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        database::create_if_missing(&config.database_url).await?;
+        let pool = PoolOptions {
+            max_connections: config.database_pool_size,
+            plan_cache_mode: config.database_plan_cache_mode,
+            ..PoolOptions::default()
+        };
+        let db = store_pg::connect(&config.database_url, pool)
+            .await
+            .context("cannot connect to the database")?;
+        Self::over(config, db, clock).await
+    }
+
+    /// Migrates the database behind `db` (a pool the caller made, such as
+    /// one from [`store_pg::connect`]) and builds the services over it.
+    /// `config.database_url` is not read.
+    pub async fn over(
+        config: &ServicesConfig,
+        db: sea_orm::DatabaseConnection,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
+        database::migrate(&db).await?;
+        let store = PgStore::new(db, clock.clone());
+        if config.listen_for_changes {
+            store.watch_caches();
+        }
+        let settings = settings::SettingsService::new(Arc::new(store.clone()));
+        // One hashing pool for the process: sign-in and accounts share it.
+        let hasher = auth::HashPool::per_core();
+        let sign_in = auth::SignInService::new(
+            Arc::new(store.clone()),
+            settings.clone(),
+            clock.clone(),
+            hasher.clone(),
+        );
+        let accounts = auth::AccountService::new(
+            Arc::new(store.clone()),
+            settings.clone(),
+            clock.clone(),
+            hasher,
+            &config.public_url,
+        );
+        let data = data::DataService::new(Arc::new(store.clone()), clock.clone(), sign_in.clone());
+        let workflow_store: Arc<dyn workflows::WorkflowStore> = Arc::new(store.clone());
+        let ports = workflows::Ports {
+            data: Arc::new(workflows::DataSteps::new(
+                data.clone(),
+                workflow_store.clone(),
+            )),
+            outbound: Arc::new(
+                outbound::HttpClient::new().context("cannot build the HTTP client")?,
+            ),
+            journal: Arc::new(store.clone()),
+            clock: clock.clone(),
+            renew_every: config.workflow_lease / 3,
+        };
+        let options = workflows::RunnerOptions {
+            lease: config.workflow_lease,
+            ..workflows::RunnerOptions::default()
+        };
+        let workflows = workflows::WorkflowService::new(
+            workflow_store,
+            sign_in.clone(),
+            settings.clone(),
+            ports,
+            options,
+        );
+        let views = views::ViewService::new(Arc::new(store.clone()), data.clone(), clock.clone());
+        Ok(Self {
+            mcp: mcp::McpServer::new(data.clone(), views.clone(), workflows.clone()),
+            oauth: oauth::OAuthService::new(
+                sign_in.clone(),
+                settings.clone(),
+                Arc::new(store.clone()),
+                Arc::new(store.clone()),
+                clock.clone(),
+                &config.public_url,
+            )
+            .context("cannot build the OAuth HTTP client")?,
+            sql: sql_console::SqlConsole::new(Arc::new(store.clone()), settings.clone()),
+            realtime: realtime::RealtimeService::new(
+                Arc::new(store.clone()),
+                data.clone(),
+                sign_in.clone(),
+                settings.clone(),
+            ),
+            files: files::FileService::new(
+                data.clone(),
+                Arc::new(store.clone()),
+                files::Blobs::open(&config.files)
+                    .map_err(|e| anyhow::anyhow!("files storage: {e}"))?,
+                settings.clone(),
+            ),
+            audit: audit::AuditService::new(Arc::new(store.clone())),
+            roles: permissions::RoleService::new(Arc::new(store.clone()), clock.clone()),
+            schema: schema::SchemaService::new(Arc::new(store.clone()), clock.clone()),
+            grants: permissions::GrantService::new(Arc::new(store.clone()), clock),
+            workflows,
+            views,
+            data,
+            sign_in,
+            accounts,
+            settings,
+            store,
+        })
+    }
+
+    /// Creates the configured administrator when no active administrator exists.
+    /// Answers the created user's email.
+    pub async fn bootstrap_admin(
+        &self,
+        email: &str,
+        password: &str,
+    ) -> anyhow::Result<Option<String>> {
+        let admins = self
+            .accounts
+            .role_members(kernel::ADMINISTRATORS_ROLE_ID)
+            .await?;
+        if admins.iter().any(|u| u.active) {
+            return Ok(None);
+        }
+        let user = self.accounts.ensure_admin(email, password, None).await?;
+        Ok(Some(user.email))
+    }
+}

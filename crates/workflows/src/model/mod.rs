@@ -1,0 +1,184 @@
+//! The workflow definition (API.md section 6): a trigger and the steps it
+//! runs, parsed from JSON with the path of every refused field, and checked
+//! as a whole (unique step ids, templates naming only earlier steps, trigger
+//! combinations). The trigger is in `trigger`, each step type with its own
+//! parser in `steps`, the walk over step lists (ids, nesting, templates) in
+//! `parser`.
+
+mod parser;
+mod steps;
+#[cfg(test)]
+mod tests;
+mod trigger;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use kernel::FieldError;
+
+use crate::template;
+
+pub use steps::{
+    Action, Condition, Delay, Delete, Fail, Finish, HTTP_METHODS, Http, Insert, Query, Step,
+    Transform, Update,
+};
+pub use trigger::{
+    DbEvent, EventKind, OnTimeout, ResponseMode, Trigger, Webhook, WebhookAccess, WebhookMethod,
+};
+
+/// Default and largest wait of a synchronous webhook, in seconds.
+pub const WAIT_SECONDS_DEFAULT: u32 = 30;
+/// Most steps in one definition, nested ones included.
+pub const STEPS_MAX: usize = 100;
+/// Deepest nesting of conditions.
+pub(crate) const DEPTH_MAX: usize = 8;
+/// Longest delay step, in milliseconds.
+pub const DELAY_MAX_MS: u64 = 3_600_000;
+/// Default timeout of the http step, in milliseconds.
+pub const HTTP_TIMEOUT_DEFAULT_MS: u64 = 10_000;
+/// Longest timeout of the http step, in milliseconds.
+pub const HTTP_TIMEOUT_MAX_MS: u64 = 60_000;
+
+/// What starts a workflow, and the steps it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Definition {
+    /// The trigger.
+    pub trigger: Trigger,
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+}
+
+impl Definition {
+    /// Parses `{ trigger, steps }` and checks it as a whole; `max_wait_ms`
+    /// is the current `workflows.max_sync_wait_ms`.
+    pub fn parse(trigger: &Value, steps: &Value, max_wait_ms: u64) -> Result<Self, FieldError> {
+        let trigger = Trigger::parse(trigger, max_wait_ms)?;
+        let items = steps
+            .as_array()
+            .ok_or_else(|| FieldError::new("steps", "must be an array of steps"))?;
+        let mut parser = parser::StepParser::default();
+        let steps = parser.list(items, "steps", 0)?;
+        Ok(Self { trigger, steps })
+    }
+
+    /// The trigger as stored and shown.
+    pub fn trigger_json(&self) -> Value {
+        self.trigger.to_json()
+    }
+
+    /// The steps as stored and shown.
+    pub fn steps_json(&self) -> Value {
+        Value::Array(self.steps.iter().map(Step::to_json).collect())
+    }
+
+    /// `{ trigger, steps }`, as a run's stored definition.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({ "trigger": self.trigger_json(), "steps": self.steps_json() })
+    }
+
+    /// Parses a stored `{ trigger, steps }` without the wait limit (it was
+    /// checked when saved).
+    pub fn from_stored(stored: &Value) -> Result<Self, FieldError> {
+        Self::parse(&stored["trigger"], &stored["steps"], u64::MAX)
+    }
+
+    /// Whether every step only computes from the context (no data, http or
+    /// delay step): such a run ends at once and is stored once, finished.
+    pub fn is_pure(&self) -> bool {
+        fn all(steps: &[Step]) -> bool {
+            steps.iter().all(|step| match &step.action {
+                Action::Condition(c) => all(&c.then) && all(&c.otherwise),
+                action => action.is_pure(),
+            })
+        }
+        all(&self.steps)
+    }
+
+    /// Whether a template reads `user.*` (the run's user is loaded only then).
+    pub fn reads_user(&self) -> bool {
+        fn any(steps: &[Step]) -> bool {
+            steps.iter().any(|step| {
+                let own = step.template_fields().iter().any(|(_, value)| {
+                    template::paths(value).any(|path| path == "user" || path.starts_with("user."))
+                });
+                own || match &step.action {
+                    Action::Condition(c) => any(&c.then) || any(&c.otherwise),
+                    _ => false,
+                }
+            })
+        }
+        any(&self.steps)
+    }
+}
+
+/// Parses `value` as `T`; a refused field is named under `path`.
+pub(crate) fn typed<T: DeserializeOwned>(value: Value, path: &str) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let inner = err.path().to_string();
+        let field = if inner == "." {
+            path.to_owned()
+        } else {
+            format!("{path}.{inner}")
+        };
+        let message = err.into_inner().to_string();
+        let message = message
+            .split(" at line")
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        FieldError::new(field, message)
+    })
+}
+
+pub(crate) fn serialized<T: Serialize>(value: &T) -> Map<String, Value> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+/// Checks that a data step names a table as `schema.table`.
+pub(crate) fn resource_name(resource: &str, at: &str) -> Result<(), FieldError> {
+    match resource.split_once('.') {
+        Some((schema, table))
+            if !schema.is_empty() && !table.is_empty() && !table.contains('.') =>
+        {
+            Ok(())
+        }
+        _ => Err(FieldError::new(
+            format!("{at}.resource"),
+            "must be \"<schema>.<table>\"",
+        )),
+    }
+}
+
+/// Refuses templates with an unknown root or naming a step that does not run before.
+pub(crate) fn check_templates(
+    value: &Value,
+    before: &[String],
+    field: &str,
+) -> Result<(), FieldError> {
+    for path in template::paths(value) {
+        let mut parts = path.split('.');
+        match parts.next() {
+            Some("start" | "user") => {}
+            Some("steps") => match parts.next() {
+                Some(id) if before.iter().any(|b| b == id) => {}
+                _ => {
+                    return Err(FieldError::new(
+                        field.to_owned(),
+                        format!("{{{{{path}}}}} names a step that does not run before this one"),
+                    ));
+                }
+            },
+            _ => {
+                return Err(FieldError::new(
+                    field.to_owned(),
+                    format!("{{{{{path}}}}} must start with start, steps or user"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

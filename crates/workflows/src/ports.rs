@@ -1,0 +1,111 @@
+//! What the step executor reaches outside the run: the Data API for data
+//! steps, outgoing HTTP, the journal where progress is written, and time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kernel::{Clock, StoreError};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::run::{Outcome, RunError, StepRecord};
+
+/// Who a run's data steps act as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunUser {
+    /// The run.
+    pub run_id: Uuid,
+    /// The user whose grants apply.
+    pub user_id: Uuid,
+}
+
+/// Data steps, under the run user's permissions (the Data API's rules).
+#[async_trait]
+pub trait StepData: Send + Sync + 'static {
+    /// `query`: the rows, as the list route's `data`.
+    async fn query(
+        &self,
+        user: RunUser,
+        resource: &str,
+        filter: Option<&Value>,
+        sort: Option<String>,
+        limit: Option<String>,
+    ) -> Result<Value, RunError>;
+    /// `insert`: the row or rows written.
+    async fn insert(&self, user: RunUser, resource: &str, data: &Value) -> Result<Value, RunError>;
+    /// `update`: the row written.
+    async fn update(
+        &self,
+        user: RunUser,
+        resource: &str,
+        key: &str,
+        data: &Value,
+    ) -> Result<Value, RunError>;
+    /// `delete`: `{ deleted: true }`.
+    async fn delete(&self, user: RunUser, resource: &str, key: &str) -> Result<Value, RunError>;
+}
+
+/// An outgoing request of the http step, rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutgoingRequest {
+    /// The method.
+    pub method: String,
+    /// The URL.
+    pub url: String,
+    /// Header names and values.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body, if any.
+    pub body: Option<Value>,
+    /// When to give up.
+    pub timeout: Duration,
+    /// Signs the body when set.
+    pub signing_secret: Option<String>,
+    /// Whether loopback, private and link-local targets are allowed.
+    pub allow_private: bool,
+}
+
+/// Outgoing HTTP for the http step.
+#[async_trait]
+pub trait Outbound: Send + Sync + 'static {
+    /// Sends `request`; answers `{ status, headers, body }`.
+    async fn send(&self, request: OutgoingRequest) -> Result<Value, RunError>;
+}
+
+/// What the executor writes as a run progresses.
+#[async_trait]
+pub trait RunJournal: Send + Sync + 'static {
+    /// Stores `steps` and renews the lease while `owner` holds it; answers
+    /// `Some(cancel requested)`, or `None` when the run is no longer this
+    /// owner's (taken over, or ended).
+    async fn checkpoint(
+        &self,
+        run: Uuid,
+        owner: Uuid,
+        steps: &[StepRecord],
+    ) -> Result<Option<bool>, StoreError>;
+    /// Renews the lease while `owner` holds it; answers as [`RunJournal::checkpoint`].
+    async fn renew(&self, run: Uuid, owner: Uuid) -> Result<Option<bool>, StoreError>;
+    /// Ends the run with `outcome` and `steps` while `owner` holds it.
+    async fn finish(
+        &self,
+        owner: Uuid,
+        outcome: &Outcome,
+        steps: &[StepRecord],
+    ) -> Result<(), StoreError>;
+}
+
+/// The executor's collaborators.
+#[derive(Clone)]
+pub struct Ports {
+    /// Data steps.
+    pub data: Arc<dyn StepData>,
+    /// The http step.
+    pub outbound: Arc<dyn Outbound>,
+    /// Where progress is written.
+    pub journal: Arc<dyn RunJournal>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// How often a long step renews the lease.
+    pub renew_every: Duration,
+}
