@@ -57,8 +57,14 @@ impl Tessera {
             let store = store.clone();
             Box::pin(async move { store.ping().await })
         });
+        let mcp_server = mcp::McpServer::new(
+            services.data.clone(),
+            services.views.clone(),
+            services.workflows.clone(),
+        );
         let state = web::Data::new(AppState {
-            mcp: Arc::new(services.mcp.clone().into_service()),
+            mcp: Arc::new(mcp_server.clone().into_service()),
+            mcp_server,
             services: services.clone(),
             ready,
             trusted_proxies: config.trusted_proxies.clone(),

@@ -7,8 +7,8 @@ pub mod database;
 
 /// The domain crates, for a host that calls them through this bundle.
 pub use {
-    audit, auth, data, files, kernel, mcp, oauth, permissions, realtime, schema, settings,
-    sql_console, store_pg, views, workflows,
+    audit, auth, data, files, kernel, oauth, permissions, realtime, schema, settings, sql_console,
+    store_pg, views, workflows,
 };
 
 use std::sync::Arc;
@@ -71,8 +71,6 @@ pub struct Services {
     pub files: files::FileService,
     /// The audit log.
     pub audit: audit::AuditService,
-    /// The MCP tools.
-    pub mcp: mcp::McpServer,
 }
 
 impl Services {
@@ -146,7 +144,6 @@ impl Services {
         );
         let views = views::ViewService::new(Arc::new(store.clone()), data.clone(), clock.clone());
         Ok(Self {
-            mcp: mcp::McpServer::new(data.clone(), views.clone(), workflows.clone()),
             oauth: oauth::OAuthService::new(
                 sign_in.clone(),
                 settings.clone(),

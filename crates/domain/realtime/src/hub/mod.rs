@@ -6,21 +6,23 @@
 //! batch and the frames it gives.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use auth::SignInService;
 use chrono::{DateTime, Utc};
-use data::{Caller, DataService, Table, Watch};
+use data::{Caller, DataService, Table};
 use kernel::Versions;
-use kernel::filter::{Filter, Operand};
+use kernel::filter::Filter;
 use permissions::{Access, Action, Plane, Principal};
 use settings::SettingsService;
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 use uuid::Uuid;
 
+mod members;
+
+pub(crate) use self::members::{Join, Resume};
+use self::members::{Member, view_key};
 use crate::frame::{RESET, frame};
 use crate::store::{EventRef, RealtimeStore};
 
@@ -40,67 +42,6 @@ const PING: &str = ": ping\n\n";
 const STALE_RETRIES: u32 = 3;
 /// `ended` of a subscriber dropped for falling behind.
 pub(crate) const OVERFLOWED: u8 = 1;
-
-/// Where a new subscriber starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Resume {
-    /// With the next change.
-    Live,
-    /// After this event, replaying what it missed.
-    After(i64),
-    /// With a reset (a malformed `Last-Event-ID`).
-    Reset,
-}
-
-/// A subscriber joining.
-pub(crate) struct Join {
-    /// Its slot among the user's streams (`svc.realtime_streams`).
-    pub(crate) stream: Uuid,
-    pub(crate) principal: Principal,
-    /// When its credential expires: the stream ends then.
-    pub(crate) expires_at: DateTime<Utc>,
-    /// The `auth` version its credential was resolved at.
-    pub(crate) auth_version: i64,
-    pub(crate) watches: Vec<Watch>,
-    pub(crate) bearer: String,
-    pub(crate) zone_header: Option<String>,
-    pub(crate) resume: Resume,
-    pub(crate) sender: mpsc::Sender<Arc<str>>,
-    pub(crate) ended: Arc<AtomicU8>,
-    /// Told once the subscriber is in (true) or could not be taken (false):
-    /// any change committed after that reaches it.
-    pub(crate) admitted: Option<tokio::sync::oneshot::Sender<bool>>,
-}
-
-/// A subscriber in the hub.
-struct Member {
-    join: Join,
-    /// Events up to this id were handled for it.
-    after: i64,
-    /// The stream is over (refused or dropped); removed on the next pass.
-    gone: bool,
-}
-
-impl Member {
-    /// Queues `frame`; a full queue drops the subscriber.
-    fn push(&mut self, frame: &Arc<str>) {
-        match self.join.sender.try_send(frame.clone()) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.join.ended.store(OVERFLOWED, Ordering::Release);
-                self.gone = true;
-            }
-            Err(TrySendError::Closed(_)) => self.gone = true,
-        }
-    }
-
-    fn watching(&self, resource: Uuid) -> Option<&Watch> {
-        self.join
-            .watches
-            .iter()
-            .find(|w| w.table.resource_id == resource)
-    }
-}
 
 /// The hub of one instance; its task starts with the first subscriber.
 pub(crate) struct Hub {
@@ -620,24 +561,4 @@ impl Runner {
         }
         Ok(rows)
     }
-}
-
-/// Subscribers with equal keys see `table` the same way: the same grants
-/// and filter, and the same user or zone where those use `$USER` or `$PERIOD`.
-fn view_key(join: &Join, table: &Table, filter: Option<&Filter>) -> String {
-    let principal = &join.principal;
-    let grants: Vec<&Filter> = table
-        .scopes
-        .iter()
-        .filter(|s| s.action == Action::Read && principal.role_ids.contains(&s.role_id))
-        .filter_map(|s| s.filter.as_ref())
-        .chain(filter)
-        .collect();
-    let uses = |test: &dyn Fn(&Operand) -> bool| grants.iter().any(|f| f.mentions(&test));
-    let mut roles = principal.role_ids.clone();
-    roles.sort_unstable();
-    let user = uses(&|o| matches!(o, Operand::User(_))).then_some(principal.user_id);
-    let zone = uses(&|o| matches!(o, Operand::Period(_)))
-        .then(|| (principal.timezone.clone(), join.zone_header.clone()));
-    format!("{}|{roles:?}|{user:?}|{zone:?}|{filter:?}", principal.admin)
 }

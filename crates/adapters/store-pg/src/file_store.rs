@@ -2,12 +2,26 @@
 //! download sends.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use files::{FileStore, StoredFile};
 use kernel::StoreError;
-use sea_orm::ConnectionTrait as _;
+use sea_orm::{ConnectionTrait as _, FromQueryResult};
 use uuid::Uuid;
 
-use crate::{PgStore, map_err, stmt};
+use crate::{PgStore, map_err, rows, stmt};
+
+/// A file's record as a download reads it.
+#[derive(FromQueryResult)]
+struct FileRow {
+    id: Uuid,
+    name: String,
+    content_type: String,
+    size: i64,
+    sha256: String,
+    public: bool,
+    owner_id: Option<Uuid>,
+    created_at: DateTime<Utc>,
+}
 
 #[async_trait]
 impl FileStore for PgStore {
@@ -22,16 +36,16 @@ impl FileStore for PgStore {
             .await
             .map_err(map_err)?;
         row.map(|r| {
-            let size: i64 = r.try_get("", "size").map_err(map_err)?;
+            let file = rows::row::<FileRow>(&r)?;
             Ok(StoredFile {
-                id: r.try_get("", "id").map_err(map_err)?,
-                name: r.try_get("", "name").map_err(map_err)?,
-                content_type: r.try_get("", "content_type").map_err(map_err)?,
-                size: u64::try_from(size).unwrap_or_default(),
-                sha256: r.try_get("", "sha256").map_err(map_err)?,
-                public: r.try_get("", "public").map_err(map_err)?,
-                owner_id: r.try_get("", "owner_id").map_err(map_err)?,
-                created_at: r.try_get("", "created_at").map_err(map_err)?,
+                id: file.id,
+                name: file.name,
+                content_type: file.content_type,
+                size: u64::try_from(file.size).unwrap_or_default(),
+                sha256: file.sha256,
+                public: file.public,
+                owner_id: file.owner_id,
+                created_at: file.created_at,
             })
         })
         .transpose()

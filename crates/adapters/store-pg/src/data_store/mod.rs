@@ -18,7 +18,7 @@ use kernel::StoreError;
 use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, TransactionTrait};
 
 use crate::json_rows::{compact, write_object};
-use crate::{PgStore, map_err, map_sqlx};
+use crate::{PgStore, map_err, map_sqlx, rows};
 
 pub(crate) use catalog::Catalog;
 pub(crate) use changes::changes_sql;
@@ -74,7 +74,7 @@ impl PgStore {
             params,
             found: Found {
                 json: json_of(&row)?,
-                total: row.try_get("", "total").map_err(map_err)?,
+                total: rows::column(&row, "total")?,
             },
         })
     }
@@ -105,7 +105,7 @@ impl PgStore {
 
 /// The JSON PostgreSQL built in column `body`, compact.
 fn json_of(row: &QueryResult) -> Result<Option<String>, StoreError> {
-    let body: Option<String> = row.try_get("", "body").map_err(map_err)?;
+    let body: Option<String> = rows::column(row, "body")?;
     Ok(body.map(compact))
 }
 
@@ -153,7 +153,7 @@ impl DataStore for PgStore {
                 .ok_or_else(|| StoreError::Internal("the count answered no row".into()))?;
             return Ok(Found {
                 json: json_of(&row)?,
-                total: row.try_get("", "total").map_err(map_err)?,
+                total: rows::column(&row, "total")?,
             });
         }
         let (sql, values) = rows.sql(table, context, false);

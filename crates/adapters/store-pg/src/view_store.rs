@@ -8,41 +8,68 @@ use audit::AuditEvent;
 use chrono::{DateTime, Utc};
 use data::Context;
 use kernel::StoreError;
-use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait};
+use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult, TransactionTrait};
+use serde_json::Value as Json;
 use uuid::Uuid;
 use views::query::ViewQuery;
 use views::store::{
     DashboardRecord, DataViewRecord, PublishedView, ViewAnswer, ViewKey, ViewStore,
 };
 
-use crate::{PgStore, commit_with_audit, execute, map_err, stmt};
+use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
 
 const VIEW_COLUMNS: &str = "id, slug, name, draft, published, published_at, created_at, updated_at";
 const DASHBOARD_COLUMNS: &str = "id, slug, name, refresh_seconds, widgets, created_at, updated_at";
 
+/// A row of [`VIEW_COLUMNS`].
+#[derive(FromQueryResult)]
+struct DataViewRow {
+    id: Uuid,
+    slug: String,
+    name: String,
+    draft: Json,
+    published: Option<Json>,
+    published_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
 fn dataview(row: &QueryResult) -> Result<DataViewRecord, StoreError> {
+    let r = rows::row::<DataViewRow>(row)?;
     Ok(DataViewRecord {
-        id: row.try_get("", "id").map_err(map_err)?,
-        slug: row.try_get("", "slug").map_err(map_err)?,
-        name: row.try_get("", "name").map_err(map_err)?,
-        draft: row.try_get("", "draft").map_err(map_err)?,
-        published: row.try_get("", "published").map_err(map_err)?,
-        published_at: row.try_get("", "published_at").map_err(map_err)?,
-        created_at: row.try_get("", "created_at").map_err(map_err)?,
-        updated_at: row.try_get("", "updated_at").map_err(map_err)?,
+        id: r.id,
+        slug: r.slug,
+        name: r.name,
+        draft: r.draft,
+        published: r.published,
+        published_at: r.published_at,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
     })
 }
 
+/// A row of [`DASHBOARD_COLUMNS`].
+#[derive(FromQueryResult)]
+struct DashboardRow {
+    id: Uuid,
+    slug: String,
+    name: String,
+    refresh_seconds: Option<i32>,
+    widgets: Json,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
 fn dashboard(row: &QueryResult) -> Result<DashboardRecord, StoreError> {
-    let refresh: Option<i32> = row.try_get("", "refresh_seconds").map_err(map_err)?;
+    let r = rows::row::<DashboardRow>(row)?;
     Ok(DashboardRecord {
-        id: row.try_get("", "id").map_err(map_err)?,
-        slug: row.try_get("", "slug").map_err(map_err)?,
-        name: row.try_get("", "name").map_err(map_err)?,
-        refresh_seconds: refresh.and_then(|n| u32::try_from(n).ok()),
-        widgets: row.try_get("", "widgets").map_err(map_err)?,
-        created_at: row.try_get("", "created_at").map_err(map_err)?,
-        updated_at: row.try_get("", "updated_at").map_err(map_err)?,
+        id: r.id,
+        slug: r.slug,
+        name: r.name,
+        refresh_seconds: r.refresh_seconds.and_then(|n| u32::try_from(n).ok()),
+        widgets: r.widgets,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
     })
 }
 

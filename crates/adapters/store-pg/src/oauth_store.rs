@@ -6,25 +6,58 @@ use auth::NewSession;
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
 use oauth::{AccountMatch, Identity, OAuthStore, PendingFlow, SignInPlan};
-use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait, Value};
+use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait, Value};
 use uuid::Uuid;
 
 use crate::auth_store::{insert_session, insert_user};
-use crate::{PgStore, commit_with_audit, execute, map_err, stmt, write_audit};
+use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt, write_audit};
 
 const IDENTITY_COLUMNS: &str =
     "i.id, i.user_id, i.provider, i.subject, i.email, i.created_at, i.last_used_at";
 
-fn identity_from_row(row: &QueryResult) -> Result<Identity, StoreError> {
-    Ok(Identity {
-        id: row.try_get("", "id").map_err(map_err)?,
-        user_id: row.try_get("", "user_id").map_err(map_err)?,
-        provider: row.try_get("", "provider").map_err(map_err)?,
-        subject: row.try_get("", "subject").map_err(map_err)?,
-        email: row.try_get("", "email").map_err(map_err)?,
-        created_at: row.try_get("", "created_at").map_err(map_err)?,
-        last_used_at: row.try_get("", "last_used_at").map_err(map_err)?,
-    })
+/// A row of [`IDENTITY_COLUMNS`].
+#[derive(FromQueryResult)]
+struct IdentityRow {
+    id: Uuid,
+    user_id: Uuid,
+    provider: String,
+    subject: String,
+    email: Option<String>,
+    created_at: DateTime<Utc>,
+    last_used_at: DateTime<Utc>,
+}
+
+impl From<IdentityRow> for Identity {
+    fn from(r: IdentityRow) -> Self {
+        Self {
+            id: r.id,
+            user_id: r.user_id,
+            provider: r.provider,
+            subject: r.subject,
+            email: r.email,
+            created_at: r.created_at,
+            last_used_at: r.last_used_at,
+        }
+    }
+}
+
+/// A pending flow as taking it answers.
+#[derive(FromQueryResult)]
+struct FlowRow {
+    provider: String,
+    redirect_to: String,
+    pkce_verifier: String,
+    nonce: Option<String>,
+    expires_at: DateTime<Utc>,
+}
+
+/// The account a provider's identity or email matches.
+#[derive(FromQueryResult)]
+struct AccountRow {
+    id: Uuid,
+    identity_id: Option<Uuid>,
+    active: bool,
+    api_access: bool,
 }
 
 async fn insert_identity(conn: &impl ConnectionTrait, i: Identity) -> Result<(), StoreError> {
@@ -88,13 +121,14 @@ impl OAuthStore for PgStore {
         else {
             return Ok(None);
         };
+        let flow = rows::row::<FlowRow>(&row)?;
         Ok(Some(PendingFlow {
             state_hash: *state_hash,
-            provider: row.try_get("", "provider").map_err(map_err)?,
-            redirect_to: row.try_get("", "redirect_to").map_err(map_err)?,
-            pkce_verifier: row.try_get("", "pkce_verifier").map_err(map_err)?,
-            nonce: row.try_get("", "nonce").map_err(map_err)?,
-            expires_at: row.try_get("", "expires_at").map_err(map_err)?,
+            provider: flow.provider,
+            redirect_to: flow.redirect_to,
+            pkce_verifier: flow.pkce_verifier,
+            nonce: flow.nonce,
+            expires_at: flow.expires_at,
         }))
     }
 
@@ -125,11 +159,12 @@ impl OAuthStore for PgStore {
             .await
             .map_err(map_err)?;
         row.map(|row| {
+            let account = rows::row::<AccountRow>(&row)?;
             Ok(AccountMatch {
-                user_id: row.try_get("", "id").map_err(map_err)?,
-                identity_id: row.try_get("", "identity_id").map_err(map_err)?,
-                active: row.try_get("", "active").map_err(map_err)?,
-                api_access: row.try_get("", "api_access").map_err(map_err)?,
+                user_id: account.id,
+                identity_id: account.identity_id,
+                active: account.active,
+                api_access: account.api_access,
             })
         })
         .transpose()
@@ -145,7 +180,7 @@ impl OAuthStore for PgStore {
             .await
             .map_err(map_err)?;
         Ok(match row {
-            Some(row) => row.try_get("", "api_access").map_err(map_err)?,
+            Some(row) => rows::column(&row, "api_access")?,
             None => false,
         })
     }
@@ -223,11 +258,13 @@ impl OAuthStore for PgStore {
         if rows.is_empty() {
             return Ok(None);
         }
-        rows.iter()
-            .filter(|row| matches!(row.try_get::<Option<Uuid>>("", "id"), Ok(Some(_))))
-            .map(identity_from_row)
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
+        let identities = rows
+            .iter()
+            .map(rows::row::<Option<IdentityRow>>)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(
+            identities.into_iter().flatten().map(Into::into).collect(),
+        ))
     }
 
     async fn delete_identity(

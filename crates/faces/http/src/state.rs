@@ -13,7 +13,9 @@ pub type ReadinessCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync
 pub struct AppState {
     /// The domain services.
     pub services: services::Services,
-    /// The MCP endpoint over `services.mcp`.
+    /// The MCP tools.
+    pub mcp_server: mcp::McpServer,
+    /// The MCP endpoint over `mcp_server`.
     pub mcp: Arc<mcp::McpService>,
     /// The readiness probe.
     pub ready: ReadinessCheck,

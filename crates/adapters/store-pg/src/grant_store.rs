@@ -1,28 +1,44 @@
 use async_trait::async_trait;
 use audit::AuditEvent;
+use chrono::{DateTime, Utc};
 use kernel::{FieldError, StoreError};
 use permissions::{Action, Grant, GrantQuery, GrantStore};
-use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait, Value};
+use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult, TransactionTrait, Value};
+use serde_json::Value as Json;
 use uuid::Uuid;
 
-use crate::{PgStore, execute, exists, map_err, stmt};
+use crate::{PgStore, execute, exists, map_err, rows, stmt};
 
 const GRANT_COLUMNS: &str =
     "id, role_id, resource_id, workflow_id, data_view_id, action, filter, columns, created_at";
 
+/// A row of [`GRANT_COLUMNS`].
+#[derive(FromQueryResult)]
+struct GrantRow {
+    id: Uuid,
+    role_id: Uuid,
+    resource_id: Option<Uuid>,
+    workflow_id: Option<Uuid>,
+    data_view_id: Option<Uuid>,
+    action: String,
+    filter: Option<Json>,
+    columns: Option<Vec<String>>,
+    created_at: DateTime<Utc>,
+}
+
 fn grant(row: &QueryResult) -> Result<Grant, StoreError> {
-    let action: String = row.try_get("", "action").map_err(map_err)?;
+    let r = rows::row::<GrantRow>(row)?;
     Ok(Grant {
-        id: row.try_get("", "id").map_err(map_err)?,
-        role_id: row.try_get("", "role_id").map_err(map_err)?,
-        resource_id: row.try_get("", "resource_id").map_err(map_err)?,
-        workflow_id: row.try_get("", "workflow_id").map_err(map_err)?,
-        data_view_id: row.try_get("", "data_view_id").map_err(map_err)?,
-        action: Action::parse(&action)
-            .ok_or_else(|| StoreError::Internal(format!("stored action {action}")))?,
-        filter: row.try_get("", "filter").map_err(map_err)?,
-        columns: row.try_get("", "columns").map_err(map_err)?,
-        created_at: row.try_get("", "created_at").map_err(map_err)?,
+        id: r.id,
+        role_id: r.role_id,
+        resource_id: r.resource_id,
+        workflow_id: r.workflow_id,
+        data_view_id: r.data_view_id,
+        action: Action::parse(&r.action)
+            .ok_or_else(|| StoreError::Internal(format!("stored action {}", r.action)))?,
+        filter: r.filter,
+        columns: r.columns,
+        created_at: r.created_at,
     })
 }
 
@@ -50,9 +66,7 @@ impl GrantStore for PgStore {
             .query_one_raw(stmt(sql, [resource_id.into()]))
             .await
             .map_err(map_err)?;
-        row.map(|r| r.try_get::<Vec<String>>("", "columns"))
-            .transpose()
-            .map_err(map_err)
+        row.map(|r| rows::column(&r, "columns")).transpose()
     }
 
     async fn data_view_columns(&self, view_id: Uuid) -> Result<Option<Vec<String>>, StoreError> {
@@ -63,9 +77,7 @@ impl GrantStore for PgStore {
             .query_one_raw(stmt(sql, [view_id.into()]))
             .await
             .map_err(map_err)?;
-        row.map(|r| r.try_get::<Vec<String>>("", "columns"))
-            .transpose()
-            .map_err(map_err)
+        row.map(|r| rows::column(&r, "columns")).transpose()
     }
 
     async fn create_grant(&self, new: Grant, event: AuditEvent) -> Result<Grant, StoreError> {

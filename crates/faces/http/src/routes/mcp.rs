@@ -91,8 +91,7 @@ async fn serve(
         .body(Full::new(body))
         .map_err(|_| ApiError::new(Code::InvalidPayload, "A malformed request"))?;
     let (parts, answer) = state
-        .services
-        .mcp
+        .mcp_server
         .serve(&state.mcp, forwarded, caller)
         .await
         .into_parts();

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use data::{Column, Kind, Table, service_columns};
 use kernel::StoreError;
 use permissions::{Action, Scope};
-use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement};
+use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, QueryResult, Statement};
 use serde_json::Value;
 use uuid::Uuid;
 use views::definition::Definition;
 use views::store::PublishedView;
 
-use crate::{PgStore, map_err};
+use crate::{PgStore, map_err, rows};
 
 /// Every registered table that exists, by schema and name, and every
 /// published DataView, by slug and by id.
@@ -88,13 +88,44 @@ impl PgStore {
     }
 }
 
+/// A registered table as the catalog's statement reads it: its columns,
+/// key, check messages and grants as JSON.
+#[derive(FromQueryResult)]
+struct TableRow {
+    id: Uuid,
+    schema_name: String,
+    table_name: String,
+    exposed_methods: Vec<String>,
+    columns: Option<Value>,
+    key: Option<Value>,
+    check_messages: Value,
+    grants: Option<Value>,
+}
+
+/// A published view as the catalog's statement reads it.
+#[derive(FromQueryResult)]
+struct ViewRow {
+    id: Uuid,
+    slug: String,
+    name: String,
+    published: Value,
+    grants: Option<Value>,
+}
+
 fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError> {
-    let schema: String = row.try_get("", "schema_name").map_err(map_err)?;
-    let name: String = row.try_get("", "table_name").map_err(map_err)?;
+    let TableRow {
+        id,
+        schema_name: schema,
+        table_name: name,
+        exposed_methods,
+        columns: raw_columns,
+        key: key_names,
+        check_messages: messages,
+        grants,
+    } = rows::row(row)?;
     let Some(shown) = service_columns(&schema, &name) else {
         return Ok(None);
     };
-    let raw_columns: Option<Value> = row.try_get("", "columns").map_err(map_err)?;
     let columns: Vec<Column> = raw_columns
         .as_ref()
         .and_then(Value::as_array)
@@ -117,7 +148,6 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
             })
         })
         .collect();
-    let key_names: Option<Value> = row.try_get("", "key").map_err(map_err)?;
     let key_names: Vec<&str> = key_names
         .as_ref()
         .and_then(Value::as_array)
@@ -130,10 +160,8 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
         .map(|k| columns.iter().position(|c| c.name == *k))
         .collect::<Option<_>>()
         .unwrap_or_default();
-    let messages: Value = row.try_get("", "check_messages").map_err(map_err)?;
     let check_messages: BTreeMap<String, String> =
         serde_json::from_value(messages).unwrap_or_default();
-    let grants: Option<Value> = row.try_get("", "grants").map_err(map_err)?;
     let scopes = grants
         .as_ref()
         .and_then(Value::as_array)
@@ -142,10 +170,10 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
         .filter_map(scope_of)
         .collect();
     Ok(Some(Table {
-        resource_id: row.try_get("", "id").map_err(map_err)?,
+        resource_id: id,
         schema,
         name,
-        exposed_methods: row.try_get("", "exposed_methods").map_err(map_err)?,
+        exposed_methods,
         columns,
         key,
         check_messages,
@@ -158,7 +186,13 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
 /// no longer parses, its source is gone or no longer fits it (it serves
 /// nothing until published again).
 fn view_of(row: &QueryResult, catalog: &Catalog) -> Result<Option<PublishedView>, StoreError> {
-    let published: Value = row.try_get("", "published").map_err(map_err)?;
+    let ViewRow {
+        id,
+        slug,
+        name,
+        published,
+        grants,
+    } = rows::row(row)?;
     let Some(definition) = published
         .as_object()
         .and_then(|body| Definition::parse(body).ok())
@@ -175,11 +209,10 @@ fn view_of(row: &QueryResult, catalog: &Catalog) -> Result<Option<PublishedView>
     let Ok(shape) = definition.shape(source) else {
         return Ok(None);
     };
-    let grants: Option<Value> = row.try_get("", "grants").map_err(map_err)?;
     Ok(Some(PublishedView {
-        id: row.try_get("", "id").map_err(map_err)?,
-        slug: row.try_get("", "slug").map_err(map_err)?,
-        name: row.try_get("", "name").map_err(map_err)?,
+        id,
+        slug,
+        name,
         source: source.clone(),
         shape,
         definition,

@@ -9,12 +9,12 @@ use data::{Context, ListQuery, Table};
 use kernel::StoreError;
 use realtime::{Change, EventRef, Poll, RealtimeStore};
 use sea_orm::sqlx::postgres::PgListener;
-use sea_orm::{ConnectionTrait, QueryResult};
+use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::data_store::changes_sql;
-use crate::{PgStore, map_err, stmt, versions_of};
+use crate::{PgStore, map_err, rows, stmt, versions_of};
 
 /// The channel the trigger announces logged changes on.
 const CHANNEL: &str = "tessera_realtime";
@@ -29,13 +29,27 @@ const POLL: &str = "SELECT v.auth, v.catalog, v.settings, f.frontier, e.id, e.re
          WHERE id > $1 AND id < f.frontier AND resource_id = ANY($2) ORDER BY id LIMIT $3) e ON true \
      ORDER BY e.id";
 
+/// An event of [`POLL`]; all null when the poll found none.
+#[derive(FromQueryResult)]
+struct EventRow {
+    id: i64,
+    resource_id: Uuid,
+    event: String,
+}
+
+/// A change as a subscriber sees it.
+#[derive(FromQueryResult)]
+struct ChangeRow {
+    event: i64,
+    new: bool,
+    body: String,
+}
+
 fn event_of(row: &QueryResult) -> Result<Option<EventRef>, StoreError> {
-    let id: Option<i64> = row.try_get("", "id").map_err(map_err)?;
-    let Some(id) = id else { return Ok(None) };
-    Ok(Some(EventRef {
-        id,
-        resource_id: row.try_get("", "resource_id").map_err(map_err)?,
-        kind: row.try_get("", "event").map_err(map_err)?,
+    Ok(rows::row::<Option<EventRow>>(row)?.map(|e| EventRef {
+        id: e.id,
+        resource_id: e.resource_id,
+        kind: e.event,
     }))
 }
 
@@ -78,7 +92,7 @@ impl RealtimeStore for PgStore {
             .await
             .map_err(map_err)?
             .ok_or_else(|| StoreError::Internal("take_stream answered no row".into()))?;
-        row.try_get("", "taken").map_err(map_err)
+        rows::column(&row, "taken")
     }
 
     async fn renew_streams(&self, ids: &[Uuid]) -> Result<(), StoreError> {
@@ -128,7 +142,7 @@ impl RealtimeStore for PgStore {
         }
         Ok(Poll {
             versions,
-            frontier: first.try_get("", "frontier").map_err(map_err)?,
+            frontier: rows::column(first, "frontier")?,
             events,
         })
     }
@@ -172,7 +186,7 @@ impl RealtimeStore for PgStore {
             .await
             .map_err(map_err)?;
         match row {
-            Some(row) => row.try_get("", "found").map_err(map_err),
+            Some(row) => rows::column(&row, "found"),
             None => Ok(false),
         }
     }
@@ -196,11 +210,11 @@ impl RealtimeStore for PgStore {
             .map_err(map_err)?;
         rows.iter()
             .map(|row| {
-                let body: String = row.try_get("", "body").map_err(map_err)?;
+                let change = rows::row::<ChangeRow>(row)?;
                 Ok(Change {
-                    event: row.try_get("", "event").map_err(map_err)?,
-                    new: row.try_get("", "new").map_err(map_err)?,
-                    row: crate::json_rows::compact(body),
+                    event: change.event,
+                    new: change.new,
+                    row: crate::json_rows::compact(change.body),
                 })
             })
             .collect()

@@ -6,16 +6,22 @@ use std::time::Duration;
 use async_trait::async_trait;
 use audit::AuditEvent;
 use kernel::StoreError;
-use sea_orm::{ConnectionTrait, QueryResult, TransactionTrait, Value};
+use sea_orm::{ConnectionTrait, TransactionTrait, Value};
 use serde_json::Value as Json;
 use uuid::Uuid;
-use workflows::run::{Outcome, RunError, RunRecord, RunStatus, StepRecord};
+use workflows::run::{Outcome, RunRecord, StepRecord};
 use workflows::store::{
     ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, RunUserRecord, WebhookLookup,
     WebhookTarget, WorkflowChanges, WorkflowRecord,
 };
 use workflows::{RunJournal, WorkflowStore};
 
+mod rows;
+
+use self::rows::{
+    RunRow, RunUserRow, WebhookRow, claimed, error_of, outcome, status, steps_of, workflow,
+};
+use crate::rows as typed;
 use crate::{
     PgStore, commit_with_audit, execute, execute_when_stopping, exists, map_err, stmt, versions_of,
 };
@@ -47,59 +53,6 @@ const WEBHOOK_SQL: &str = "WITH w AS ( \
 
 /// Columns a claimed run is resumed from.
 const CLAIMED_COLUMNS: &str = "id, definition, input, run_as, steps, attempts";
-
-fn workflow(row: &QueryResult) -> Result<WorkflowRecord, StoreError> {
-    Ok(WorkflowRecord {
-        id: row.try_get("", "id").map_err(map_err)?,
-        slug: row.try_get("", "slug").map_err(map_err)?,
-        name: row.try_get("", "name").map_err(map_err)?,
-        enabled: row.try_get("", "enabled").map_err(map_err)?,
-        draft: row.try_get("", "draft").map_err(map_err)?,
-        published: row.try_get("", "published").map_err(map_err)?,
-        published_at: row.try_get("", "published_at").map_err(map_err)?,
-        created_at: row.try_get("", "created_at").map_err(map_err)?,
-        updated_at: row.try_get("", "updated_at").map_err(map_err)?,
-    })
-}
-
-fn status(row: &QueryResult) -> Result<RunStatus, StoreError> {
-    let text: String = row.try_get("", "status").map_err(map_err)?;
-    RunStatus::parse(&text).ok_or_else(|| StoreError::Internal(format!("stored run status {text}")))
-}
-
-/// A run's outcome from its `id, status, result, error` columns.
-fn outcome(row: &QueryResult) -> Result<Outcome, StoreError> {
-    Ok(Outcome {
-        id: row.try_get("", "id").map_err(map_err)?,
-        status: status(row)?,
-        result: row
-            .try_get::<Option<Json>>("", "result")
-            .map_err(map_err)?
-            .unwrap_or(Json::Null),
-        error: error_of(row)?,
-    })
-}
-
-fn error_of(row: &QueryResult) -> Result<Option<RunError>, StoreError> {
-    let error: Option<Json> = row.try_get("", "error").map_err(map_err)?;
-    Ok(error.and_then(|e| serde_json::from_value(e).ok()))
-}
-
-fn steps_of(row: &QueryResult) -> Result<Vec<StepRecord>, StoreError> {
-    let steps: Json = row.try_get("", "steps").map_err(map_err)?;
-    serde_json::from_value(steps).map_err(|e| StoreError::Internal(e.to_string()))
-}
-
-fn claimed(row: &QueryResult) -> Result<ClaimedRun, StoreError> {
-    Ok(ClaimedRun {
-        id: row.try_get("", "id").map_err(map_err)?,
-        definition: row.try_get("", "definition").map_err(map_err)?,
-        input: row.try_get("", "input").map_err(map_err)?,
-        run_as: row.try_get("", "run_as").map_err(map_err)?,
-        steps: steps_of(row)?,
-        attempts: row.try_get("", "attempts").map_err(map_err)?,
-    })
-}
 
 fn json_of<T: serde::Serialize>(value: &T) -> Result<Json, StoreError> {
     serde_json::to_value(value).map_err(|e| StoreError::Internal(e.to_string()))
@@ -149,7 +102,7 @@ impl PgStore {
             .await
             .map_err(map_err)?
             .ok_or_else(|| kernel::FieldError::new("trigger.resourceId", "no such resource"))?;
-        let ddl: String = row.try_get("", "ddl").map_err(map_err)?;
+        let ddl: String = typed::column(&row, "ddl")?;
         conn.execute_unprepared(&ddl).await.map_err(map_err)?;
         Ok(())
     }
@@ -172,9 +125,8 @@ impl RunJournal for PgStore {
             ))
             .await
             .map_err(map_err)?;
-        row.map(|r| r.try_get::<bool>("", "cancel_requested"))
+        row.map(|r| typed::column(&r, "cancel_requested"))
             .transpose()
-            .map_err(map_err)
     }
 
     async fn renew(&self, run: Uuid, owner: Uuid) -> Result<Option<bool>, StoreError> {
@@ -187,9 +139,8 @@ impl RunJournal for PgStore {
             ))
             .await
             .map_err(map_err)?;
-        row.map(|r| r.try_get::<bool>("", "cancel_requested"))
+        row.map(|r| typed::column(&r, "cancel_requested"))
             .transpose()
-            .map_err(map_err)
     }
 
     async fn finish(
@@ -373,16 +324,15 @@ impl WorkflowStore for PgStore {
             .map_err(map_err)?
             .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
         self.seen.observe(versions_of(&row, "v_")?);
-        let Some(workflow_id) = row.try_get::<Option<Uuid>>("", "id").map_err(map_err)? else {
+        let Some(found) = typed::row::<Option<WebhookRow>>(&row)? else {
             return Ok(None);
         };
-        let wait: i64 = row.try_get("", "wait").map_err(map_err)?;
         Ok(Some(WebhookTarget {
-            workflow_id,
-            definition: row.try_get("", "published").map_err(map_err)?,
-            published_at: row.try_get("", "published_at").map_err(map_err)?,
-            invoke_roles: row.try_get("", "roles").map_err(map_err)?,
-            retry_after: (wait > 0).then(|| u64::try_from(wait).unwrap_or(1)),
+            workflow_id: found.id,
+            definition: found.published,
+            published_at: found.published_at,
+            invoke_roles: found.roles,
+            retry_after: (found.wait > 0).then(|| u64::try_from(found.wait).unwrap_or(1)),
         }))
     }
 
@@ -405,20 +355,19 @@ impl WorkflowStore for PgStore {
             .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
         let versions = versions_of(&row, "v_")?;
         self.seen.observe(versions);
-        let Some(user_id) = row.try_get::<Option<Uuid>>("", "id").map_err(map_err)? else {
+        let Some(user) = typed::row::<Option<RunUserRow>>(&row)? else {
             return Ok(None);
         };
-        let email: String = row.try_get("", "email").map_err(map_err)?;
-        let name: Option<String> = row.try_get("", "name").map_err(map_err)?;
-        let timezone: Option<String> = row.try_get("", "timezone").map_err(map_err)?;
         Ok(Some(RunUserRecord {
             auth_version: versions.auth,
-            active: row.try_get("", "active").map_err(map_err)?,
-            role_ids: row.try_get("", "role_ids").map_err(map_err)?,
-            api_access: row.try_get("", "api_access").map_err(map_err)?,
-            admin: row.try_get("", "admin").map_err(map_err)?,
-            profile: serde_json::json!({ "id": user_id, "email": email, "name": name, "timezone": timezone }),
-            timezone,
+            active: user.active,
+            role_ids: user.role_ids,
+            api_access: user.api_access,
+            admin: user.admin,
+            profile: serde_json::json!({
+                "id": user.id, "email": user.email, "name": user.name, "timezone": user.timezone,
+            }),
+            timezone: user.timezone,
         }))
     }
 
@@ -540,20 +489,18 @@ impl WorkflowStore for PgStore {
             .map_err(map_err)?;
         rows.iter()
             .map(|row| {
+                let r = typed::row::<RunRow>(row)?;
                 Ok(RunRecord {
-                    id: row.try_get("", "id").map_err(map_err)?,
-                    workflow_id: row.try_get("", "workflow_id").map_err(map_err)?,
-                    status: status(row)?,
-                    test: row.try_get("", "test").map_err(map_err)?,
-                    input: row.try_get("", "input").map_err(map_err)?,
-                    result: row
-                        .try_get::<Option<Json>>("", "result")
-                        .map_err(map_err)?
-                        .unwrap_or(Json::Null),
-                    error: error_of(row)?,
-                    steps: steps_of(row)?,
-                    started_at: row.try_get("", "started_at").map_err(map_err)?,
-                    finished_at: row.try_get("", "finished_at").map_err(map_err)?,
+                    id: r.id,
+                    workflow_id: r.workflow_id,
+                    status: status(&r.status)?,
+                    test: r.test,
+                    input: r.input,
+                    result: r.result.unwrap_or(Json::Null),
+                    error: error_of(r.error),
+                    steps: steps_of(r.steps)?,
+                    started_at: r.started_at,
+                    finished_at: r.finished_at,
                 })
             })
             .collect()

@@ -2,12 +2,10 @@ use async_trait::async_trait;
 use audit::AuditEvent;
 use auth::{
     AuthStore, CredentialKind, CredentialRecord, FailureEffect, Invitation, LoginCandidate,
-    NewSession, NewToken, NewUser, RoleRef, SessionInfo, TokenInfo, TokenMail, User, UserChanges,
-    UserPage,
+    NewSession, NewToken, NewUser, SessionInfo, TokenInfo, TokenMail, User, UserChanges, UserPage,
 };
 use chrono::{DateTime, Utc};
-use kernel::{FieldError, StoreError, Versions};
-use permissions::Plane;
+use kernel::{StoreError, Versions};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
@@ -15,86 +13,19 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::entity::{api_token, role_member, session, user};
-use crate::{
-    PgStore, add_memberships, commit_with_audit, ensure_admin_remains, execute, is_active_admin,
-    map_err, stmt, versions_of, write_audit,
+mod statements;
+
+use self::statements::{
+    CandidateRow, TAKE_ATTEMPT_SQL, USER_SELECT, credential_record, credential_sql,
+    insert_session_row, like_pattern, load_user, load_user_where, set_roles, token_info,
+    user_from_row,
 };
-
-/// The user's own columns (`u`) with its role names (`r`), as a user is shown.
-macro_rules! user_columns {
-    () => {
-        "u.email, u.name, u.email_verified, u.created_at, \
-         coalesce(json_agg(json_build_object('id', r.id, 'name', r.name) ORDER BY r.name) FILTER (WHERE r.id IS NOT NULL), '[]') AS roles"
-    };
-}
-
-/// What the user's roles (`r`) let it do.
-macro_rules! access_columns {
-    () => {
-        "coalesce(bool_or(r.api_access), false) AS api_access, coalesce(bool_or(r.admin_access), false) AS admin"
-    };
-}
-
-/// The roles (`r`) of the user `u`.
-macro_rules! role_joins {
-    () => {
-        "LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id"
-    };
-}
-
-/// Columns of a user with its roles and access flags; each query adds its
-/// condition and grouping.
-const USER_SELECT: &str = concat!(
-    "SELECT u.id, u.active, u.timezone, ",
-    user_columns!(),
-    ", ",
-    access_columns!(),
-    " FROM svc.users u ",
-    role_joins!()
-);
-
-/// The credential resolver's query: credential, user state and roles in one round trip.
-/// The credential behind `$1` (a hash), beside the shared state's versions:
-/// always one row, whose credential columns are NULL when there is none.
-/// `$extra` adds columns of the user (`u`) and its roles (`r`).
-macro_rules! credential_sql {
-    ($table:literal, $plane:literal) => {
-        credential_sql!($table, $plane, "")
-    };
-    ($table:literal, $plane:literal, $extra:expr) => {
-        concat!(
-            "SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, k.* ",
-            "FROM svc.cache_version v LEFT JOIN LATERAL (",
-            "SELECT c.id, c.user_id, c.expires_at, c.revoked_at IS NOT NULL AS revoked, ",
-            $plane,
-            " AS plane, ",
-            "u.active, u.timezone, ",
-            "coalesce(array_agg(r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS role_ids, ",
-            access_columns!(),
-            $extra,
-            " FROM ",
-            $table,
-            " c JOIN svc.users u ON u.id = c.user_id ",
-            role_joins!(),
-            " WHERE c.token_hash = $1 GROUP BY c.id, u.id) k ON true"
-        )
-    };
-}
-const SESSION_CREDENTIAL_SQL: &str = credential_sql!("svc.sessions", "NULL::text");
-const TOKEN_CREDENTIAL_SQL: &str = credential_sql!("svc.api_tokens", "c.plane");
-// With the user's own columns beside the credential's, for `GET /api/auth/me`.
-const SESSION_USER_SQL: &str =
-    credential_sql!("svc.sessions", "NULL::text", concat!(", ", user_columns!()));
-const TOKEN_USER_SQL: &str =
-    credential_sql!("svc.api_tokens", "c.plane", concat!(", ", user_columns!()));
-
-/// Takes an attempt of `$1` under the limit `$2` (`svc.take_rate`), and clears
-/// up to 100 windows that ended; answers 0 or the seconds to wait.
-const TAKE_ATTEMPT_SQL: &str = "WITH ended AS ( \
-        DELETE FROM svc.rate_limits WHERE key IN (SELECT key FROM svc.rate_limits \
-            WHERE last_at < now() - interval '61 seconds' AND key <> $1 ORDER BY last_at LIMIT 100 FOR UPDATE SKIP LOCKED)) \
-    SELECT svc.take_rate($1, $2) AS wait";
+pub(crate) use self::statements::{insert_session, insert_user};
+use crate::entity::{api_token, session, user};
+use crate::{
+    PgStore, commit_with_audit, ensure_admin_remains, execute, is_active_admin, map_err, rows,
+    stmt, versions_of, write_audit,
+};
 
 impl PgStore {
     /// The row of the credential resolver's query; the caches heed the
@@ -134,209 +65,9 @@ impl PgStore {
             .await
             .map_err(map_err)?
             .ok_or_else(|| StoreError::Internal("the attempt statement answered no row".into()))?;
-        let wait: i64 = row.try_get("", "wait").map_err(map_err)?;
+        let wait: i64 = rows::column(&row, "wait")?;
         Ok((wait > 0).then(|| u64::try_from(wait).unwrap_or(1)))
     }
-}
-
-/// The credential resolver's query for `kind`, with the whole user when
-/// `with_user`; its one parameter `$1` is the secret's hash.
-fn credential_sql(kind: CredentialKind, with_user: bool) -> &'static str {
-    match (kind, with_user) {
-        (CredentialKind::Session, false) => SESSION_CREDENTIAL_SQL,
-        (CredentialKind::Token, false) => TOKEN_CREDENTIAL_SQL,
-        (CredentialKind::Session, true) => SESSION_USER_SQL,
-        (CredentialKind::Token, true) => TOKEN_USER_SQL,
-    }
-}
-
-/// The credential of a row of the credential resolver's query, if any.
-fn credential_record(row: &QueryResult) -> Result<Option<CredentialRecord>, StoreError> {
-    let Some(id) = row.try_get("", "id").map_err(map_err)? else {
-        return Ok(None);
-    };
-    let plane: Option<String> = row.try_get("", "plane").map_err(map_err)?;
-    Ok(Some(CredentialRecord {
-        id,
-        user_id: row.try_get("", "user_id").map_err(map_err)?,
-        expires_at: row.try_get("", "expires_at").map_err(map_err)?,
-        revoked: row.try_get("", "revoked").map_err(map_err)?,
-        plane: plane.as_deref().and_then(Plane::parse),
-        user_active: row.try_get("", "active").map_err(map_err)?,
-        role_ids: row.try_get("", "role_ids").map_err(map_err)?,
-        api_access: row.try_get("", "api_access").map_err(map_err)?,
-        admin: row.try_get("", "admin").map_err(map_err)?,
-        timezone: row.try_get("", "timezone").map_err(map_err)?,
-    }))
-}
-
-/// A user of a row whose `id_column` holds the user's id.
-fn user_from_row(row: &QueryResult, id_column: &str) -> Result<User, StoreError> {
-    let get_err = |e: sea_orm::DbErr| StoreError::Internal(e.to_string());
-    let roles: serde_json::Value = row.try_get("", "roles").map_err(get_err)?;
-    let roles = roles
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|r| {
-                    Some(RoleRef {
-                        id: r.get("id")?.as_str()?.parse().ok()?,
-                        name: r.get("name")?.as_str()?.to_owned(),
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(User {
-        id: row.try_get("", id_column).map_err(get_err)?,
-        email: row.try_get("", "email").map_err(get_err)?,
-        name: row.try_get("", "name").map_err(get_err)?,
-        email_verified: row.try_get("", "email_verified").map_err(get_err)?,
-        active: row.try_get("", "active").map_err(get_err)?,
-        timezone: row.try_get("", "timezone").map_err(get_err)?,
-        created_at: row.try_get("", "created_at").map_err(get_err)?,
-        roles,
-        api_access: row.try_get("", "api_access").map_err(get_err)?,
-        admin: row.try_get("", "admin").map_err(get_err)?,
-    })
-}
-
-async fn load_user(conn: &impl ConnectionTrait, id: Uuid) -> Result<Option<User>, StoreError> {
-    load_user_where(conn, "u.id = $1", id.into()).await
-}
-
-/// The one user matching `condition` on its `$1`.
-async fn load_user_where(
-    conn: &impl ConnectionTrait,
-    condition: &str,
-    value: Value,
-) -> Result<Option<User>, StoreError> {
-    let sql = format!("{USER_SELECT} WHERE {condition} GROUP BY u.id");
-    let row = conn
-        .query_one_raw(stmt(&sql, [value]))
-        .await
-        .map_err(map_err)?;
-    row.as_ref().map(|row| user_from_row(row, "id")).transpose()
-}
-
-/// Stores a new session and clears its user's failed sign-in counter and lock.
-pub(crate) async fn insert_session(
-    txn: &impl ConnectionTrait,
-    new: NewSession,
-) -> Result<(), StoreError> {
-    let user_id = new.user_id;
-    insert_session_row(txn, new).await?;
-    user::Entity::update_many()
-        .col_expr(user::Column::FailedSignIns, Expr::value(0))
-        .col_expr(
-            user::Column::LockedUntil,
-            Expr::value(Option::<DateTime<Utc>>::None),
-        )
-        .filter(user::Column::Id.eq(user_id))
-        .exec(txn)
-        .await
-        .map_err(map_err)?;
-    Ok(())
-}
-
-/// Stores the session row alone.
-async fn insert_session_row(txn: &impl ConnectionTrait, new: NewSession) -> Result<(), StoreError> {
-    session::ActiveModel {
-        id: Set(new.id),
-        user_id: Set(new.user_id),
-        token_hash: Set(new.token_hash.to_vec()),
-        created_at: Set(new.created_at),
-        expires_at: Set(new.expires_at),
-        revoked_at: Set(None),
-        ip: Set(new.ip),
-        user_agent: Set(new.user_agent),
-    }
-    .insert(txn)
-    .await
-    .map_err(map_err)?;
-    Ok(())
-}
-
-/// Stores a new user with its roles.
-pub(crate) async fn insert_user(
-    txn: &impl ConnectionTrait,
-    new: &NewUser,
-    now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    user::ActiveModel {
-        id: Set(new.id),
-        email: Set(new.email.as_str().to_owned()),
-        password_hash: Set(new.password_hash.clone()),
-        name: Set(new.name.clone()),
-        email_verified: Set(new.email_verified),
-        active: Set(true),
-        timezone: Set(new.timezone.clone()),
-        failed_sign_ins: Set(0),
-        locked_until: Set(None),
-        created_at: Set(new.created_at),
-        updated_at: Set(new.created_at),
-    }
-    .insert(txn)
-    .await
-    .map_err(map_err)?;
-    set_roles(txn, new.id, &new.role_ids, now).await?;
-    Ok(())
-}
-
-/// Replaces a user's roles; an unknown role id is an invalid field.
-async fn set_roles(
-    conn: &impl ConnectionTrait,
-    user_id: Uuid,
-    role_ids: &[Uuid],
-    now: DateTime<Utc>,
-) -> Result<(), StoreError> {
-    role_member::Entity::delete_many()
-        .filter(role_member::Column::UserId.eq(user_id))
-        .exec(conn)
-        .await
-        .map_err(map_err)?;
-    if role_ids.is_empty() {
-        return Ok(());
-    }
-    let known = conn
-        .query_one_raw(stmt(
-            "SELECT count(*) AS n FROM svc.roles WHERE id = ANY($1)",
-            [Value::from(role_ids.to_vec())],
-        ))
-        .await
-        .map_err(map_err)?
-        .map(|r| r.try_get::<i64>("", "n"))
-        .transpose()
-        .map_err(map_err)?
-        .unwrap_or(0);
-    let mut distinct = role_ids.to_vec();
-    distinct.sort_unstable();
-    distinct.dedup();
-    if usize::try_from(known).unwrap_or(0) != distinct.len() {
-        return Err(FieldError::new("roleIds", "contains an unknown role id").into());
-    }
-    add_memberships(conn, user_id, &distinct, now).await
-}
-
-fn token_info(model: api_token::Model) -> TokenInfo {
-    TokenInfo {
-        id: model.id,
-        user_id: model.user_id,
-        name: model.name,
-        plane: Plane::parse(&model.plane).unwrap_or(Plane::Api),
-        prefix: model.prefix,
-        created_at: model.created_at,
-        expires_at: model.expires_at,
-    }
-}
-
-fn like_pattern(search: &str) -> String {
-    let escaped = search
-        .replace('\\', "\\\\")
-        .replace('%', "\\%")
-        .replace('_', "\\_");
-    format!("%{escaped}%")
 }
 
 #[async_trait]
@@ -395,14 +126,15 @@ impl AuthStore for PgStore {
         else {
             return Ok(None);
         };
+        let r = rows::row::<CandidateRow>(&row)?;
         Ok(Some(LoginCandidate {
-            user_id: row.try_get("", "id").map_err(map_err)?,
-            password_hash: row.try_get("", "password_hash").map_err(map_err)?,
-            active: row.try_get("", "active").map_err(map_err)?,
-            email_verified: row.try_get("", "email_verified").map_err(map_err)?,
-            attempt: row.try_get("", "attempt").map_err(map_err)?,
-            locked: row.try_get("", "locked").map_err(map_err)?,
-            api_access: row.try_get("", "api_access").map_err(map_err)?,
+            user_id: r.id,
+            password_hash: r.password_hash,
+            active: r.active,
+            email_verified: r.email_verified,
+            attempt: r.attempt,
+            locked: r.locked,
+            api_access: r.api_access,
         }))
     }
 
@@ -548,9 +280,8 @@ impl AuthStore for PgStore {
             .query_one_raw(stmt(&count_sql, [pattern]))
             .await
             .map_err(map_err)?
-            .map(|r| r.try_get("", "n"))
-            .transpose()
-            .map_err(map_err)?
+            .map(|r| rows::column(&r, "n"))
+            .transpose()?
             .unwrap_or(0);
         Ok(UserPage {
             users,

@@ -14,7 +14,7 @@ use settings::SettingsStore;
 use uuid::Uuid;
 
 use crate::entity::setting;
-use crate::{PgStore, commit_with_audit, execute, map_err, stmt};
+use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
 
 impl PgStore {
     /// The settings and the version they were read at, loaded again when a
@@ -68,9 +68,8 @@ impl SettingsStore for PgStore {
                     ))
                     .await
                     .map_err(map_err)?
-                    .map(|row| row.try_get("", "value"))
-                    .transpose()
-                    .map_err(map_err)?;
+                    .map(|row| rows::column(&row, "value"))
+                    .transpose()?;
                 if stored.as_ref().unwrap_or(defaults.value(key)) != base {
                     return Err(StoreError::Stale);
                 }

@@ -7,13 +7,28 @@ use chrono::{DateTime, Utc};
 use kernel::StoreError;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait,
+    FromQueryResult, QueryFilter, QueryOrder, Set, TransactionTrait,
 };
 use uuid::Uuid;
 
 use crate::entity::{email_outbox, invitation, one_time_token, session, user};
-use crate::{add_memberships, commit_with_audit, map_err, stmt};
+use crate::{add_memberships, commit_with_audit, map_err, rows, stmt};
+
+/// An email template's texts.
+#[derive(FromQueryResult)]
+struct TemplateRow {
+    subject: String,
+    body_text: String,
+    body_html: String,
+}
+
+/// Whom a used one-time token was for.
+#[derive(FromQueryResult)]
+struct UsedTokenRow {
+    user_id: Option<Uuid>,
+    invitation_id: Option<Uuid>,
+}
 
 /// Stores a one-time token and the email carrying its link.
 pub(crate) async fn insert_mail(
@@ -43,10 +58,11 @@ pub(crate) async fn insert_mail(
         .await
         .map_err(map_err)?
         .ok_or_else(|| StoreError::Internal(format!("no email template of kind {}", e.kind)))?;
+    let template = rows::row::<TemplateRow>(&template)?;
     let rendered = e.render(&EmailTemplate {
-        subject: template.try_get("", "subject").map_err(map_err)?,
-        body_text: template.try_get("", "body_text").map_err(map_err)?,
-        body_html: template.try_get("", "body_html").map_err(map_err)?,
+        subject: template.subject,
+        body_text: template.body_text,
+        body_html: template.body_html,
     });
     email_outbox::ActiveModel {
         id: Set(e.id),
@@ -111,7 +127,7 @@ pub(crate) async fn emails_last_hour(
         .await
         .map_err(map_err)?
         .ok_or_else(|| StoreError::Internal("count answered no row".into()))?;
-    row.try_get("", "sent").map_err(map_err)
+    rows::column(&row, "sent")
 }
 
 /// Marks a live token of `kind` used; answers its user and invitation.
@@ -131,10 +147,8 @@ async fn use_token(
         .await
         .map_err(map_err)?;
     row.map(|r| {
-        Ok((
-            r.try_get("", "user_id").map_err(map_err)?,
-            r.try_get("", "invitation_id").map_err(map_err)?,
-        ))
+        let used = rows::row::<UsedTokenRow>(&r)?;
+        Ok((used.user_id, used.invitation_id))
     })
     .transpose()
 }

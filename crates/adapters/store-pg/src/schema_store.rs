@@ -1,23 +1,47 @@
 use async_trait::async_trait;
 use audit::AuditEvent;
+use chrono::{DateTime, Utc};
 use kernel::sql::quote_ident;
 use kernel::{FieldError, StoreError};
 use schema::{Confirm, Plan, Resource, SchemaStore, TableInfo};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, QueryResult, TransactionTrait, Value};
+use sea_orm::{
+    ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult, QueryResult, TransactionTrait,
+    Value,
+};
+use serde_json::Value as Json;
 use uuid::Uuid;
 
-use crate::{PgStore, map_err, pg_error, stmt};
+use crate::{PgStore, map_err, pg_error, rows, stmt};
 
 const RESOURCE_COLUMNS: &str = "id, schema_name, table_name, exposed_methods, created_at";
 
+/// A row of [`RESOURCE_COLUMNS`].
+#[derive(FromQueryResult)]
+struct ResourceRow {
+    id: Uuid,
+    schema_name: String,
+    table_name: String,
+    exposed_methods: Vec<String>,
+    created_at: DateTime<Utc>,
+}
+
 fn resource(row: &QueryResult) -> Result<Resource, StoreError> {
+    let r = rows::row::<ResourceRow>(row)?;
     Ok(Resource {
-        id: row.try_get("", "id").map_err(map_err)?,
-        schema: row.try_get("", "schema_name").map_err(map_err)?,
-        table: row.try_get("", "table_name").map_err(map_err)?,
-        exposed_methods: row.try_get("", "exposed_methods").map_err(map_err)?,
-        created_at: row.try_get("", "created_at").map_err(map_err)?,
+        id: r.id,
+        schema: r.schema_name,
+        table: r.table_name,
+        exposed_methods: r.exposed_methods,
+        created_at: r.created_at,
     })
+}
+
+/// A table of a schema as [`TABLES_SQL`] lists it.
+#[derive(FromQueryResult)]
+struct TableRow {
+    name: String,
+    resource_id: Option<Uuid>,
+    columns: Json,
 }
 
 fn qualified(schema: &str, table: &str) -> String {
@@ -34,9 +58,8 @@ async fn scalar_bool(
         .await
         .map_err(map_err)?;
     Ok(row
-        .map(|r| r.try_get::<Option<bool>>("", "ok"))
-        .transpose()
-        .map_err(map_err)?
+        .map(|r| rows::column::<Option<bool>>(&r, "ok"))
+        .transpose()?
         .flatten()
         .unwrap_or(false))
 }
@@ -233,9 +256,8 @@ impl SchemaStore for PgStore {
             .await
             .map_err(map_err)?;
         Ok(row
-            .map(|r| r.try_get::<Option<Vec<String>>>("", "columns"))
-            .transpose()
-            .map_err(map_err)?
+            .map(|r| rows::column::<Option<Vec<String>>>(&r, "columns"))
+            .transpose()?
             .flatten())
     }
 
@@ -288,10 +310,11 @@ impl SchemaStore for PgStore {
             .map_err(map_err)?;
         rows.iter()
             .map(|r| {
+                let table = rows::row::<TableRow>(r)?;
                 Ok(TableInfo {
-                    name: r.try_get("", "name").map_err(map_err)?,
-                    resource_id: r.try_get("", "resource_id").map_err(map_err)?,
-                    columns: r.try_get("", "columns").map_err(map_err)?,
+                    name: table.name,
+                    resource_id: table.resource_id,
+                    columns: table.columns,
                 })
             })
             .collect()

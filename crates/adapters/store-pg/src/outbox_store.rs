@@ -6,10 +6,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kernel::StoreError;
 use mail::{Claimed, Outbox};
-use sea_orm::{ConnectionTrait, QueryResult, Value};
+use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult, Value};
 use uuid::Uuid;
 
-use crate::{PgStore, execute_when_stopping, map_err, stmt};
+use crate::{PgStore, execute_when_stopping, map_err, rows, stmt};
 
 /// Claims due rows for sending: counts an attempt and leases each for `$2`
 /// seconds (its next attempt), so a crashed sender's rows come back by themselves.
@@ -24,16 +24,28 @@ const CLAIM_FOR_LOG: &str = "UPDATE svc.email_outbox SET logged_at = now() \
                   ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
      RETURNING id, to_address, subject, body_text, body_html, link, attempts";
 
+/// An email as claiming it answers.
+#[derive(FromQueryResult)]
+struct ClaimedRow {
+    id: Uuid,
+    to_address: String,
+    subject: String,
+    body_text: String,
+    body_html: String,
+    link: Option<String>,
+    attempts: i32,
+}
+
 fn claimed(row: &QueryResult) -> Result<Claimed, StoreError> {
-    let attempts: i32 = row.try_get("", "attempts").map_err(map_err)?;
+    let r = rows::row::<ClaimedRow>(row)?;
     Ok(Claimed {
-        id: row.try_get("", "id").map_err(map_err)?,
-        to: row.try_get("", "to_address").map_err(map_err)?,
-        subject: row.try_get("", "subject").map_err(map_err)?,
-        text: row.try_get("", "body_text").map_err(map_err)?,
-        html: row.try_get("", "body_html").map_err(map_err)?,
-        link: row.try_get("", "link").map_err(map_err)?,
-        attempts: u32::try_from(attempts).unwrap_or(0),
+        id: r.id,
+        to: r.to_address,
+        subject: r.subject,
+        text: r.body_text,
+        html: r.body_html,
+        link: r.link,
+        attempts: u32::try_from(r.attempts).unwrap_or(0),
     })
 }
 

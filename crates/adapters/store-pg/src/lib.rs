@@ -6,6 +6,7 @@ mod auth_store;
 mod cache;
 mod data_store;
 mod entity;
+mod errors;
 mod file_store;
 mod grant_store;
 mod json_rows;
@@ -14,6 +15,7 @@ mod oauth_store;
 mod outbox_store;
 mod realtime_store;
 mod role_store;
+mod rows;
 mod schema_store;
 mod settings_store;
 mod sql_console_store;
@@ -30,9 +32,12 @@ use kernel::{StoreError, new_id};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
-    DatabaseTransaction, DbBackend, DbErr, EntityTrait, RuntimeErr, Set, SqlErr, Statement, Value,
+    DatabaseTransaction, DbBackend, DbErr, EntityTrait, Set, Statement, Value,
 };
 use uuid::Uuid;
+
+pub(crate) use crate::errors::{map_err, map_sqlx, pg_error};
+pub(crate) use crate::rows::versions_of;
 
 /// The store of the whole service over one connection pool.
 #[derive(Clone)]
@@ -255,13 +260,13 @@ impl PgStore {
             .await
             .map_err(map_err)?
             .ok_or_else(|| StoreError::Internal("no operations row".into()))?;
-        let count = |name: &str| row.try_get::<i64>("", name).map_err(map_err);
+        let counts = rows::row::<OperationsRow>(&row)?;
         let pool = self.db.get_postgres_connection_pool();
         Ok(Operations {
-            outbox_waiting: count("outbox")?,
-            outbox_oldest_seconds: row.try_get("", "outbox_age").map_err(map_err)?,
-            runs_running: count("running")?,
-            row_events_waiting: count("row_events")?,
+            outbox_waiting: counts.outbox,
+            outbox_oldest_seconds: counts.outbox_age,
+            runs_running: counts.running,
+            row_events_waiting: counts.row_events,
             pool_size: pool.size(),
             pool_idle: pool.num_idle(),
         })
@@ -283,136 +288,6 @@ pub struct Operations {
     pub pool_size: u32,
     /// Of which idle.
     pub pool_idle: usize,
-}
-
-/// The versions in columns `{prefix}auth`, `{prefix}catalog`, `{prefix}settings`.
-pub(crate) fn versions_of(
-    row: &sea_orm::QueryResult,
-    prefix: &str,
-) -> Result<kernel::Versions, StoreError> {
-    let get = |name: &str| row.try_get::<i64>("", &format!("{prefix}{name}"));
-    Ok(kernel::Versions {
-        auth: get("auth").map_err(map_err)?,
-        catalog: get("catalog").map_err(map_err)?,
-        settings: get("settings").map_err(map_err)?,
-    })
-}
-
-/// Maps a database error to the store's error; constraint names choose the field.
-pub(crate) fn map_err(err: DbErr) -> StoreError {
-    match err.sql_err() {
-        Some(SqlErr::UniqueConstraintViolation(detail)) => {
-            let field = if detail.contains("users_email_key") {
-                Some("email")
-            } else if detail.contains("roles_name_key") {
-                Some("name")
-            } else if detail.contains("resources_table_key") {
-                Some("table")
-            } else if detail.contains("_slug_key") {
-                Some("slug")
-            } else {
-                None
-            };
-            return StoreError::Conflict {
-                field,
-                message: "already taken".into(),
-            };
-        }
-        Some(SqlErr::ForeignKeyConstraintViolation(_)) => {
-            return StoreError::Conflict {
-                field: None,
-                message: "refers to a record that does not exist".into(),
-            };
-        }
-        _ => {}
-    }
-    if let Some(pg) = pg_error(&err) {
-        match pg.code() {
-            // query_canceled: the statement timeout (a cancel request is
-            // sent by nothing else of this service).
-            "57014" => return StoreError::QueryTimeout,
-            "23514" => {
-                return StoreError::CheckViolation {
-                    constraint: pg.constraint().unwrap_or_default().to_owned(),
-                };
-            }
-            "23502" => {
-                return StoreError::NotNullViolation {
-                    column: pg.column().unwrap_or_default().to_owned(),
-                };
-            }
-            // Raised by the service tables' guards (the last administrator, built-in roles).
-            "TS409" => {
-                return StoreError::Conflict {
-                    field: None,
-                    message: pg.message().to_owned().into(),
-                };
-            }
-            // Raised by a service table's check (an email template that would not render).
-            "TS400" => {
-                return StoreError::Invalid(kernel::FieldError::new(
-                    pg.column().unwrap_or_default().to_owned(),
-                    pg.message().to_owned(),
-                ));
-            }
-            // Raised by svc.cache_current: a read was planned on stale cached state.
-            "TS412" => return StoreError::Stale,
-            // Raised by svc.permit: a written row is outside the grants.
-            "TS403" => return StoreError::RowDenied,
-            // Data exceptions, a value the type's operators do not take, a generated column.
-            code if code.starts_with("22")
-                || matches!(code, "42883" | "42804" | "42846" | "428C9") =>
-            {
-                return StoreError::BadValue;
-            }
-            _ => {}
-        }
-    }
-    match &err {
-        DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => StoreError::Unavailable(err.to_string()),
-        DbErr::Query(RuntimeErr::SqlxError(e)) | DbErr::Exec(RuntimeErr::SqlxError(e))
-            if is_unavailable(e) =>
-        {
-            StoreError::Unavailable(err.to_string())
-        }
-        _ => StoreError::Internal(err.to_string()),
-    }
-}
-
-/// [`map_err`] for an error of the driver itself.
-pub(crate) fn map_sqlx(err: sea_orm::sqlx::Error) -> StoreError {
-    map_err(DbErr::Query(RuntimeErr::SqlxError(Arc::new(err))))
-}
-
-/// PostgreSQL's own error behind a database error, when there is one.
-pub(crate) fn pg_error(err: &DbErr) -> Option<&sea_orm::sqlx::postgres::PgDatabaseError> {
-    match err {
-        DbErr::Query(RuntimeErr::SqlxError(e)) | DbErr::Exec(RuntimeErr::SqlxError(e)) => {
-            match e.as_ref() {
-                sea_orm::sqlx::Error::Database(db) => db.try_downcast_ref(),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
-
-/// Whether a driver error means the database cannot be reached (rather than a bug).
-fn is_unavailable(err: &sea_orm::sqlx::Error) -> bool {
-    use sea_orm::sqlx::Error;
-    match err {
-        Error::Io(_)
-        | Error::Tls(_)
-        | Error::PoolTimedOut
-        | Error::PoolClosed
-        | Error::WorkerCrashed
-        | Error::Protocol(_) => true,
-        // Connection exceptions (08), shutdown (57P0x), missing database (3D000).
-        Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08") || code.starts_with("57P") || code == "3D000"
-        }),
-        _ => false,
-    }
 }
 
 /// Runs a raw statement with bound values.
@@ -548,6 +423,15 @@ pub(crate) async fn add_memberships(
     Ok(())
 }
 
+/// The operations gauges' counts, in one row.
+#[derive(sea_orm::FromQueryResult)]
+struct OperationsRow {
+    outbox: i64,
+    outbox_age: f64,
+    running: i64,
+    row_events: i64,
+}
+
 /// Fails with a conflict when no active member of Administrators would remain.
 pub(crate) async fn ensure_admin_remains(conn: &impl ConnectionTrait) -> Result<(), StoreError> {
     let sql = "SELECT EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.users u ON u.id = m.user_id \
@@ -557,9 +441,8 @@ pub(crate) async fn ensure_admin_remains(conn: &impl ConnectionTrait) -> Result<
         .await
         .map_err(map_err)?;
     let ok: bool = row
-        .map(|r| r.try_get("", "ok"))
-        .transpose()
-        .map_err(map_err)?
+        .map(|r| rows::column(&r, "ok"))
+        .transpose()?
         .unwrap_or(false);
     if ok {
         Ok(())
@@ -586,9 +469,8 @@ pub(crate) async fn is_active_admin(
         .await
         .map_err(map_err)?;
     Ok(row
-        .map(|r| r.try_get("", "ok"))
-        .transpose()
-        .map_err(map_err)?
+        .map(|r| rows::column(&r, "ok"))
+        .transpose()?
         .unwrap_or(false))
 }
 
