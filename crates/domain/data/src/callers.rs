@@ -83,7 +83,7 @@ impl Effect {
 
 /// Runs `attempt` until it is answered on current shared state: a statement
 /// that found its versions stale wrote nothing, so it is planned again, at
-/// most [`STALE_RETRIES`] times, then refused as stale (503).
+/// most three times, then refused as stale (503).
 pub async fn until_current<T, E, Attempt>(
     mut attempt: impl FnMut() -> Attempt,
     is_stale: impl Fn(&E) -> bool,
