@@ -279,16 +279,21 @@ impl AccountService {
         let settings = self.settings.heeded().await?;
         let password_hash = self.hash_new_password(password, &settings).await?;
         let now = self.now();
-        let redeemed = if kind == EmailKind::Invitation {
-            let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.invitation_accepted", None, ip);
-            self.store
-                .redeem_invitation(&hash, password_hash, now, event)
-                .await?
-        } else {
-            let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.password_reset", None, ip);
-            self.store
-                .redeem_reset(&hash, password_hash, now, event)
-                .await?
+        let redeemed = match kind {
+            EmailKind::Invitation => {
+                let event =
+                    AuditEvent::new(Actor::UNKNOWN_USER, "auth.invitation_accepted", None, ip);
+                self.store
+                    .redeem_invitation(&hash, password_hash, now, event)
+                    .await?
+            }
+            EmailKind::PasswordReset => {
+                let event = AuditEvent::new(Actor::UNKNOWN_USER, "auth.password_reset", None, ip);
+                self.store
+                    .redeem_reset(&hash, password_hash, now, event)
+                    .await?
+            }
+            EmailKind::EmailVerification => return Err(AuthError::InvalidToken),
         };
         redeemed.map(drop).ok_or(AuthError::InvalidToken)
     }

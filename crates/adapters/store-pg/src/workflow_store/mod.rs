@@ -324,9 +324,10 @@ impl WorkflowStore for PgStore {
             .map_err(map_err)?
             .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
         self.seen.observe(versions_of(&row, "v_")?);
-        let Some(found) = typed::row::<Option<WebhookRow>>(&row)? else {
+        if typed::column::<Option<Uuid>>(&row, "id")?.is_none() {
             return Ok(None);
-        };
+        }
+        let found = typed::row::<WebhookRow>(&row)?;
         Ok(Some(WebhookTarget {
             workflow_id: found.id,
             definition: found.published,

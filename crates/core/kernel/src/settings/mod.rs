@@ -182,11 +182,6 @@ impl Settings {
         u64::try_from(self.int("workflows.max_sync_wait_ms")).unwrap_or(30_000)
     }
 
-    /// Public webhook calls one source address may make in any 60 s.
-    pub fn public_rate_limit_per_minute(&self) -> u32 {
-        u32::try_from(self.int(PUBLIC_RATE_LIMIT_KEY)).unwrap_or(0)
-    }
-
     /// Whether the http step may reach loopback, private and link-local addresses.
     pub fn http_allow_private(&self) -> bool {
         self.bool("workflows.http_allow_private")
