@@ -308,4 +308,16 @@ mod tests {
             assert!(slug(bad).is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn names_are_one_trimmed_line_of_at_most_200_characters() {
+        assert_eq!(
+            name("  Order intake ").ok().as_deref(),
+            Some("Order intake")
+        );
+        assert!(name(&"é".repeat(200)).is_ok());
+        for bad in ["", "   ", "a\tb", "a\nb", &"a".repeat(201)] {
+            assert!(name(bad).is_err(), "{bad:?}");
+        }
+    }
 }

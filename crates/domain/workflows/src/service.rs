@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use auth::SignInService;
 use kernel::new_id;
+use kernel::settings::{PUBLIC_RATE_LIMIT_KEY, default_of};
 use settings::SettingsService;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
@@ -48,6 +49,9 @@ pub struct WorkflowService {
     /// Free places for runs executing on this instance.
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) published: Arc<PublishedDefinitions>,
+    /// The public webhooks' rate limit while the setting is not stored,
+    /// read from the registry once.
+    pub(crate) rate_limit_default: i64,
     /// Set by [`WorkflowService::drain`]: the worker claims nothing more.
     pub(crate) stopping: Arc<AtomicBool>,
 }
@@ -70,6 +74,9 @@ impl WorkflowService {
             options,
             slots: Arc::new(Semaphore::new(CONCURRENT_RUNS_MAX)),
             published: Arc::default(),
+            rate_limit_default: default_of(PUBLIC_RATE_LIMIT_KEY)
+                .as_i64()
+                .unwrap_or_default(),
             stopping: Arc::default(),
         }
     }

@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use kernel::settings::{PUBLIC_RATE_LIMIT_KEY, default_of};
+use kernel::settings::PUBLIC_RATE_LIMIT_KEY;
 use permissions::{Plane, Principal};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -74,9 +74,7 @@ impl WorkflowService {
                 default_access: WebhookAccess::default().as_str(),
                 default_method: WebhookMethod::default().as_str(),
                 rate_limit_key: PUBLIC_RATE_LIMIT_KEY,
-                rate_limit_default: default_of(PUBLIC_RATE_LIMIT_KEY)
-                    .as_i64()
-                    .unwrap_or_default(),
+                rate_limit_default: self.rate_limit_default,
             })
             .await?
             .ok_or(WorkflowError::WebhookNotFound)?;
