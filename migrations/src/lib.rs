@@ -49,6 +49,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0016_security_rules",
         include_str!("../sql/0016_security_rules.sql"),
     ),
+    (
+        "m0017_schema_evolution",
+        include_str!("../sql/0017_schema_evolution.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -28,6 +28,7 @@ mod openapi;
 mod processes;
 mod realtime;
 mod schema;
+mod schema_evolution;
 mod security;
 mod sessions;
 mod settings;

@@ -43,6 +43,90 @@ pub struct ColumnDefinition {
     pub check: Option<String>,
     /// Message shown when the check fails.
     pub check_message: Option<String>,
+    /// Whether values are unique (a UNIQUE constraint).
+    #[serde(default)]
+    pub unique: bool,
+}
+
+/// A field that may be absent (kept), `null` (removed) or a value.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// `PATCH …/columns/{column}` body: each field absent is kept.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ColumnChangeRequest {
+    /// New name.
+    pub name: Option<String>,
+    /// New type; existing values are converted (`USING col::type`).
+    pub data_type: Option<String>,
+    /// Whether NULL is allowed.
+    pub nullable: Option<bool>,
+    /// Default expression; `null` drops the default.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub default: Option<Option<String>>,
+    /// CHECK condition replacing the column's; `null` drops it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub check: Option<Option<String>>,
+    /// Message of a CHECK violation; `null` drops it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub check_message: Option<Option<String>>,
+    /// Whether values are unique.
+    pub unique: Option<bool>,
+}
+
+/// `PATCH …/tables/{table}` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TableRenameRequest {
+    /// The new name.
+    pub name: String,
+}
+
+/// `POST …/indexes` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IndexDefinition {
+    /// Name (default `<table>_<col1>_<col2>…_idx`).
+    pub name: Option<String>,
+    /// Column names, `-name` for descending.
+    pub columns: Vec<String>,
+    /// Whether values are unique.
+    #[serde(default)]
+    pub unique: bool,
+    /// btree (default), hash, gin, gist, brin or search.
+    pub method: Option<String>,
+    /// A filter of the Data API without variables: a partial index.
+    #[serde(rename = "where")]
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<Value>,
+}
+
+/// An index as the catalog describes it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IndexInfo {
+    /// Index name.
+    pub name: String,
+    /// Column names, `-name` for descending.
+    pub columns: Vec<String>,
+    /// Whether values are unique.
+    pub unique: bool,
+    /// btree, hash, gin, gist, brin or search.
+    pub method: String,
+    /// The partial index's filter, or null.
+    #[serde(rename = "where")]
+    #[schema(value_type = Option<Object>)]
+    pub filter: Value,
+    /// False while a build is under way or after one failed.
+    pub valid: bool,
 }
 
 /// A table definition.
@@ -81,8 +165,15 @@ pub struct TableInfo {
     pub name: String,
     /// Its resource, when registered.
     pub resource_id: Option<Uuid>,
-    /// Columns: name, dataType, nullable, default, identity, primaryKey, check, checkMessage, foreignKey.
+    /// Columns: name, dataType, nullable, default, identity, primaryKey, unique, check, checkMessage, foreignKey.
     pub columns: Value,
+    /// Indexes `{ name, columns, unique, method, where, valid }`, the primary key's included.
+    #[schema(value_type = Vec<IndexInfo>)]
+    pub indexes: Value,
+    /// Its foreign keys `{ column, targetSchema, targetTable, targetColumn, onDelete }`.
+    pub foreign_keys: Value,
+    /// Other tables' foreign keys on it: as `foreignKeys` plus `schema` and `table`.
+    pub referenced_by: Value,
 }
 
 /// A table registered for the Data API.

@@ -4,10 +4,13 @@
 mod expr;
 mod plan;
 mod resources;
+mod usage;
 
 pub use expr::Refused;
 pub use plan::{
-    ColumnInput, Confirm, ForeignKeyInput, Plan, TableInput, add_column, create_table, identifier,
-    schema_name,
+    ColumnFacts, ColumnInput, ColumnPatch, Confirm, ForeignKeyInput, INDEX_METHODS, IndexInput,
+    IndexPlan, Plan, TableFacts, TableInput, add_column, alter_column, create_index, create_table,
+    drop_column, drop_index, identifier, rename_table, schema_name,
 };
 pub use resources::*;
+pub use usage::{Usage, rename_resource};

@@ -12,7 +12,7 @@ use permissions::Principal;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::plan::{self, ColumnInput, Plan, TableInput};
+use crate::plan::{self, ColumnInput, ColumnPatch, IndexInput, IndexPlan, Plan, TableInput};
 
 /// Methods a resource may be exposed for.
 pub const METHODS: [&str; 4] = ["GET", "POST", "PATCH", "DELETE"];
@@ -41,6 +41,31 @@ pub struct TableInfo {
     pub resource_id: Option<Uuid>,
     /// Columns with types and constraints, as built by the database.
     pub columns: Value,
+    /// Its indexes, the primary key's included.
+    pub indexes: Value,
+    /// Its own foreign keys.
+    pub foreign_keys: Value,
+    /// Other tables' foreign keys pointing at it.
+    pub referenced_by: Value,
+}
+
+impl TableInfo {
+    /// The named column's description.
+    pub fn column(&self, name: &str) -> Option<&Value> {
+        self.columns
+            .as_array()?
+            .iter()
+            .find(|c| c["name"].as_str() == Some(name))
+    }
+}
+
+/// A change of one column of an existing table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ColumnChange {
+    /// Rename, retype, or change its constraints.
+    Alter(ColumnPatch),
+    /// Drop it (its grants' column lists lose it).
+    Drop,
 }
 
 /// Persistence of tables and resources. Changes run their plan, the resource
@@ -73,6 +98,40 @@ pub trait SchemaStore: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     /// The tables of a schema.
     async fn tables(&self, schema: &str) -> Result<Vec<TableInfo>, StoreError>;
+    /// One table; `None` when there is no such table.
+    async fn table(&self, schema: &str, table: &str) -> Result<Option<TableInfo>, StoreError>;
+    /// Renames a table; its resource, DataViews and workflows follow.
+    async fn rename_table(
+        &self,
+        schema: &str,
+        table: &str,
+        name: &str,
+        event: AuditEvent,
+    ) -> Result<(), StoreError>;
+    /// Plans a column change from the catalog and runs it; with `execute`
+    /// commits, without it rolls back. Answers the SQL.
+    async fn change_column(
+        &self,
+        target: (&str, &str, &str),
+        change: &ColumnChange,
+        execute: bool,
+        event: AuditEvent,
+    ) -> Result<String, StoreError>;
+    /// Plans an index over a table (its name free).
+    async fn plan_index(
+        &self,
+        schema: &str,
+        table: &str,
+        input: &IndexInput,
+    ) -> Result<IndexPlan, StoreError>;
+    /// Builds a planned index concurrently and records it.
+    async fn build_index(&self, plan: IndexPlan, event: AuditEvent) -> Result<(), StoreError>;
+    /// Drops an index of a table concurrently.
+    async fn drop_index(
+        &self,
+        target: (&str, &str, &str),
+        event: AuditEvent,
+    ) -> Result<(), StoreError>;
     /// Every resource.
     async fn resources(&self) -> Result<Vec<Resource>, StoreError>;
     /// One resource.
@@ -121,6 +180,13 @@ impl ErrorCode for SchemaError {
             SchemaError::Store(e) => e.field(),
         }
     }
+}
+
+/// A table named in a path: a name that cannot exist is not found.
+fn existing(schema: &str, table: &str) -> Result<(String, String), StoreError> {
+    let schema = plan::schema_name(schema).map_err(|_| StoreError::NotFound)?;
+    let table = plan::identifier(table, "table").map_err(|_| StoreError::NotFound)?;
+    Ok((schema, table))
 }
 
 /// Schema administration for administrators.
@@ -226,6 +292,138 @@ impl SchemaService {
     pub async fn tables(&self, schema: &str) -> Result<Vec<TableInfo>, SchemaError> {
         let schema = plan::schema_name(schema)?;
         Ok(self.store.tables(&schema).await?)
+    }
+
+    /// One table of an application schema.
+    pub async fn table(&self, schema: &str, table: &str) -> Result<TableInfo, SchemaError> {
+        let (schema, table) = existing(schema, table)?;
+        Ok(self
+            .store
+            .table(&schema, &table)
+            .await?
+            .ok_or(StoreError::NotFound)?)
+    }
+
+    /// Renames a table; answers it as the list shows it.
+    pub async fn rename_table(
+        &self,
+        caller: &Principal,
+        (schema, table): (&str, &str),
+        name: &str,
+        ip: Option<String>,
+    ) -> Result<TableInfo, SchemaError> {
+        let (schema, table) = existing(schema, table)?;
+        let name = plan::identifier(name, "name")?;
+        let event = AuditEvent::new(
+            caller.actor(),
+            "schema.table_rename",
+            Some(format!("table:{schema}.{table}")),
+            ip,
+        )
+        .with_details(json!({ "name": name }));
+        self.store
+            .rename_table(&schema, &table, &name, event)
+            .await?;
+        self.table(&schema, &name).await
+    }
+
+    /// Changes or drops a column (with `execute`), or answers the SQL it
+    /// would run (without). A change answers the column as the list shows it.
+    pub async fn change_column(
+        &self,
+        caller: &Principal,
+        (schema, table, column): (&str, &str, &str),
+        change: &ColumnChange,
+        execute: bool,
+        ip: Option<String>,
+    ) -> Result<(String, Option<Value>), SchemaError> {
+        let (schema, table) = existing(schema, table)?;
+        let column = plan::identifier(column, "column").map_err(|_| StoreError::NotFound)?;
+        let action = match change {
+            ColumnChange::Alter(_) => "schema.column_alter",
+            ColumnChange::Drop => "schema.column_drop",
+        };
+        let event = AuditEvent::new(
+            caller.actor(),
+            action,
+            Some(format!("table:{schema}.{table}")),
+            ip,
+        )
+        .with_details(json!({ "column": column }));
+        let target = (schema.as_str(), table.as_str(), column.as_str());
+        let sql = self
+            .store
+            .change_column(target, change, execute, event)
+            .await?;
+        let ColumnChange::Alter(patch) = change else {
+            return Ok((sql, None));
+        };
+        if !execute {
+            return Ok((sql, None));
+        }
+        let name = patch.name.as_deref().unwrap_or(&column);
+        let described = self.table(&schema, &table).await?.column(name).cloned();
+        Ok((sql, described))
+    }
+
+    /// The indexes of a table.
+    pub async fn indexes(&self, schema: &str, table: &str) -> Result<Value, SchemaError> {
+        Ok(self.table(schema, table).await?.indexes)
+    }
+
+    /// Builds an index concurrently (with `execute`) and answers it, or
+    /// answers the SQL it would run.
+    pub async fn create_index(
+        &self,
+        caller: &Principal,
+        (schema, table): (&str, &str),
+        input: &IndexInput,
+        execute: bool,
+        ip: Option<String>,
+    ) -> Result<(String, Option<Value>), SchemaError> {
+        let (schema, table) = existing(schema, table)?;
+        let plan = self.store.plan_index(&schema, &table, input).await?;
+        let sql = format!("{};", plan.sql);
+        if !execute {
+            return Ok((sql, None));
+        }
+        let name = plan.name.clone();
+        let event = AuditEvent::new(
+            caller.actor(),
+            "schema.index_create",
+            Some(format!("table:{schema}.{table}")),
+            ip,
+        )
+        .with_details(json!({ "name": name, "sql": sql }));
+        self.store.build_index(plan, event).await?;
+        let indexes = self.table(&schema, &table).await?.indexes;
+        let built = indexes
+            .as_array()
+            .and_then(|all| all.iter().find(|i| i["name"].as_str() == Some(&name)))
+            .cloned();
+        Ok((sql, built))
+    }
+
+    /// Drops an index of a table.
+    pub async fn drop_index(
+        &self,
+        caller: &Principal,
+        (schema, table, name): (&str, &str, &str),
+        ip: Option<String>,
+    ) -> Result<(), SchemaError> {
+        let (schema, table) = existing(schema, table)?;
+        let name = plan::identifier(name, "name").map_err(|_| StoreError::NotFound)?;
+        let event = AuditEvent::new(
+            caller.actor(),
+            "schema.index_drop",
+            Some(format!("table:{schema}.{table}")),
+            ip,
+        )
+        .with_details(json!({ "name": name }));
+        Ok(self
+            .store
+            .drop_index((&schema, &table, &name), event)
+            .await?)
     }
 
     /// Every resource.

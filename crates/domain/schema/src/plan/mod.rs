@@ -56,6 +56,8 @@ pub struct ColumnInput {
     pub check: Option<String>,
     /// Message of a CHECK violation.
     pub check_message: Option<String>,
+    /// Whether the column's values are unique (a UNIQUE constraint).
+    pub unique: bool,
 }
 
 /// A table as submitted.
@@ -96,6 +98,9 @@ pub struct Plan {
     pub confirm: Vec<Confirm>,
     /// CHECK constraint name -> message shown on violation.
     pub check_messages: BTreeMap<String, String>,
+    /// The request field each statement comes from, when one does (a
+    /// failure of the statement is reported on it).
+    pub fields: Vec<&'static str>,
 }
 
 impl Plan {
@@ -162,6 +167,7 @@ struct Column {
     check: Option<(String, String)>,
     foreign_key: Option<String>,
     check_message: Option<String>,
+    unique: Option<String>,
 }
 
 fn column(
@@ -284,6 +290,7 @@ fn column(
             ))
         }
     };
+    let unique = (input.unique && !input.primary_key).then(|| unique_constraint(table, &name));
     Ok(Column {
         name,
         sql,
@@ -291,7 +298,17 @@ fn column(
         check,
         foreign_key,
         check_message,
+        unique,
     })
+}
+
+/// `CONSTRAINT <table>_<column>_key UNIQUE (<column>)`.
+fn unique_constraint(table: &str, column: &str) -> String {
+    format!(
+        "CONSTRAINT {} UNIQUE ({})",
+        quote(&fit_name(format!("{table}_{column}_key"))),
+        quote(column)
+    )
 }
 
 fn fk_index(schema: &str, table: &str, column: &str) -> String {
@@ -364,6 +381,7 @@ pub fn create_table(schema: &str, input: &TableInput) -> Result<Plan, FieldError
                 quote(&constraint)
             ));
         }
+        constraints.extend(c.unique);
         if let Some(fk) = c.foreign_key {
             constraints.push(fk);
             indexes.push(fk_index(&schema, &table, &c.name));
@@ -385,6 +403,7 @@ pub fn create_table(schema: &str, input: &TableInput) -> Result<Plan, FieldError
         statements,
         confirm,
         check_messages,
+        fields: Vec::new(),
     })
 }
 
@@ -423,6 +442,9 @@ pub fn add_column(
             quote(&constraint)
         ));
     }
+    if let Some(unique) = c.unique {
+        statements.push(format!("ALTER TABLE {target} ADD {unique}"));
+    }
     if let Some(fk) = c.foreign_key {
         statements.push(format!("ALTER TABLE {target} ADD {fk}"));
         statements.push(fk_index(&schema, &table, &c.name));
@@ -433,8 +455,15 @@ pub fn add_column(
         statements,
         confirm,
         check_messages,
+        fields: Vec::new(),
     })
 }
+
+mod alter;
+mod index;
+
+pub use alter::{ColumnFacts, ColumnPatch, TableFacts, alter_column, drop_column, rename_table};
+pub use index::{IndexInput, IndexPlan, METHODS as INDEX_METHODS, create_index, drop_index};
 
 #[cfg(test)]
 mod tests;

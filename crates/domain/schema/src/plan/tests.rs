@@ -231,6 +231,7 @@ mod fuzz {
                         }),
                         check,
                         check_message: None,
+                        unique: primary_key,
                     }
                 },
             )

@@ -9,6 +9,7 @@ pub mod openapi;
 pub mod openapi_data;
 pub mod roles;
 pub mod schema;
+pub mod schema_changes;
 pub mod settings;
 pub mod sql;
 pub mod tokens;

@@ -29,6 +29,7 @@ fn column(c: ColumnDefinition) -> ColumnInput {
         }),
         check: c.check,
         check_message: c.check_message,
+        unique: c.unique,
     }
 }
 
@@ -36,6 +37,18 @@ fn table(t: TableDefinition) -> TableInput {
     TableInput {
         name: t.name,
         columns: t.columns.into_iter().map(column).collect(),
+    }
+}
+
+/// A table as the list shows it.
+pub(super) fn table_info(t: schema::TableInfo) -> TableInfo {
+    TableInfo {
+        name: t.name,
+        resource_id: t.resource_id,
+        columns: t.columns,
+        indexes: t.indexes,
+        foreign_keys: t.foreign_keys,
+        referenced_by: t.referenced_by,
     }
 }
 
@@ -101,15 +114,7 @@ pub async fn tables(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let tables = state.services.schema.tables(&path).await?;
-    let tables: Vec<TableInfo> = tables
-        .into_iter()
-        .map(|t| TableInfo {
-            name: t.name,
-            resource_id: t.resource_id,
-            columns: t.columns,
-        })
-        .collect();
-    Ok(ok(tables))
+    Ok(ok(tables.into_iter().map(table_info).collect::<Vec<_>>()))
 }
 
 /// Adds one column, with the same validation as create.

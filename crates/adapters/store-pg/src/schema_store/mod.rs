@@ -1,9 +1,18 @@
+//! Tables and resources: creation, evolution and description, with each
+//! change, its resource record and its audit entry in one transaction.
+
+mod alter;
+mod describe;
+mod indexes;
+
 use async_trait::async_trait;
 use audit::AuditEvent;
 use chrono::{DateTime, Utc};
 use kernel::sql::quote_ident;
 use kernel::{FieldError, StoreError};
-use schema::{Confirm, Plan, Resource, SchemaStore, TableInfo};
+use schema::{
+    ColumnChange, Confirm, IndexInput, IndexPlan, Plan, Resource, SchemaStore, TableInfo,
+};
 use sea_orm::{
     ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult, QueryResult, TransactionTrait,
     Value,
@@ -36,12 +45,36 @@ fn resource(row: &QueryResult) -> Result<Resource, StoreError> {
     })
 }
 
-/// A table of a schema as [`TABLES_SQL`] lists it.
+/// A table of a schema as [`describe::TABLES_SQL`] lists it.
 #[derive(FromQueryResult)]
 struct TableRow {
     name: String,
     resource_id: Option<Uuid>,
     columns: Json,
+    indexes: Json,
+    foreign_keys: Json,
+    referenced_by: Json,
+}
+
+impl From<TableRow> for TableInfo {
+    fn from(t: TableRow) -> Self {
+        TableInfo {
+            name: t.name,
+            resource_id: t.resource_id,
+            columns: t.columns,
+            indexes: t.indexes,
+            foreign_keys: t.foreign_keys,
+            referenced_by: t.referenced_by,
+        }
+    }
+}
+
+/// Adds the SQL that ran to an audit entry's details.
+fn with_sql(mut event: AuditEvent, sql: String) -> AuditEvent {
+    if let Json::Object(details) = &mut event.details {
+        details.insert("sql".into(), Json::String(sql));
+    }
+    event
 }
 
 fn qualified(schema: &str, table: &str) -> String {
@@ -303,21 +336,82 @@ impl SchemaStore for PgStore {
     }
 
     async fn tables(&self, schema: &str) -> Result<Vec<TableInfo>, StoreError> {
+        let only: Option<String> = None;
         let rows = self
             .db
-            .query_all_raw(stmt(TABLES_SQL, [schema.into()]))
+            .query_all_raw(stmt(describe::TABLES_SQL, [schema.into(), only.into()]))
             .await
             .map_err(map_err)?;
         rows.iter()
-            .map(|r| {
-                let table = rows::row::<TableRow>(r)?;
-                Ok(TableInfo {
-                    name: table.name,
-                    resource_id: table.resource_id,
-                    columns: table.columns,
-                })
-            })
+            .map(|r| Ok(rows::row::<TableRow>(r)?.into()))
             .collect()
+    }
+
+    async fn table(&self, schema: &str, table: &str) -> Result<Option<TableInfo>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(describe::TABLES_SQL, [schema.into(), table.into()]))
+            .await
+            .map_err(map_err)?;
+        Ok(row
+            .as_ref()
+            .map(rows::row::<TableRow>)
+            .transpose()?
+            .map(TableInfo::from))
+    }
+
+    async fn rename_table(
+        &self,
+        schema: &str,
+        table: &str,
+        name: &str,
+        event: AuditEvent,
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let plan = alter::rename_table(&txn, (schema, table), name).await?;
+        self.commit_catalog_change(txn, with_sql(event, plan.sql()))
+            .await
+    }
+
+    async fn change_column(
+        &self,
+        target: (&str, &str, &str),
+        change: &ColumnChange,
+        execute: bool,
+        event: AuditEvent,
+    ) -> Result<String, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        // A preview runs the change too, so it meets every refusal the
+        // change would (a value that does not convert, say), then rolls back.
+        let sql = alter::change_column(&txn, target, change).await?.sql();
+        if execute {
+            self.commit_catalog_change(txn, with_sql(event, sql.clone()))
+                .await?;
+        } else {
+            txn.rollback().await.map_err(map_err)?;
+        }
+        Ok(sql)
+    }
+
+    async fn plan_index(
+        &self,
+        schema: &str,
+        table: &str,
+        input: &IndexInput,
+    ) -> Result<IndexPlan, StoreError> {
+        indexes::plan(self, schema, table, input).await
+    }
+
+    async fn build_index(&self, plan: IndexPlan, event: AuditEvent) -> Result<(), StoreError> {
+        indexes::build(self, plan, event).await
+    }
+
+    async fn drop_index(
+        &self,
+        target: (&str, &str, &str),
+        event: AuditEvent,
+    ) -> Result<(), StoreError> {
+        indexes::drop_concurrently(self, target, event).await
     }
 
     async fn resources(&self) -> Result<Vec<Resource>, StoreError> {
@@ -379,29 +473,3 @@ impl SchemaStore for PgStore {
         Ok(Some(updated))
     }
 }
-
-/// Every table of a schema with its columns, keys, checks and references, as JSON built by PostgreSQL.
-const TABLES_SQL: &str = r#"
-SELECT c.relname::text AS name, r.id AS resource_id,
-  (SELECT coalesce(json_agg(json_build_object(
-      'name', a.attname,
-      'dataType', format_type(a.atttypid, a.atttypmod),
-      'nullable', NOT a.attnotnull,
-      'default', pg_get_expr(d.adbin, d.adrelid),
-      'identity', CASE a.attidentity WHEN 'a' THEN 'ALWAYS' WHEN 'd' THEN 'BY DEFAULT' END,
-      'primaryKey', EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'p' AND a.attnum = ANY (k.conkey)),
-      'check', (SELECT pg_get_expr(k.conbin, k.conrelid) FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c' AND k.conkey[1] = a.attnum ORDER BY k.conname LIMIT 1),
-      'checkMessage', (SELECT r.check_messages ->> k.conname FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c' AND k.conkey[1] = a.attnum ORDER BY k.conname LIMIT 1),
-      'foreignKey', (SELECT json_build_object('targetSchema', tn.nspname, 'targetTable', tc.relname, 'targetColumn', ta.attname,
-                       'onDelete', CASE k.confdeltype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE' WHEN 'n' THEN 'SET NULL' WHEN 'd' THEN 'SET DEFAULT' END)
-                     FROM pg_constraint k JOIN pg_class tc ON tc.oid = k.confrelid JOIN pg_namespace tn ON tn.oid = tc.relnamespace
-                     JOIN pg_attribute ta ON ta.attrelid = k.confrelid AND ta.attnum = k.confkey[1]
-                     WHERE k.conrelid = c.oid AND k.contype = 'f' AND k.conkey = ARRAY[a.attnum] LIMIT 1)
-    ) ORDER BY a.attnum), '[]'::json)
-   FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-   WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-LEFT JOIN svc.resources r ON r.schema_name = n.nspname AND r.table_name = c.relname
-WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
-ORDER BY c.relname
-"#;
