@@ -141,7 +141,7 @@ async fn sigterm_lets_in_flight_requests_finish() {
     assert!(client.get(format!("{base}/healthz")).send().await.is_err());
 }
 
-async fn tessera(args: &[&str], database_url: &str) -> std::process::Output {
+pub(crate) async fn tessera(args: &[&str], database_url: &str) -> std::process::Output {
     tokio::process::Command::new(binary())
         .args(args)
         .env("TESSERA_DATABASE_URL", database_url)

@@ -32,6 +32,7 @@ mod schema_evolution;
 mod security;
 mod sessions;
 mod settings;
+mod snapshot;
 mod sql_console;
 mod tokens;
 mod trust;

@@ -22,6 +22,7 @@ const DOMAIN_CRATES: &[&str] = &[
     "tessera-views",
     "tessera-realtime",
     "tessera-sql-console",
+    "tessera-snapshot",
     "tessera-files",
     "tessera-mcp",
     "tessera-outbound",

@@ -1,4 +1,4 @@
-//! The `tessera` command: serve, migrate, and administrator set-up.
+//! The `tessera` command: serve, migrate, administrator set-up and snapshots.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,6 +50,32 @@ enum Command {
         #[command(subcommand)]
         command: AdminCommand,
     },
+    /// Configuration snapshots against the configured database (no server
+    /// needed; logs go to stderr).
+    Snapshot {
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SnapshotCommand {
+    /// Prints the snapshot (or writes it to FILE).
+    Export {
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
+    /// Prints the steps that would make the database match FILE, one a line.
+    Diff { file: PathBuf },
+    /// Makes the database match FILE in one transaction; exits non-zero,
+    /// having changed nothing, when refused.
+    Apply {
+        file: PathBuf,
+        /// Runs steps that drop tables, columns, roles, grants or workflows,
+        /// or change a type.
+        #[arg(long)]
+        allow_destructive: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -65,14 +91,68 @@ enum AdminCommand {
     },
 }
 
-fn init_tracing(filter: &str) {
+/// Logs to stdout, or to stderr when stdout carries the command's output.
+fn init_tracing(filter: &str, to_stderr: bool) {
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if std::env::var("TESSERA_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder.json().init();
-    } else {
-        builder.init();
+    let json = std::env::var("TESSERA_LOG_FORMAT").is_ok_and(|f| f == "json");
+    match (json, to_stderr) {
+        (true, true) => builder.json().with_writer(std::io::stderr).init(),
+        (true, false) => builder.json().init(),
+        (false, true) => builder.with_writer(std::io::stderr).init(),
+        (false, false) => builder.init(),
     }
+}
+
+fn read_snapshot(file: &PathBuf) -> anyhow::Result<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))
+}
+
+fn print_step(step: &snapshot::StepReport) {
+    println!("{} {} {}", step.action, step.kind, step.name);
+}
+
+/// Runs a snapshot command; a refusal is an error naming its field.
+async fn snapshot_command(services: &Services, command: SnapshotCommand) -> anyhow::Result<()> {
+    use kernel::ErrorCode;
+    let refused = |e: snapshot::SnapshotError| match e.field() {
+        Some(field) => anyhow::anyhow!("refused ({}): {field}: {}", e.code().as_str(), e.message()),
+        None => anyhow::anyhow!("refused ({}): {}", e.code().as_str(), e.message()),
+    };
+    let system = audit::Actor::SYSTEM;
+    match command {
+        SnapshotCommand::Export { output } => {
+            let exported = services.snapshots.export().await.map_err(refused)?;
+            let text = format!("{}\n", serde_json::to_string_pretty(&exported)?);
+            match output {
+                Some(path) => std::fs::write(&path, text)
+                    .with_context(|| format!("writing {}", path.display()))?,
+                None => print!("{text}"),
+            }
+        }
+        SnapshotCommand::Diff { file } => {
+            let planned = services
+                .snapshots
+                .diff(system, &read_snapshot(&file)?)
+                .await
+                .map_err(refused)?;
+            planned.steps.iter().for_each(print_step);
+        }
+        SnapshotCommand::Apply {
+            file,
+            allow_destructive,
+        } => {
+            let steps = services
+                .snapshots
+                .apply(system, &read_snapshot(&file)?, allow_destructive, None)
+                .await
+                .map_err(refused)?;
+            steps.iter().for_each(print_step);
+        }
+    }
+    Ok(())
 }
 
 fn random_password() -> String {
@@ -89,7 +169,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let config = Config::resolve(cli.overrides, &cli.config)?;
-    init_tracing(&config.log);
+    init_tracing(&config.log, matches!(cli.command, Command::Snapshot { .. }));
     let services = Services::start(&config.services(), Arc::new(SystemClock)).await?;
     match cli.command {
         Command::Openapi => {}
@@ -111,6 +191,7 @@ async fn main() -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("administrator {} ({}) is ready", user.email, user.id);
         }
+        Command::Snapshot { command } => snapshot_command(&services, command).await?,
         Command::Serve { generate_admin } => {
             if let Some((email, password)) = &config.bootstrap_admin {
                 if let Some(created) = services.bootstrap_admin(email, password).await? {

@@ -7,8 +7,8 @@ pub mod database;
 
 /// The domain crates, for a host that calls them through this bundle.
 pub use {
-    audit, auth, data, files, kernel, oauth, permissions, realtime, schema, settings, sql_console,
-    store_pg, views, workflows,
+    audit, auth, data, files, kernel, oauth, permissions, realtime, schema, settings, snapshot,
+    sql_console, store_pg, views, workflows,
 };
 
 use std::sync::Arc;
@@ -55,6 +55,8 @@ pub struct Services {
     pub roles: permissions::RoleService,
     /// Tables and resources.
     pub schema: schema::SchemaService,
+    /// Configuration snapshots.
+    pub snapshots: snapshot::SnapshotService,
     /// Grants.
     pub grants: permissions::GrantService,
     /// The Data API.
@@ -170,6 +172,7 @@ impl Services {
             audit: audit::AuditService::new(Arc::new(store.clone())),
             roles: permissions::RoleService::new(Arc::new(store.clone()), clock.clone()),
             schema: schema::SchemaService::new(Arc::new(store.clone()), clock.clone()),
+            snapshots: snapshot::SnapshotService::new(Arc::new(store.clone())),
             grants: permissions::GrantService::new(Arc::new(store.clone()), clock),
             workflows,
             views,

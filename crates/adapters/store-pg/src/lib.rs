@@ -18,6 +18,7 @@ mod role_store;
 mod rows;
 mod schema_store;
 mod settings_store;
+mod snapshot_store;
 mod sql_console_store;
 mod sql_values;
 mod timeout;

@@ -261,3 +261,47 @@ pub struct GrantListQuery {
     /// Only grants on this resource.
     pub resource_id: Option<Uuid>,
 }
+
+/// `POST /admin/api/snapshot/apply` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SnapshotApplyRequest {
+    /// The snapshot, as `GET /admin/api/snapshot` answers it.
+    #[schema(value_type = Object)]
+    pub snapshot: Value,
+    /// Runs steps that drop a table, a column, a role, a grant or a
+    /// workflow, or change a type; without it they are refused (409).
+    #[serde(default)]
+    pub allow_destructive: bool,
+}
+
+/// One change of a snapshot's diff or apply.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotStep {
+    /// create, alter or drop.
+    pub action: String,
+    /// table, column, index, resource, role, grant, workflow, dataview, dashboard or setting.
+    pub kind: String,
+    /// What it changes, by name.
+    pub name: String,
+    /// The SQL of a schema step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sql: Option<String>,
+}
+
+/// What `POST /admin/api/snapshot/diff` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotDiff {
+    /// The steps, in the order they would run.
+    pub steps: Vec<SnapshotStep>,
+    /// Whether one of them drops a table, a column, a role, a grant or a
+    /// workflow, or changes a type.
+    pub destructive: bool,
+}
+
+/// What `POST /admin/api/snapshot/apply` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotApplied {
+    /// The steps that ran, in order.
+    pub steps: Vec<SnapshotStep>,
+}

@@ -10,7 +10,7 @@ pub use expr::Refused;
 pub use plan::{
     ColumnFacts, ColumnInput, ColumnPatch, Confirm, ForeignKeyInput, INDEX_METHODS, IndexInput,
     IndexPlan, Plan, TableFacts, TableInput, add_column, alter_column, create_index, create_table,
-    drop_column, drop_index, identifier, rename_table, schema_name,
+    drop_column, drop_index, fk_index_name, identifier, rename_table, schema_name,
 };
 pub use resources::*;
 pub use usage::{Usage, rename_resource};

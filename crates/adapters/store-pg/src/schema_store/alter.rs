@@ -24,7 +24,7 @@ struct FactRow {
 }
 
 /// The facts of `schema.table`; `NotFound` when it is not a table.
-pub(super) async fn facts(
+pub(crate) async fn facts(
     txn: &DatabaseTransaction,
     schema: &str,
     table: &str,
@@ -198,7 +198,7 @@ fn reported(err: DbErr, field: &'static str) -> StoreError {
 /// Sets the resource's check messages (an empty message removes one), drops
 /// the messages and index filters of constraints and indexes that are gone,
 /// and so moves the catalog version every instance compares.
-pub(super) async fn refresh_resource(
+pub(crate) async fn refresh_resource(
     txn: &DatabaseTransaction,
     plan: &Plan,
     index_filter: Option<(&str, &Json)>,
@@ -238,7 +238,7 @@ pub(super) async fn refresh_resource(
 }
 
 /// Plans and runs a change of one column in `txn`; answers the plan.
-pub(super) async fn change_column(
+pub(crate) async fn change_column(
     txn: &DatabaseTransaction,
     (schema, table, column): (&str, &str, &str),
     change: &ColumnChange,

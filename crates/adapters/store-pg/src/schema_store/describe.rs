@@ -3,7 +3,7 @@
 
 /// Every table of schema `$1` (only table `$2` when not null) with its
 /// columns, indexes, foreign keys and the foreign keys pointing at it.
-pub(super) const TABLES_SQL: &str = r#"
+pub(crate) const TABLES_SQL: &str = r#"
 SELECT c.relname::text AS name, r.id AS resource_id,
   (SELECT coalesce(json_agg(json_build_object(
       'name', a.attname,

@@ -1,8 +1,8 @@
 //! Tables and resources: creation, evolution and description, with each
 //! change, its resource record and its audit entry in one transaction.
 
-mod alter;
-mod describe;
+pub(crate) mod alter;
+pub(crate) mod describe;
 mod indexes;
 
 use async_trait::async_trait;
@@ -47,7 +47,7 @@ fn resource(row: &QueryResult) -> Result<Resource, StoreError> {
 
 /// A table of a schema as [`describe::TABLES_SQL`] lists it.
 #[derive(FromQueryResult)]
-struct TableRow {
+pub(crate) struct TableRow {
     name: String,
     resource_id: Option<Uuid>,
     columns: Json,
@@ -77,11 +77,11 @@ fn with_sql(mut event: AuditEvent, sql: String) -> AuditEvent {
     event
 }
 
-fn qualified(schema: &str, table: &str) -> String {
+pub(crate) fn qualified(schema: &str, table: &str) -> String {
     format!("{}.{}", quote_ident(schema), quote_ident(table))
 }
 
-async fn scalar_bool(
+pub(crate) async fn scalar_bool(
     txn: &DatabaseTransaction,
     sql: &str,
     values: Vec<Value>,
@@ -112,7 +112,7 @@ fn ddl_error(err: DbErr) -> StoreError {
     }
 }
 
-async fn confirm(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
+pub(crate) async fn confirm(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
     txn.execute_unprepared("SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'")
         .await
         .map_err(map_err)?;
@@ -172,7 +172,7 @@ async fn confirm(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreErro
 /// Serializes the changes of one schema until `txn` ends: `CREATE SCHEMA IF
 /// NOT EXISTS` is not safe when two transactions create the same schema at
 /// once (one fails on the unique name), and a name checked free stays free.
-async fn lock_schema(txn: &DatabaseTransaction, schema: &str) -> Result<(), StoreError> {
+pub(crate) async fn lock_schema(txn: &DatabaseTransaction, schema: &str) -> Result<(), StoreError> {
     txn.execute_raw(stmt(
         "SELECT pg_advisory_xact_lock(hashtext($1))",
         [format!("tessera.schema:{schema}").into()],
@@ -182,7 +182,7 @@ async fn lock_schema(txn: &DatabaseTransaction, schema: &str) -> Result<(), Stor
     Ok(())
 }
 
-async fn run(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
+pub(crate) async fn run(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
     for statement in &plan.statements {
         txn.execute_unprepared(statement).await.map_err(ddl_error)?;
     }
@@ -190,7 +190,7 @@ async fn run(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
 }
 
 /// What registering a table already registered does.
-enum OnTaken {
+pub(crate) enum OnTaken {
     /// Fails: 409 CONFLICT.
     Refuse,
     /// Adds the new check messages to the registration's.
@@ -199,7 +199,7 @@ enum OnTaken {
 
 impl PgStore {
     /// Registers `(id, schema, table)` as a resource in `txn`, created now.
-    async fn insert_resource(
+    pub(crate) async fn insert_resource(
         &self,
         txn: &DatabaseTransaction,
         (id, schema, table): (Uuid, &str, &str),
@@ -233,7 +233,7 @@ impl PgStore {
     }
 }
 
-fn check_messages(plan: &Plan) -> Value {
+pub(crate) fn check_messages(plan: &Plan) -> Value {
     serde_json::to_value(&plan.check_messages)
         .unwrap_or_default()
         .into()

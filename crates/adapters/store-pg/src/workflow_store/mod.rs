@@ -91,7 +91,10 @@ impl PgStore {
 
     /// Captures row changes of a resource's table (idempotent; plain SQL
     /// writes are captured too).
-    async fn capture_events(conn: &impl ConnectionTrait, resource: Uuid) -> Result<(), StoreError> {
+    pub(crate) async fn capture_events(
+        conn: &impl ConnectionTrait,
+        resource: Uuid,
+    ) -> Result<(), StoreError> {
         let row = conn
             .query_one_raw(stmt(
                 "SELECT format('CREATE OR REPLACE TRIGGER tessera_row_events AFTER INSERT OR UPDATE OR DELETE ON %I.%I \

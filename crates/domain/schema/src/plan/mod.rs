@@ -311,10 +311,15 @@ fn unique_constraint(table: &str, column: &str) -> String {
     )
 }
 
+/// The name of the index made with a foreign-key column.
+pub fn fk_index_name(table: &str, column: &str) -> String {
+    fit_name(format!("{table}_{column}_fkey_idx"))
+}
+
 fn fk_index(schema: &str, table: &str, column: &str) -> String {
     format!(
         "CREATE INDEX {} ON {} ({})",
-        quote(&fit_name(format!("{table}_{column}_fkey_idx"))),
+        quote(&fk_index_name(table, column)),
         qualified(schema, table),
         quote(column)
     )

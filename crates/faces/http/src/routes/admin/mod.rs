@@ -11,6 +11,7 @@ pub mod roles;
 pub mod schema;
 pub mod schema_changes;
 pub mod settings;
+pub mod snapshot;
 pub mod sql;
 pub mod tokens;
 pub mod users;

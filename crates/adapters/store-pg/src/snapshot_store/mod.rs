@@ -1,0 +1,82 @@
+//! Snapshots: the configuration exported as names, and a snapshot applied
+//! as ordered steps in one transaction (or run and rolled back, for a diff).
+
+mod export;
+mod steps;
+
+use async_trait::async_trait;
+use audit::AuditEvent;
+use kernel::StoreError;
+use sea_orm::{ConnectionTrait, TransactionTrait};
+use serde_json::{Value as Json, json};
+use snapshot::{Snapshot, SnapshotStore, StepReport};
+
+use crate::{PgStore, map_err, stmt};
+
+#[async_trait]
+impl SnapshotStore for PgStore {
+    async fn export(&self) -> Result<Snapshot, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        txn.execute_unprepared("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await
+            .map_err(map_err)?;
+        let exported = export::export(&txn).await?;
+        txn.rollback().await.map_err(map_err)?;
+        Ok(exported)
+    }
+
+    async fn apply(
+        &self,
+        desired: &Snapshot,
+        allow_destructive: bool,
+        execute: bool,
+        event: AuditEvent,
+    ) -> Result<Vec<StepReport>, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        // One snapshot at a time: the plan holds until the commit.
+        txn.execute_raw(stmt(
+            "SELECT pg_advisory_xact_lock(hashtext('tessera.snapshot'))",
+            [],
+        ))
+        .await
+        .map_err(map_err)?;
+        txn.execute_unprepared(
+            "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'",
+        )
+        .await
+        .map_err(map_err)?;
+        let current = export::export(&txn).await?;
+        let planned = snapshot::diff(&current, desired)?;
+        if !allow_destructive && let Some(first) = planned.iter().find(|s| s.destructive) {
+            return Err(StoreError::Conflict {
+                field: Some("allowDestructive"),
+                message: format!(
+                    "the snapshot would {} {} {} (destructive): apply with allowDestructive to go on",
+                    first.action.as_str(),
+                    first.kind,
+                    first.name
+                )
+                .into(),
+            });
+        }
+        let mut reports = Vec::with_capacity(planned.len());
+        for step in &planned {
+            let sql = steps::run(self, &txn, &step.operation).await?;
+            reports.push(StepReport {
+                action: step.action.as_str(),
+                kind: step.kind,
+                name: step.name.clone(),
+                sql,
+                destructive: step.destructive,
+            });
+        }
+        if !execute {
+            txn.rollback().await.map_err(map_err)?;
+            return Ok(reports);
+        }
+        let steps: Vec<Json> = reports.iter().map(StepReport::to_json).collect();
+        let event = event.with_details(json!({ "steps": steps }));
+        self.commit_catalog_change(txn, event).await?;
+        Ok(reports)
+    }
+}

@@ -1,0 +1,575 @@
+//! One snapshot step run in the apply's transaction. Names are turned into
+//! ids here, where the earlier steps' creations are visible; a name that
+//! nothing has is refused on the snapshot's path to it.
+
+use kernel::filter::Filter;
+use kernel::settings::{Settings, SettingsPatch};
+use kernel::{FieldError, StoreError, new_id};
+use schema::{ColumnChange, ColumnInput, ForeignKeyInput, IndexInput, TableInput};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, Value};
+use serde_json::{Map, Value as Json};
+use snapshot::{Column, Dashboard, DataView, Grant, Index, Operation, Role, Table, Workflow};
+use uuid::Uuid;
+
+use crate::schema_store::alter::{change_column, facts, refresh_resource};
+use crate::schema_store::{
+    OnTaken, check_messages, confirm, lock_schema, qualified, run as run_plan,
+};
+use crate::{PgStore, map_err, rows, stmt};
+
+/// A refusal of the input at `path`.
+fn at(path: &str, e: FieldError) -> StoreError {
+    let field = if e.field.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}.{}", e.field)
+    };
+    FieldError::new(field, e.message).into()
+}
+
+/// `at` for a store refusal that is a field's.
+fn within(path: &str) -> impl Fn(StoreError) -> StoreError + '_ {
+    move |e| match e {
+        StoreError::Invalid(f) => at(path, f),
+        other => other,
+    }
+}
+
+async fn execute(
+    txn: &DatabaseTransaction,
+    sql: &str,
+    values: Vec<Value>,
+) -> Result<u64, StoreError> {
+    Ok(txn
+        .execute_raw(stmt(sql, values))
+        .await
+        .map_err(map_err)?
+        .rows_affected())
+}
+
+/// The id `sql` (over `$1`) finds, or a refusal at `path`.
+async fn id_of(
+    txn: &DatabaseTransaction,
+    sql: &str,
+    name: &str,
+    path: &str,
+) -> Result<Uuid, StoreError> {
+    let row = txn
+        .query_one_raw(stmt(sql, [name.into()]))
+        .await
+        .map_err(map_err)?;
+    match row {
+        Some(r) => rows::column(&r, "id"),
+        None => Err(FieldError::new(
+            path.to_owned(),
+            format!("names {name}, which neither the snapshot nor this instance has"),
+        )
+        .into()),
+    }
+}
+
+const ROLE_ID: &str = "SELECT id FROM svc.roles WHERE lower(name) = lower($1)";
+const RESOURCE_ID: &str =
+    "SELECT id FROM svc.resources WHERE schema_name || '.' || table_name = $1";
+const WORKFLOW_ID: &str = "SELECT id FROM svc.workflows WHERE slug = $1";
+const DATAVIEW_ID: &str = "SELECT id FROM svc.dataviews WHERE slug = $1";
+const USER_ID: &str = "SELECT id FROM svc.users WHERE lower(email) = lower($1)";
+
+fn column_input(c: &Column) -> ColumnInput {
+    ColumnInput {
+        name: c.name.clone(),
+        data_type: c.data_type.clone(),
+        primary_key: c.primary_key,
+        default: c.default.clone(),
+        identity: c.identity.clone(),
+        nullable: Some(c.nullable),
+        foreign_key: c.foreign_key.as_ref().map(|f| ForeignKeyInput {
+            target_schema: Some(f.target_schema.clone()),
+            target_table: f.target_table.clone(),
+            target_column: f.target_column.clone(),
+            on_delete: Some(f.on_delete.clone()),
+        }),
+        check: c.check.clone(),
+        check_message: c.check_message.clone(),
+        unique: c.unique,
+    }
+}
+
+/// Runs one step; answers the SQL of a schema step.
+pub(super) async fn run(
+    store: &PgStore,
+    txn: &DatabaseTransaction,
+    operation: &Operation,
+) -> Result<Option<String>, StoreError> {
+    match operation {
+        Operation::PutRole(role) => put_role(txn, role).await.map(|()| None),
+        Operation::DropRole(name) => {
+            execute(
+                txn,
+                "DELETE FROM svc.roles WHERE lower(name) = lower($1) AND NOT built_in",
+                vec![name.clone().into()],
+            )
+            .await?;
+            Ok(None)
+        }
+        Operation::CreateTable(table, path) => {
+            create_table(store, txn, table, path).await.map(Some)
+        }
+        Operation::DropTable(schema, table) => {
+            let sql = format!("DROP TABLE {}", qualified(schema, table));
+            txn.execute_unprepared(&sql).await.map_err(map_err)?;
+            execute(
+                txn,
+                "DELETE FROM svc.resources WHERE schema_name = $1 AND table_name = $2",
+                vec![schema.clone().into(), table.clone().into()],
+            )
+            .await?;
+            Ok(Some(format!("{sql};")))
+        }
+        Operation::AddColumn(schema, table, column, path) => {
+            lock_schema(txn, schema).await?;
+            let existing: Vec<String> = facts(txn, schema, table)
+                .await?
+                .columns
+                .into_iter()
+                .map(|c| c.name)
+                .collect();
+            let plan = schema::add_column(schema, table, &column_input(column), &existing)
+                .map_err(|e| at(path, e))?;
+            confirm(txn, &plan).await.map_err(within(path))?;
+            run_plan(txn, &plan).await.map_err(within(path))?;
+            store
+                .insert_resource(
+                    txn,
+                    (new_id(), schema, table),
+                    check_messages(&plan),
+                    OnTaken::AddCheckMessages,
+                )
+                .await?;
+            Ok(Some(plan.sql()))
+        }
+        Operation::AlterColumn(schema, table, column, patch) => {
+            let change = ColumnChange::Alter(patch.clone());
+            Ok(Some(
+                change_column(txn, (schema, table, column), &change)
+                    .await?
+                    .sql(),
+            ))
+        }
+        Operation::DropColumn(schema, table, column) => Ok(Some(
+            change_column(txn, (schema, table, column), &ColumnChange::Drop)
+                .await?
+                .sql(),
+        )),
+        Operation::CreateIndex(schema, table, index, path) => {
+            create_index(txn, (schema, table), index, path)
+                .await
+                .map(Some)
+        }
+        Operation::DropIndex(schema, name) => {
+            let sql = format!("DROP INDEX {}", qualified(schema, name));
+            txn.execute_unprepared(&sql).await.map_err(map_err)?;
+            Ok(Some(format!("{sql};")))
+        }
+        Operation::RegisterResource(schema, table) => {
+            store
+                .insert_resource(
+                    txn,
+                    (new_id(), schema, table),
+                    serde_json::json!({}).into(),
+                    OnTaken::Refuse,
+                )
+                .await?;
+            Ok(None)
+        }
+        Operation::Expose(resource) => {
+            if let Some(bad) = resource
+                .exposed_methods
+                .iter()
+                .find(|m| !schema::METHODS.contains(&m.as_str()))
+            {
+                return Err(FieldError::new(
+                    format!("resources.{}.exposedMethods", resource.qualified()),
+                    format!("{bad} is not GET, POST, PATCH or DELETE"),
+                )
+                .into());
+            }
+            let found = execute(
+                txn,
+                "UPDATE svc.resources SET exposed_methods = $3 WHERE schema_name = $1 AND table_name = $2",
+                vec![resource.schema.clone().into(), resource.table.clone().into(), resource.exposed_methods.clone().into()],
+            )
+            .await?;
+            if found == 0 {
+                return Err(FieldError::new(
+                    format!("resources.{}", resource.qualified()),
+                    "names a table that neither the snapshot nor this instance has",
+                )
+                .into());
+            }
+            Ok(None)
+        }
+        Operation::PutWorkflow(workflow, path) => {
+            put_workflow(txn, workflow, path).await.map(|()| None)
+        }
+        Operation::DropWorkflow(slug) => {
+            execute(
+                txn,
+                "DELETE FROM svc.workflows WHERE slug = $1",
+                vec![slug.clone().into()],
+            )
+            .await?;
+            Ok(None)
+        }
+        Operation::PutDataView(view, path) => put_dataview(txn, view, path).await.map(|()| None),
+        Operation::DropDataView(slug) => {
+            execute(
+                txn,
+                "DELETE FROM svc.dataviews WHERE slug = $1",
+                vec![slug.clone().into()],
+            )
+            .await?;
+            Ok(None)
+        }
+        Operation::PutDashboard(dashboard, path) => {
+            put_dashboard(txn, dashboard, path).await.map(|()| None)
+        }
+        Operation::DropDashboard(slug) => {
+            execute(
+                txn,
+                "DELETE FROM svc.dashboards WHERE slug = $1",
+                vec![slug.clone().into()],
+            )
+            .await?;
+            Ok(None)
+        }
+        Operation::CreateGrant(grant, path) => create_grant(txn, grant, path).await.map(|()| None),
+        Operation::DropGrant(grant) => {
+            execute(
+                txn,
+                "DELETE FROM svc.grants g USING svc.roles r WHERE r.id = g.role_id AND r.name = $1 AND g.action = $2 \
+                 AND g.filter IS NOT DISTINCT FROM $3 AND g.columns IS NOT DISTINCT FROM $4 \
+                 AND g.resource_id IS NOT DISTINCT FROM (SELECT id FROM svc.resources WHERE schema_name || '.' || table_name = $5) \
+                 AND g.workflow_id IS NOT DISTINCT FROM (SELECT id FROM svc.workflows WHERE slug = $6) \
+                 AND g.data_view_id IS NOT DISTINCT FROM (SELECT id FROM svc.dataviews WHERE slug = $7)",
+                vec![
+                    grant.role.clone().into(),
+                    grant.action.clone().into(),
+                    grant.filter.clone().into(),
+                    grant.columns.clone().into(),
+                    grant.resource.clone().into(),
+                    grant.workflow.clone().into(),
+                    grant.data_view.clone().into(),
+                ],
+            )
+            .await?;
+            Ok(None)
+        }
+        Operation::SetSetting(key, value) => set_setting(txn, key, value).await.map(|()| None),
+    }
+}
+
+async fn put_role(txn: &DatabaseTransaction, role: &Role) -> Result<(), StoreError> {
+    let path = format!("roles.{}", role.name);
+    let name = kernel::validate::short_text(&role.name, "name", 200).map_err(|e| at(&path, e))?;
+    // Never administrator power: a snapshot's roles reach the Data API only.
+    execute(
+        txn,
+        "INSERT INTO svc.roles (id, name, description, api_access) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT ((lower(name))) DO UPDATE SET description = EXCLUDED.description, api_access = EXCLUDED.api_access",
+        vec![new_id().into(), name.into(), role.description.clone().into(), role.api_access.into()],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn create_table(
+    store: &PgStore,
+    txn: &DatabaseTransaction,
+    table: &Table,
+    path: &str,
+) -> Result<String, StoreError> {
+    let input = TableInput {
+        name: table.name.clone(),
+        columns: table.columns.iter().map(column_input).collect(),
+    };
+    let plan = schema::create_table(&table.schema, &input).map_err(|e| at(path, e))?;
+    lock_schema(txn, &plan.schema).await?;
+    confirm(txn, &plan).await.map_err(within(path))?;
+    run_plan(txn, &plan).await.map_err(within(path))?;
+    store
+        .insert_resource(
+            txn,
+            (new_id(), &plan.schema, &plan.table),
+            check_messages(&plan),
+            OnTaken::Refuse,
+        )
+        .await?;
+    Ok(plan.sql())
+}
+
+async fn create_index(
+    txn: &DatabaseTransaction,
+    (schema, table): (&str, &str),
+    index: &Index,
+    path: &str,
+) -> Result<String, StoreError> {
+    let facts = facts(txn, schema, table).await?;
+    let input = IndexInput {
+        name: Some(index.name.clone()),
+        columns: index.columns.clone(),
+        unique: index.unique,
+        method: Some(index.method.clone()),
+        filter: index.filter.clone(),
+    };
+    let plan = schema::create_index(&facts, &input).map_err(|e| at(path, e))?;
+    let sql = plan.in_transaction();
+    txn.execute_unprepared(&sql)
+        .await
+        .map_err(|e| match map_err(e) {
+            StoreError::Conflict { .. } => StoreError::Conflict {
+                field: None,
+                message: format!("{path}: existing rows have duplicate values").into(),
+            },
+            StoreError::BadValue => FieldError::new(
+                format!("{path}.where"),
+                "a value does not fit its column's type",
+            )
+            .into(),
+            other => other,
+        })?;
+    let filter = plan.filter.as_ref().map(|f| (plan.name.as_str(), f));
+    let recorded = schema::Plan {
+        schema: schema.to_owned(),
+        table: table.to_owned(),
+        statements: Vec::new(),
+        confirm: Vec::new(),
+        check_messages: Default::default(),
+        fields: Vec::new(),
+    };
+    refresh_resource(txn, &recorded, filter).await?;
+    Ok(format!("{sql};"))
+}
+
+/// A `{ trigger, steps }` of a snapshot with ids for names, checked as a
+/// workflow definition.
+async fn definition_ids(
+    txn: &DatabaseTransaction,
+    definition: &Json,
+    path: &str,
+) -> Result<Json, StoreError> {
+    let mut definition = definition.clone();
+    if let Some(trigger) = definition.get_mut("trigger").and_then(Json::as_object_mut) {
+        if let Some(email) = trigger
+            .get("executeAs")
+            .and_then(Json::as_str)
+            .map(str::to_owned)
+        {
+            let id = id_of(txn, USER_ID, &email, &format!("{path}.trigger.executeAs")).await?;
+            trigger.insert("executeAs".into(), Json::String(id.to_string()));
+        }
+        if let Some(resource) = trigger.remove("resource") {
+            let name = resource.as_str().unwrap_or_default();
+            let id = id_of(txn, RESOURCE_ID, name, &format!("{path}.trigger.resource")).await?;
+            trigger.insert("resourceId".into(), Json::String(id.to_string()));
+        }
+    }
+    Ok(definition)
+}
+
+async fn put_workflow(
+    txn: &DatabaseTransaction,
+    workflow: &Workflow,
+    path: &str,
+) -> Result<(), StoreError> {
+    let slug = kernel::validate::slug(&workflow.slug, "slug").map_err(|e| at(path, e))?;
+    let name =
+        kernel::validate::short_text(&workflow.name, "name", 200).map_err(|e| at(path, e))?;
+    let max_wait = current_settings(txn)
+        .await?
+        .value("workflows.max_sync_wait_ms")
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    let draft_path = format!("{path}.draft");
+    let draft = definition_ids(txn, &workflow.draft, &draft_path).await?;
+    workflows::model::Definition::parse(&draft["trigger"], &draft["steps"], max_wait)
+        .map_err(|e| at(&draft_path, e))?;
+    let mut target = None;
+    let published = match &workflow.published {
+        None => None,
+        Some(p) => {
+            let published_path = format!("{path}.published");
+            let p = definition_ids(txn, p, &published_path).await?;
+            let parsed = workflows::model::Definition::parse(&p["trigger"], &p["steps"], max_wait)
+                .map_err(|e| at(&published_path, e))?;
+            if let workflows::model::Trigger::DbEvent(event) = &parsed.trigger {
+                let kinds: Vec<String> =
+                    event.events.iter().map(|k| k.as_str().to_owned()).collect();
+                target = Some((event.resource_id, kinds));
+            }
+            Some(p)
+        }
+    };
+    if let Some((resource, _)) = &target {
+        PgStore::capture_events(txn, *resource).await?;
+    }
+    let (resource, kinds) = target.map_or((None, Vec::new()), |(r, k)| (Some(r), k));
+    execute(
+        txn,
+        "INSERT INTO svc.workflows (id, slug, name, enabled, draft, published, published_at, event_resource_id, event_kinds) \
+         VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $6::jsonb IS NULL THEN NULL ELSE now() END, $7, $8) \
+         ON CONFLICT (slug) DO UPDATE SET name = EXCLUDED.name, enabled = EXCLUDED.enabled, draft = EXCLUDED.draft, \
+         published = EXCLUDED.published, \
+         published_at = CASE WHEN svc.workflows.published IS NOT DISTINCT FROM EXCLUDED.published THEN svc.workflows.published_at ELSE EXCLUDED.published_at END, \
+         event_resource_id = EXCLUDED.event_resource_id, event_kinds = EXCLUDED.event_kinds, updated_at = now()",
+        vec![new_id().into(), slug.into(), name.into(), workflow.enabled.into(), draft.into(), published.into(), resource.into(), kinds.into()],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn put_dataview(
+    txn: &DatabaseTransaction,
+    view: &DataView,
+    path: &str,
+) -> Result<(), StoreError> {
+    let slug = kernel::validate::slug(&view.slug, "slug").map_err(|e| at(path, e))?;
+    let name = kernel::validate::short_text(&view.name, "name", 200).map_err(|e| at(path, e))?;
+    for (field, definition) in [
+        ("draft", Some(&view.draft)),
+        ("published", view.published.as_ref()),
+    ] {
+        if let Some(definition) = definition {
+            let empty = Map::new();
+            views::definition::Definition::parse(definition.as_object().unwrap_or(&empty))
+                .map_err(|e| at(&format!("{path}.{field}"), e))?;
+        }
+    }
+    execute(
+        txn,
+        "INSERT INTO svc.dataviews (id, slug, name, draft, published, published_at, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, CASE WHEN $5::jsonb IS NULL THEN NULL ELSE now() END, now(), now()) \
+         ON CONFLICT (slug) DO UPDATE SET name = EXCLUDED.name, draft = EXCLUDED.draft, published = EXCLUDED.published, \
+         published_at = CASE WHEN svc.dataviews.published IS NOT DISTINCT FROM EXCLUDED.published THEN svc.dataviews.published_at ELSE EXCLUDED.published_at END, \
+         updated_at = now()",
+        vec![new_id().into(), slug.into(), name.into(), view.draft.clone().into(), view.published.clone().into()],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn put_dashboard(
+    txn: &DatabaseTransaction,
+    dashboard: &Dashboard,
+    path: &str,
+) -> Result<(), StoreError> {
+    let slug = kernel::validate::slug(&dashboard.slug, "slug").map_err(|e| at(path, e))?;
+    let name =
+        kernel::validate::short_text(&dashboard.name, "name", 200).map_err(|e| at(path, e))?;
+    let mut widgets = Vec::with_capacity(dashboard.widgets.len());
+    for (i, widget) in dashboard.widgets.iter().enumerate() {
+        let mut widget = widget.clone();
+        if let Some(fields) = widget.as_object_mut()
+            && let Some(view) = fields.remove("dataView")
+        {
+            let id = id_of(
+                txn,
+                DATAVIEW_ID,
+                view.as_str().unwrap_or_default(),
+                &format!("{path}.widgets[{i}].dataView"),
+            )
+            .await?;
+            fields.insert("dataViewId".into(), Json::String(id.to_string()));
+        }
+        widgets.push(widget);
+    }
+    let widgets = Json::Array(widgets);
+    views::dashboard::parse_widgets(Some(&widgets)).map_err(|e| at(path, e))?;
+    let refresh = dashboard
+        .refresh_seconds
+        .map(|s| i32::try_from(s).unwrap_or(i32::MAX));
+    execute(
+        txn,
+        "INSERT INTO svc.dashboards (id, slug, name, refresh_seconds, widgets, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, now(), now()) \
+         ON CONFLICT (slug) DO UPDATE SET name = EXCLUDED.name, refresh_seconds = EXCLUDED.refresh_seconds, widgets = EXCLUDED.widgets, updated_at = now()",
+        vec![new_id().into(), slug.into(), name.into(), refresh.into(), widgets.into()],
+    )
+    .await
+    .map_err(within(path))?;
+    Ok(())
+}
+
+async fn create_grant(
+    txn: &DatabaseTransaction,
+    grant: &Grant,
+    path: &str,
+) -> Result<(), StoreError> {
+    let role = id_of(txn, ROLE_ID, &grant.role, &format!("{path}.role")).await?;
+    let resource = match &grant.resource {
+        Some(r) => Some(id_of(txn, RESOURCE_ID, r, &format!("{path}.resource")).await?),
+        None => None,
+    };
+    let workflow = match &grant.workflow {
+        Some(w) => Some(id_of(txn, WORKFLOW_ID, w, &format!("{path}.workflow")).await?),
+        None => None,
+    };
+    let data_view = match &grant.data_view {
+        Some(v) => Some(id_of(txn, DATAVIEW_ID, v, &format!("{path}.dataView")).await?),
+        None => None,
+    };
+    if let Some(filter) = &grant.filter {
+        Filter::parse(filter, "filter").map_err(|e| at(path, e))?;
+    }
+    execute(
+        txn,
+        "INSERT INTO svc.grants (id, role_id, resource_id, workflow_id, data_view_id, action, filter, columns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        vec![new_id().into(), role.into(), resource.into(), workflow.into(), data_view.into(), grant.action.clone().into(), grant.filter.clone().into(), grant.columns.clone().into()],
+    )
+    .await
+    .map_err(|e| match e {
+        StoreError::CheckViolation { .. } => FieldError::new(format!("{path}.action"), "does not fit the grant's target (read, create, update or delete a table; invoke a workflow; read a DataView)").into(),
+        other => other,
+    })?;
+    Ok(())
+}
+
+async fn current_settings(txn: &DatabaseTransaction) -> Result<Settings, StoreError> {
+    let stored: Map<String, Json> = txn
+        .query_all_raw(stmt("SELECT key, value FROM svc.settings", []))
+        .await
+        .map_err(map_err)?
+        .iter()
+        .map(|r| {
+            Ok((
+                rows::column::<String>(r, "key")?,
+                rows::column::<Json>(r, "value")?,
+            ))
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok(Settings::from_stored(stored))
+}
+
+async fn set_setting(txn: &DatabaseTransaction, key: &str, value: &Json) -> Result<(), StoreError> {
+    let path = format!("settings.{key}");
+    let value = if key == "auth.registration_role_id" && !value.is_null() {
+        let role = id_of(txn, ROLE_ID, value.as_str().unwrap_or_default(), &path).await?;
+        Json::String(role.to_string())
+    } else {
+        value.clone()
+    };
+    let current = current_settings(txn).await?;
+    let mut body = Map::new();
+    body.insert(key.to_owned(), value);
+    let patch = SettingsPatch::parse(&body, &current)
+        .map_err(|e| FieldError::new(format!("settings.{}", e.field), e.message))?;
+    for (key, value) in patch.values {
+        execute(
+            txn,
+            "INSERT INTO svc.settings (key, value, updated_at) VALUES ($1, $2, now()) \
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
+            vec![key.into(), value.into()],
+        )
+        .await?;
+    }
+    Ok(())
+}

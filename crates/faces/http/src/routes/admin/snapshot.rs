@@ -1,0 +1,78 @@
+//! Snapshots: the configuration exported, diffed against and applied from a
+//! document that names things, never ids (API.md section 12).
+
+use actix_web::{HttpResponse, get, post, web};
+use api_types::{ErrorEnvelope, SnapshotApplied, SnapshotApplyRequest, SnapshotDiff, SnapshotStep};
+use serde_json::Value;
+use snapshot::StepReport;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::{AdminPlane, Caller, Data};
+use crate::respond::ok;
+
+fn step(s: StepReport) -> SnapshotStep {
+    SnapshotStep {
+        action: s.action.to_owned(),
+        kind: s.kind.to_owned(),
+        name: s.name,
+        sql: s.sql,
+    }
+}
+
+/// The configuration as a snapshot: byte-identical for one state.
+#[utoipa::path(operation_id = "exportSnapshot", tag = "snapshot", security(("bearer" = [])),
+    responses((status = 200, body = inline(api_types::DataEnvelope<Object>))))]
+#[get("/snapshot")]
+pub async fn export(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(ok(state.services.snapshots.export().await?))
+}
+
+/// The steps that would make this instance match a snapshot; nothing changes.
+#[utoipa::path(operation_id = "diffSnapshot", tag = "snapshot", security(("bearer" = [])),
+    request_body = inline(api_types::DataEnvelope<Object>),
+    responses((status = 200, body = inline(api_types::DataEnvelope<SnapshotDiff>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[post("/snapshot/diff")]
+pub async fn diff(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    body: Data<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let planned = state
+        .services
+        .snapshots
+        .diff(caller.principal.actor(), &body.0)
+        .await?;
+    Ok(ok(SnapshotDiff {
+        steps: planned.steps.into_iter().map(step).collect(),
+        destructive: planned.destructive,
+    }))
+}
+
+/// Makes this instance match a snapshot, in one transaction.
+#[utoipa::path(operation_id = "applySnapshot", tag = "snapshot", security(("bearer" = [])),
+    request_body = inline(api_types::DataEnvelope<SnapshotApplyRequest>),
+    responses((status = 200, body = inline(api_types::DataEnvelope<SnapshotApplied>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[post("/snapshot/apply")]
+pub async fn apply(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    body: Data<SnapshotApplyRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let steps = state
+        .services
+        .snapshots
+        .apply(
+            caller.principal.actor(),
+            &body.0.snapshot,
+            body.0.allow_destructive,
+            caller.ip(),
+        )
+        .await?;
+    Ok(ok(SnapshotApplied {
+        steps: steps.into_iter().map(step).collect(),
+    }))
+}

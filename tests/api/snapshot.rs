@@ -1,0 +1,762 @@
+//! Snapshots (API.md section 12): a staging configuration promoted to a fresh
+//! instance and read back byte-identical; diffs, destructive steps, refusals,
+//! the command line, and random table histories that survive the round trip.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use testkit::{TestApp, spawn_app};
+
+use crate::USERS_ROLE;
+
+async fn created(app: &TestApp, admin: &str, path: &str, body: Value) -> Value {
+    let answer = app.post(path, admin, json!({ "data": body })).await;
+    assert!(answer.status.is_success(), "{path}: {:?}", answer.body);
+    answer.data().clone()
+}
+
+/// The administrator's user id.
+async fn admin_id(app: &TestApp, admin: &str) -> String {
+    let users = app.get("/admin/api/users?search=admin", admin).await;
+    users.data()[0]["id"].as_str().unwrap().to_owned()
+}
+
+/// A configuration with something of every kind.
+async fn staging(app: &TestApp, admin: &str) {
+    created(
+        app,
+        admin,
+        "/admin/api/schema/shop/tables",
+        json!({ "name": "customers", "columns": [
+        { "name": "id", "dataType": "bigint", "identity": "ALWAYS", "primaryKey": true },
+        { "name": "email", "dataType": "text", "nullable": false, "unique": true } ] }),
+    )
+    .await;
+    let orders = created(app, admin, "/admin/api/schema/shop/tables", json!({ "name": "orders", "columns": [
+        { "name": "id", "dataType": "uuid", "primaryKey": true, "default": "gen_random_uuid()" },
+        { "name": "title", "dataType": "text" },
+        { "name": "amount", "dataType": "numeric(10,2)", "default": "0", "check": "amount >= 0", "checkMessage": "No negative amounts" },
+        { "name": "state", "dataType": "text", "default": "'open'" },
+        { "name": "customer_id", "dataType": "bigint", "foreignKey": { "targetTable": "customers", "targetColumn": "id", "onDelete": "CASCADE" } } ] })).await;
+    let resource = orders["resourceId"].as_str().unwrap().to_owned();
+    created(
+        app,
+        admin,
+        "/admin/api/schema/shop/tables/orders/indexes",
+        json!({ "columns": ["-amount"], "where": { "state": { "eq": "open" } } }),
+    )
+    .await;
+    created(
+        app,
+        admin,
+        "/admin/api/schema/shop/tables/orders/indexes",
+        json!({ "columns": ["title"], "method": "search" }),
+    )
+    .await;
+    let exposed = app
+        .patch(
+            &format!("/admin/api/resources/{resource}"),
+            admin,
+            json!({ "data": { "exposedMethods": ["GET", "POST"] } }),
+        )
+        .await;
+    assert_eq!(exposed.status, StatusCode::OK);
+    let role = created(
+        app,
+        admin,
+        "/admin/api/roles",
+        json!({ "name": "Editors", "description": "Edit orders", "apiAccess": true }),
+    )
+    .await;
+    let role_id = role["id"].as_str().unwrap();
+    created(
+        app,
+        admin,
+        "/admin/api/grants",
+        json!({ "roleId": role_id, "resourceId": resource, "action": "read",
+        "filter": { "state": { "eq": "open" } }, "columns": ["id", "title", "state"] }),
+    )
+    .await;
+    created(
+        app,
+        admin,
+        "/admin/api/grants",
+        json!({ "roleId": USERS_ROLE, "resourceId": resource, "action": "create" }),
+    )
+    .await;
+    let view = created(app, admin, "/admin/api/dataviews", json!({ "slug": "per-state", "name": "Per state", "source": "shop.orders",
+        "columns": [{ "name": "state", "column": "state" }, { "name": "total", "agg": "sum", "column": "amount" }] })).await;
+    let view_id = view["id"].as_str().unwrap();
+    created(
+        app,
+        admin,
+        &format!("/admin/api/dataviews/{view_id}/publish"),
+        json!({}),
+    )
+    .await;
+    created(
+        app,
+        admin,
+        "/admin/api/grants",
+        json!({ "roleId": role_id, "dataViewId": view_id, "action": "read" }),
+    )
+    .await;
+    created(app, admin, "/admin/api/dashboards", json!({ "slug": "sales", "name": "Sales", "widgets": [
+        { "id": "w1", "type": "bar", "title": "Per state", "dataViewId": view_id, "x": "state", "y": ["total"],
+          "layout": { "col": 0, "row": 0, "w": 6, "h": 4 } }] })).await;
+    let workflow = created(app, admin, "/admin/api/workflows", json!({ "slug": "intake", "name": "Intake",
+        "trigger": { "type": "webhook", "method": "POST", "response": "sync", "access": "public", "executeAs": admin_id(app, admin).await },
+        "steps": [{ "id": "add", "type": "insert", "resource": "shop.orders", "data": { "title": "{{start.data.body.title}}" } },
+                  { "id": "done", "type": "finish", "result": "{{steps.add.result}}" }] })).await;
+    let workflow_id = workflow["id"].as_str().unwrap();
+    created(
+        app,
+        admin,
+        &format!("/admin/api/workflows/{workflow_id}/publish"),
+        json!({}),
+    )
+    .await;
+    created(app, admin, "/admin/api/workflows", json!({ "slug": "on-order", "name": "On order",
+        "trigger": { "type": "dbEvent", "resourceId": resource, "events": ["insert"] },
+        "steps": [{ "id": "t", "type": "transform", "output": { "seen": "{{start.data.new.id}}" } }] })).await;
+    created(
+        app,
+        admin,
+        "/admin/api/grants",
+        json!({ "roleId": role_id, "workflowId": workflow_id, "action": "invoke" }),
+    )
+    .await;
+    let settings = app
+        .patch("/admin/api/settings", admin, json!({ "data": { "auth.registration_enabled": true, "auth.registration_role_id": role_id } }))
+        .await;
+    assert_eq!(settings.status, StatusCode::OK, "{:?}", settings.body);
+}
+
+/// The snapshot as the route answers it, as text.
+async fn exported(app: &TestApp, admin: &str) -> (Value, String) {
+    let answer = app.get("/admin/api/snapshot", admin).await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    let text = serde_json::to_string(answer.data()).unwrap();
+    (answer.data().clone(), text)
+}
+
+#[tokio::test]
+async fn a_staging_configuration_reaches_a_fresh_instance_and_comes_back_identical() {
+    let staging_app = spawn_app().await;
+    let admin = staging_app.admin_session().await;
+    staging(&staging_app, &admin).await;
+    let (snapshot, text) = exported(&staging_app, &admin).await;
+    assert_eq!(
+        exported(&staging_app, &admin).await.1,
+        text,
+        "two exports of one state are identical"
+    );
+    assert!(!text.contains("clientSecret"));
+    assert_eq!(snapshot["settings"]["auth.registration_role_id"], "Editors");
+    assert_eq!(
+        snapshot["workflows"][0]["published"]["trigger"]["executeAs"], "admin@example.com",
+        "{}",
+        snapshot["workflows"]
+    );
+
+    let production = spawn_app().await;
+    let prod_admin = production.admin_session().await;
+    let before = exported(&production, &prod_admin).await.1;
+    let diff = production
+        .post(
+            "/admin/api/snapshot/diff",
+            &prod_admin,
+            json!({ "data": snapshot }),
+        )
+        .await;
+    assert_eq!(diff.status, StatusCode::OK, "{:?}", diff.body);
+    assert_eq!(diff.data()["destructive"], false);
+    let steps = diff.data()["steps"].as_array().unwrap().clone();
+    let first = &steps[0];
+    assert_eq!(
+        (first["action"].as_str(), first["kind"].as_str()),
+        (Some("create"), Some("role")),
+        "{steps:?}"
+    );
+    assert!(steps.iter().any(|s| {
+        s["kind"] == "table"
+            && s["sql"]
+                .as_str()
+                .unwrap_or("")
+                .contains("CREATE TABLE \"shop\".\"orders\"")
+    }));
+    assert_eq!(
+        exported(&production, &prod_admin).await.1,
+        before,
+        "a diff changes nothing"
+    );
+
+    let applied = production
+        .post(
+            "/admin/api/snapshot/apply",
+            &prod_admin,
+            json!({ "data": { "snapshot": snapshot } }),
+        )
+        .await;
+    assert_eq!(applied.status, StatusCode::OK, "{:?}", applied.body);
+    assert_eq!(
+        applied.data()["steps"].as_array().unwrap().len(),
+        steps.len()
+    );
+    assert_eq!(
+        exported(&production, &prod_admin).await.1,
+        text,
+        "the same snapshot comes back out"
+    );
+    let again = production
+        .post(
+            "/admin/api/snapshot/diff",
+            &prod_admin,
+            json!({ "data": snapshot }),
+        )
+        .await;
+    assert_eq!(
+        again.data()["steps"],
+        json!([]),
+        "applying twice changes nothing more"
+    );
+    let twice = production
+        .post(
+            "/admin/api/snapshot/apply",
+            &prod_admin,
+            json!({ "data": { "snapshot": snapshot } }),
+        )
+        .await;
+    assert_eq!(twice.data()["steps"], json!([]));
+
+    // The promoted configuration works: the public webhook writes a row
+    // that the Data API then reads, with the check message in place.
+    let run = production
+        .client
+        .post(format!(
+            "{}/api/workflows/intake/webhook",
+            production.address
+        ))
+        .json(&json!({ "title": "first" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.status(), StatusCode::OK, "{:?}", run.text().await);
+    let rows = production.get("/api/data/shop/orders", &prod_admin).await;
+    assert_eq!(rows.data()[0]["title"], "first", "{:?}", rows.body);
+    let negative = production
+        .post(
+            "/api/data/shop/orders",
+            &prod_admin,
+            json!({ "data": { "title": "x", "amount": -1 } }),
+        )
+        .await;
+    assert_eq!(negative.code(), "CHECK_VIOLATION");
+    assert!(
+        negative.body.to_string().contains("No negative amounts"),
+        "{:?}",
+        negative.body
+    );
+    let audit = production
+        .get("/admin/api/audit?action=snapshot.apply", &prod_admin)
+        .await;
+    let entries = audit.data().as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    assert!(entries.iter().any(|e| {
+        e["details"]["steps"]
+            .as_array()
+            .is_some_and(|s| s.len() == steps.len())
+    }));
+    staging_app.db.destroy().await;
+    production.db.destroy().await;
+}
+
+#[tokio::test]
+async fn destructive_steps_wait_for_consent_and_refusals_change_nothing() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    staging(&app, &admin).await;
+    let (snapshot, text) = exported(&app, &admin).await;
+
+    let mut smaller = snapshot.clone();
+    smaller["tables"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|t| t["name"] != "orders");
+    smaller["resources"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|r| r["table"] != "orders");
+    smaller["grants"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|g| g["resource"] != "shop.orders");
+    smaller["workflows"] = json!([]);
+    smaller["grants"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|g| g.get("workflow").is_none());
+    smaller["dataviews"] = json!([]);
+    smaller["dashboards"] = json!([]);
+    smaller["grants"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|g| g.get("dataView").is_none());
+    let diff = app
+        .post(
+            "/admin/api/snapshot/diff",
+            &admin,
+            json!({ "data": smaller }),
+        )
+        .await;
+    assert_eq!(diff.status, StatusCode::OK, "{:?}", diff.body);
+    assert_eq!(diff.data()["destructive"], true);
+    let kinds: Vec<String> = diff.data()["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {} {}",
+                s["action"].as_str().unwrap(),
+                s["kind"].as_str().unwrap(),
+                s["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("drop table shop.orders"),
+        "{kinds:?}"
+    );
+    let refused = app
+        .post(
+            "/admin/api/snapshot/apply",
+            &admin,
+            json!({ "data": { "snapshot": smaller } }),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{:?}", refused.body);
+    assert_eq!(
+        exported(&app, &admin).await.1,
+        text,
+        "a refused apply changes nothing"
+    );
+
+    let cases = [
+        (json!({ "version": 2 }), "version"),
+        (json!({ "tables": [] }), "version"),
+        (
+            json!({ "version": 1, "grants": [{ "role": "Nobody", "resource": "shop.orders", "action": "read" }] }),
+            "].role",
+        ),
+        (
+            json!({ "version": 1, "grants": [{ "role": "Users", "resource": "shop.nothing", "action": "read" }] }),
+            "].resource",
+        ),
+        (
+            json!({ "version": 1, "tables": [{ "schema": "shop", "name": "bad", "columns": [{ "name": "x", "dataType": "text; DROP TABLE shop.orders" }] }] }),
+            "].columns[0].dataType",
+        ),
+        (
+            json!({ "version": 1, "settings": { "auth.password_min_length": "long" } }),
+            "settings.auth.password_min_length",
+        ),
+    ];
+    for (body, field) in cases {
+        let mut merged = snapshot.clone();
+        for (key, value) in body.as_object().unwrap() {
+            if key == "version" || !merged[key].is_array() {
+                merged[key] = value.clone();
+            } else {
+                merged[key]
+                    .as_array_mut()
+                    .unwrap()
+                    .extend(value.as_array().unwrap().iter().cloned());
+            }
+        }
+        if body.get("version").is_none() {
+            merged.as_object_mut().unwrap().remove("version");
+        }
+        for path in ["/admin/api/snapshot/diff", "/admin/api/snapshot/apply"] {
+            let payload = if path.ends_with("diff") {
+                merged.clone()
+            } else {
+                json!({ "snapshot": merged })
+            };
+            let answer = app.post(path, &admin, json!({ "data": payload })).await;
+            assert_eq!(
+                answer.status,
+                StatusCode::BAD_REQUEST,
+                "{path} {body}: {:?}",
+                answer.body
+            );
+            assert_eq!(answer.code(), "INVALID_PAYLOAD");
+            let named = answer.body["errors"][0]["field"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(named.ends_with(field), "{path} {body}: {named}");
+        }
+    }
+    assert_eq!(
+        exported(&app, &admin).await.1,
+        text,
+        "refusals change nothing"
+    );
+
+    let consented = app
+        .post(
+            "/admin/api/snapshot/apply",
+            &admin,
+            json!({ "data": { "snapshot": smaller, "allowDestructive": true } }),
+        )
+        .await;
+    assert_eq!(consented.status, StatusCode::OK, "{:?}", consented.body);
+    assert_eq!(
+        app.get("/api/data/shop/orders", &admin).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let users = app.get("/api/data/shop/customers", &admin).await;
+    assert_ne!(users.status, StatusCode::INTERNAL_SERVER_ERROR);
+    app.db.destroy().await;
+}
+
+/// A tiny deterministic generator for the random histories.
+struct Seeded(u64);
+
+impl Seeded {
+    fn next(&mut self, below: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        usize::try_from(self.0 % below as u64).unwrap()
+    }
+}
+
+/// Random table and column changes through the Admin API; some are refused,
+/// which is part of the history too.
+async fn random_history(app: &TestApp, admin: &str, seed: u64) {
+    let mut rng = Seeded(seed);
+    let types = [
+        "text",
+        "integer",
+        "bigint",
+        "boolean",
+        "numeric(8,2)",
+        "timestamp with time zone",
+        "uuid",
+        "jsonb",
+        "text[]",
+    ];
+    let mut tables: Vec<(String, Vec<String>)> = Vec::new();
+    for step in 0..40 {
+        let base = "/admin/api/schema/public/tables";
+        let choice = if tables.is_empty() { 0 } else { rng.next(9) };
+        match choice {
+            0 => {
+                let name = format!("t{step}");
+                let mut columns = vec![
+                    json!({ "name": "id", "dataType": "bigint", "identity": "ALWAYS", "primaryKey": true }),
+                ];
+                let mut names = vec!["id".to_owned()];
+                for c in 0..rng.next(4) + 1 {
+                    let column = format!("c{c}");
+                    columns
+                        .push(json!({ "name": column, "dataType": types[rng.next(types.len())] }));
+                    names.push(column);
+                }
+                let answer = app
+                    .post(
+                        base,
+                        admin,
+                        json!({ "data": { "name": name, "columns": columns } }),
+                    )
+                    .await;
+                assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
+                let id = answer.data()["resourceId"].as_str().unwrap().to_owned();
+                app.patch(
+                    &format!("/admin/api/resources/{id}"),
+                    admin,
+                    json!({ "data": { "exposedMethods": ["GET"] } }),
+                )
+                .await;
+                tables.push((name, names));
+            }
+            1 => {
+                let t = rng.next(tables.len());
+                let column = format!("a{step}");
+                let body = json!({ "name": column, "dataType": types[rng.next(types.len())], "unique": rng.next(2) == 0 });
+                let answer = app
+                    .post(
+                        &format!("{base}/{}/columns", tables[t].0),
+                        admin,
+                        json!({ "data": body }),
+                    )
+                    .await;
+                assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
+                tables[t].1.push(column);
+            }
+            2 => {
+                let t = rng.next(tables.len());
+                let c = rng.next(tables[t].1.len());
+                if tables[t].1[c] == "id" {
+                    continue;
+                }
+                let new = format!("r{step}");
+                let answer = app
+                    .patch(
+                        &format!("{base}/{}/columns/{}", tables[t].0, tables[t].1[c]),
+                        admin,
+                        json!({ "data": { "name": new } }),
+                    )
+                    .await;
+                if answer.status == StatusCode::OK {
+                    tables[t].1[c] = new;
+                }
+            }
+            3 => {
+                let t = rng.next(tables.len());
+                let c = rng.next(tables[t].1.len());
+                let patch = match rng.next(4) {
+                    0 => json!({ "nullable": false }),
+                    1 => json!({ "default": null }),
+                    2 => json!({ "dataType": "text" }),
+                    _ => json!({ "unique": true }),
+                };
+                app.patch(
+                    &format!("{base}/{}/columns/{}", tables[t].0, tables[t].1[c]),
+                    admin,
+                    json!({ "data": patch }),
+                )
+                .await;
+            }
+            4 => {
+                let t = rng.next(tables.len());
+                let c = rng.next(tables[t].1.len());
+                let answer = app
+                    .delete(
+                        &format!("{base}/{}/columns/{}", tables[t].0, tables[t].1[c]),
+                        admin,
+                    )
+                    .await;
+                if answer.status == StatusCode::NO_CONTENT {
+                    tables[t].1.remove(c);
+                }
+            }
+            5 => {
+                let t = rng.next(tables.len());
+                let c = rng.next(tables[t].1.len());
+                let column = if rng.next(2) == 0 {
+                    tables[t].1[c].clone()
+                } else {
+                    format!("-{}", tables[t].1[c])
+                };
+                app.post(
+                    &format!("{base}/{}/indexes", tables[t].0),
+                    admin,
+                    json!({ "data": { "columns": [column] } }),
+                )
+                .await;
+            }
+            6 => {
+                let t = rng.next(tables.len());
+                let new = format!("n{step}");
+                let answer = app
+                    .patch(
+                        &format!("{base}/{}", tables[t].0),
+                        admin,
+                        json!({ "data": { "name": new } }),
+                    )
+                    .await;
+                assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+                tables[t].0 = new;
+            }
+            7 => {
+                let t = rng.next(tables.len());
+                let c = rng.next(tables[t].1.len());
+                let check = format!("{} IS NOT NULL OR id > 0", tables[t].1[c]);
+                app.patch(&format!("{base}/{}/columns/{}", tables[t].0, tables[t].1[c]), admin,
+                    json!({ "data": { "check": check, "checkMessage": format!("message {step}") } })).await;
+            }
+            _ => {
+                let t = rng.next(tables.len());
+                let answer = app.delete(&format!("{base}/{}", tables[t].0), admin).await;
+                assert_eq!(answer.status, StatusCode::NO_CONTENT, "{:?}", answer.body);
+                tables.remove(t);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn random_table_histories_survive_export_apply_and_export() {
+    for seed in [
+        0x9e37_79b9_7f4a_7c15_u64,
+        0x2545_f491_4f6c_dd1d,
+        0x1234_5678_9abc_def1,
+    ] {
+        let source = spawn_app().await;
+        let admin = source.admin_session().await;
+        random_history(&source, &admin, seed).await;
+        let (snapshot, text) = exported(&source, &admin).await;
+        let target = spawn_app().await;
+        let target_admin = target.admin_session().await;
+        let applied = target
+            .post(
+                "/admin/api/snapshot/apply",
+                &target_admin,
+                json!({ "data": { "snapshot": snapshot } }),
+            )
+            .await;
+        assert_eq!(
+            applied.status,
+            StatusCode::OK,
+            "seed {seed:x}: {:?}",
+            applied.body
+        );
+        assert_eq!(
+            exported(&target, &target_admin).await.1,
+            text,
+            "seed {seed:x}: byte-identical"
+        );
+        for table in snapshot["tables"].as_array().unwrap() {
+            let path = format!(
+                "/api/data/{}/{}?limit=1",
+                table["schema"].as_str().unwrap(),
+                table["name"].as_str().unwrap()
+            );
+            let insert = format!(
+                "DO $$ BEGIN INSERT INTO {}.{} DEFAULT VALUES; EXCEPTION WHEN others THEN NULL; END $$",
+                table["schema"].as_str().unwrap(),
+                table["name"].as_str().unwrap()
+            );
+            source.db.sql(&insert).await;
+            target.db.sql(&insert).await;
+            let keys = |v: &Value| -> Vec<String> {
+                v["data"][0]
+                    .as_object()
+                    .map(|o| o.keys().cloned().collect())
+                    .unwrap_or_default()
+            };
+            let (a, b) = (
+                source.get(&path, &admin).await,
+                target.get(&path, &target_admin).await,
+            );
+            assert_eq!(a.status, b.status, "seed {seed:x} {path}");
+            assert_eq!(
+                keys(&a.body),
+                keys(&b.body),
+                "seed {seed:x} {path}: the same columns"
+            );
+        }
+        source.db.destroy().await;
+        target.db.destroy().await;
+    }
+}
+
+#[tokio::test]
+async fn the_command_line_exports_diffs_and_applies_without_a_server() {
+    let staging_app = spawn_app().await;
+    let admin = staging_app.admin_session().await;
+    staging(&staging_app, &admin).await;
+    let dir = std::env::temp_dir().join(format!("tessera-snapshot-{}", staging_app.db.name));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("staging.json");
+    let export = crate::binary::tessera(
+        &["snapshot", "export", "--output", file.to_str().unwrap()],
+        &staging_app.db.url,
+    )
+    .await;
+    assert!(
+        export.status.success(),
+        "{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
+    assert!(
+        export.stdout.is_empty(),
+        "logs go to stderr, the snapshot to the file"
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(written, exported(&staging_app, &admin).await.0);
+
+    let production = testkit::TestDatabase::create().await;
+    let migrate = crate::binary::tessera(&["migrate"], &production.url).await;
+    assert!(migrate.status.success());
+    // The workflow runs as the administrator, by email: production has one too.
+    let create = crate::binary::tessera(
+        &[
+            "admin",
+            "create",
+            "--email",
+            "admin@example.com",
+            "--password",
+            "a long password 1",
+        ],
+        &production.url,
+    )
+    .await;
+    assert!(
+        create.status.success(),
+        "{}",
+        String::from_utf8_lossy(&create.stderr)
+    );
+    let diff = crate::binary::tessera(
+        &["snapshot", "diff", file.to_str().unwrap()],
+        &production.url,
+    )
+    .await;
+    assert!(
+        diff.status.success(),
+        "{}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    let lines = String::from_utf8(diff.stdout).unwrap();
+    assert!(
+        lines.lines().any(|l| l == "create table shop.orders"),
+        "{lines}"
+    );
+    let apply = crate::binary::tessera(
+        &["snapshot", "apply", file.to_str().unwrap()],
+        &production.url,
+    )
+    .await;
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    let out = crate::binary::tessera(&["snapshot", "export"], &production.url).await;
+    let back: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        back, written,
+        "the same snapshot comes back out of production"
+    );
+    let empty = crate::binary::tessera(
+        &["snapshot", "diff", file.to_str().unwrap()],
+        &production.url,
+    )
+    .await;
+    assert!(empty.status.success() && empty.stdout.is_empty());
+
+    let mut smaller = written.clone();
+    smaller["roles"] = json!([]);
+    std::fs::write(&file, smaller.to_string()).unwrap();
+    let refused = crate::binary::tessera(
+        &["snapshot", "apply", file.to_str().unwrap()],
+        &production.url,
+    )
+    .await;
+    assert!(
+        !refused.status.success(),
+        "a destructive step without --allow-destructive"
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("CONFLICT"));
+    let out = crate::binary::tessera(&["snapshot", "export"], &production.url).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        written,
+        "nothing changed"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    staging_app.db.destroy().await;
+    production.destroy().await;
+}
