@@ -1,4 +1,4 @@
-//! `cargo xtask bench auth|data|views|workflows|files|realtime|console`: the
+//! `cargo xtask bench auth|data|views|workflows|files|realtime|console|schema`: the
 //! credential resolver, the Data API, DataViews, workflows, files and
 //! realtime under load, measured with wrk (curl for files) against a release
 //! build, and the console's weight and first load in Chromium; the Data
@@ -30,6 +30,7 @@ const ADMIN_PASSWORD: &str = "bench-password-1";
 mod console;
 mod realtime;
 mod scale;
+mod schema;
 mod soak;
 
 pub use soak::soak;
@@ -46,15 +47,17 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("scale") => scale::scale(),
         Some("realtime") => realtime::realtime(),
         Some("console") => console::console(),
+        Some("schema") => schema::schema(),
         None => auth()
             .and_then(|()| data())
             .and_then(|()| views())
             .and_then(|()| workflows())
             .and_then(|()| files())
             .and_then(|()| realtime::realtime())
-            .and_then(|()| console::console()),
+            .and_then(|()| console::console())
+            .and_then(|()| schema::schema()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, scale, views, workflows; scale is not in the default run)"
+            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, scale, schema, views, workflows; scale is not in the default run)"
         )),
     }
 }

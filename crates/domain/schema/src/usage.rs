@@ -126,9 +126,13 @@ fn data_names(data: &Value, column: &str) -> bool {
 /// depth; answers whether anything changed.
 pub fn rename_resource(value: &mut Value, from: &str, to: &str) -> bool {
     match value {
-        Value::Array(items) => items
-            .iter_mut()
-            .fold(false, |changed, v| rename_resource(v, from, to) || changed),
+        Value::Array(items) => {
+            let mut changed = false;
+            for v in items {
+                changed |= rename_resource(v, from, to);
+            }
+            changed
+        }
         Value::Object(map) => {
             let mut changed = false;
             if let Some(resource) = map.get_mut("resource")
@@ -137,9 +141,10 @@ pub fn rename_resource(value: &mut Value, from: &str, to: &str) -> bool {
                 *resource = Value::String(to.to_owned());
                 changed = true;
             }
-            map.values_mut().fold(changed, |changed, v| {
-                rename_resource(v, from, to) || changed
-            })
+            for v in map.values_mut() {
+                changed |= rename_resource(v, from, to);
+            }
+            changed
         }
         _ => false,
     }
