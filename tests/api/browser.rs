@@ -1480,6 +1480,7 @@ async fn every_console_page_loads_without_errors_and_fits_360_pixels() {
         "/admin/workflows",
         "/admin/dataviews",
         "/admin/sql",
+        "/admin/snapshot",
     ] {
         browser.open(&app, path).await;
         browser.wait_for("main[data-page]").await;
@@ -1524,5 +1525,173 @@ async fn every_console_page_loads_without_errors_and_fits_360_pixels() {
             browser.client.screenshot().await.unwrap(),
         );
     }
+    browser.client.close().await.unwrap();
+}
+
+/// The tables page edits a column in place (its SQL previewed first),
+/// builds an index, shows relations both ways and drops a column after its
+/// name is typed; the snapshot page shows an uploaded snapshot's changes
+/// and applies them.
+#[tokio::test]
+async fn the_tables_page_evolves_a_table_and_the_snapshot_page_applies_a_snapshot() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    for body in [
+        json!({ "name": "customers", "columns": [{ "name": "id", "dataType": "bigint", "primaryKey": true }] }),
+        json!({ "name": "orders", "columns": [
+            { "name": "id", "dataType": "bigint", "primaryKey": true },
+            { "name": "title", "dataType": "text" },
+            { "name": "customer_id", "dataType": "bigint", "foreignKey": { "targetTable": "customers", "targetColumn": "id" } }] }),
+    ] {
+        let created = app
+            .post(
+                "/admin/api/schema/app/tables",
+                &admin,
+                json!({ "data": body }),
+            )
+            .await;
+        assert_eq!(created.status, StatusCode::CREATED, "{:?}", created.body);
+    }
+    let browser = Browser::start().await;
+    browser.sign_in_to(&app, "/admin/tables").await;
+    click(&browser, "details[data-schema-of='app.orders'] summary").await;
+    let title = "form.column-edit[data-column=title]";
+    browser.wait_for(title).await;
+    let name = browser
+        .wait_for(&format!("{title} [data-field=name]"))
+        .await;
+    name.clear().await.unwrap();
+    name.send_keys("label").await.unwrap();
+    click(&browser, &format!("{title} [data-field=notNull]")).await;
+    click(&browser, &format!("{title} button[type=submit]")).await;
+    let sql = browser
+        .wait_for("details[data-schema-of='app.orders'] .preview:not([hidden]) pre")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        sql.contains("RENAME COLUMN \"title\" TO \"label\"") && sql.contains("SET NOT NULL"),
+        "{sql}"
+    );
+    std::fs::write(
+        artefact("tables-column-preview.png"),
+        browser.client.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    let apply = browser
+        .client
+        .find(Locator::XPath("//button[text()='Apply the change']"))
+        .await
+        .unwrap();
+    apply.click().await.unwrap();
+    browser
+        .wait_for("form.column-edit[data-column=label]")
+        .await;
+    let described = app.get("/admin/api/schema/app/tables", &admin).await;
+    assert!(described.body.to_string().contains("\"label\""));
+
+    // An index, previewed then built; relations both ways.
+    let index = "details[data-schema-of='app.orders'] form.index-new";
+    browser
+        .wait_for(&format!("{index} [data-field=columns]"))
+        .await
+        .send_keys("-label")
+        .await
+        .unwrap();
+    click(&browser, &format!("{index} button[type=submit]")).await;
+    let build = browser
+        .client
+        .find(Locator::XPath("//button[text()='Build the index']"))
+        .await
+        .unwrap();
+    browser
+        .wait_for("details[data-schema-of='app.orders'] .index-new + .preview:not([hidden])")
+        .await;
+    build.click().await.unwrap();
+    browser.wait_for("li[data-index=orders_label_idx]").await;
+    let relations = browser
+        .wait_for("details[data-schema-of='app.orders'] .relations")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        relations.contains("customer_id → app.customers.id"),
+        "{relations}"
+    );
+    click(&browser, "details[data-schema-of='app.customers'] summary").await;
+    let referenced = browser
+        .wait_for("details[data-schema-of='app.customers'] .relations")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        referenced.contains("app.orders.customer_id → id"),
+        "{referenced}"
+    );
+
+    // A column dropped once its name is typed (its index goes with it).
+    browser
+        .wait_for("input[aria-label='Type label to drop the column']")
+        .await
+        .send_keys("label")
+        .await
+        .unwrap();
+    let drop = browser
+        .client
+        .find(Locator::XPath(
+            "//input[@aria-label='Type label to drop the column']/following-sibling::button",
+        ))
+        .await
+        .unwrap();
+    drop.click().await.unwrap();
+    status_shows(&browser, "Dropped label").await;
+    std::fs::write(
+        artefact("tables-evolved.png"),
+        browser.client.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    assert!(
+        !app.get("/admin/api/schema/app/tables", &admin)
+            .await
+            .body
+            .to_string()
+            .contains("\"label\"")
+    );
+
+    // The snapshot page: download, then an uploaded snapshot's changes.
+    browser.open(&app, "/admin/snapshot").await;
+    click(&browser, "#download").await;
+    browser.wait_for("#download-link:not([hidden])").await;
+    let mut snapshot = app.get("/admin/api/snapshot", &admin).await.data().clone();
+    snapshot["roles"] =
+        json!([{ "name": "Auditors", "description": "Read the books", "apiAccess": true }]);
+    let file = std::env::temp_dir().join(format!("tessera-snapshot-{}.json", app.db.name));
+    std::fs::write(&file, snapshot.to_string()).unwrap();
+    browser
+        .wait_for("#snapshot-file")
+        .await
+        .send_keys(file.to_str().unwrap())
+        .await
+        .unwrap();
+    let steps = browser
+        .wait_for("#diff:not([hidden]) #steps")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(steps, "create role Auditors");
+    std::fs::write(
+        artefact("snapshot-diff.png"),
+        browser.client.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    click(&browser, "#apply").await;
+    status_shows(&browser, "Applied 1 changes").await;
+    let roles = app.get("/admin/api/roles", &admin).await;
+    assert!(roles.body.to_string().contains("Auditors"));
+    let _ = std::fs::remove_file(&file);
     browser.client.close().await.unwrap();
 }

@@ -347,15 +347,27 @@ async fn destructive_steps_wait_for_consent_and_refusals_change_nothing() {
         (json!({ "tables": [] }), "version"),
         (
             json!({ "version": 1, "grants": [{ "role": "Nobody", "resource": "shop.orders", "action": "read" }] }),
-            "].role",
+            ".role",
         ),
         (
             json!({ "version": 1, "grants": [{ "role": "Users", "resource": "shop.nothing", "action": "read" }] }),
-            "].resource",
+            ".resource",
         ),
         (
             json!({ "version": 1, "tables": [{ "schema": "shop", "name": "bad", "columns": [{ "name": "x", "dataType": "text; DROP TABLE shop.orders" }] }] }),
-            "].columns[0].dataType",
+            ".columns[0].dataType",
+        ),
+        (
+            json!({ "version": 1, "settings": { "mcp.enabled": true } }),
+            "settings.mcp.enabled",
+        ),
+        (
+            json!({ "version": 1, "roles": [{ "name": "administrators" }] }),
+            "roles.administrators",
+        ),
+        (
+            json!({ "version": 1, "resources": [{ "schema": "pg_catalog", "table": "pg_authid", "exposedMethods": ["GET"] }] }),
+            "resources.pg_catalog.pg_authid.schema",
         ),
         (
             json!({ "version": 1, "settings": { "auth.password_min_length": "long" } }),
@@ -364,10 +376,15 @@ async fn destructive_steps_wait_for_consent_and_refusals_change_nothing() {
     ];
     for (body, field) in cases {
         let mut merged = snapshot.clone();
+        let mut field = field.to_owned();
         for (key, value) in body.as_object().unwrap() {
             if key == "version" || !merged[key].is_array() {
                 merged[key] = value.clone();
             } else {
+                // Appended: the refusal names its place in the list as sent.
+                if field.starts_with('.') {
+                    field = format!("{key}[{}]{field}", merged[key].as_array().unwrap().len());
+                }
                 merged[key]
                     .as_array_mut()
                     .unwrap()
@@ -394,7 +411,7 @@ async fn destructive_steps_wait_for_consent_and_refusals_change_nothing() {
             let named = answer.body["errors"][0]["field"]
                 .as_str()
                 .unwrap_or_default();
-            assert!(named.ends_with(field), "{path} {body}: {named}");
+            assert_eq!(named, field, "{path} {body}");
         }
     }
     assert_eq!(
@@ -759,4 +776,73 @@ async fn the_command_line_exports_diffs_and_applies_without_a_server() {
     let _ = std::fs::remove_dir_all(&dir);
     staging_app.db.destroy().await;
     production.destroy().await;
+}
+
+#[tokio::test]
+async fn a_snapshot_removes_a_check_with_its_message_and_changes_a_default() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    staging(&app, &admin).await;
+    let (mut snapshot, _) = exported(&app, &admin).await;
+    let orders = snapshot["tables"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|t| t["name"] == "orders")
+        .unwrap();
+    let amount = orders["columns"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["name"] == "amount")
+        .unwrap();
+    amount["check"] = Value::Null;
+    amount["checkMessage"] = Value::Null;
+    amount["default"] = json!("1.00");
+    let diff = app
+        .post(
+            "/admin/api/snapshot/diff",
+            &admin,
+            json!({ "data": snapshot }),
+        )
+        .await;
+    assert_eq!(diff.status, StatusCode::OK, "{:?}", diff.body);
+    assert_eq!(diff.data()["destructive"], false);
+    assert_eq!(
+        diff.data()["steps"].as_array().unwrap().len(),
+        1,
+        "{:?}",
+        diff.body
+    );
+    let applied = app
+        .post(
+            "/admin/api/snapshot/apply",
+            &admin,
+            json!({ "data": { "snapshot": snapshot } }),
+        )
+        .await;
+    assert_eq!(applied.status, StatusCode::OK, "{:?}", applied.body);
+    let (after, _) = exported(&app, &admin).await;
+    let amount = after["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "orders")
+        .and_then(|t| {
+            t["columns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "amount")
+        })
+        .unwrap()
+        .clone();
+    assert_eq!(amount["check"], Value::Null);
+    assert_eq!(amount["checkMessage"], Value::Null);
+    assert_eq!(amount["default"], "1.00");
+    let again = app
+        .post("/admin/api/snapshot/diff", &admin, json!({ "data": after }))
+        .await;
+    assert_eq!(again.data()["steps"], json!([]));
+    app.db.destroy().await;
 }

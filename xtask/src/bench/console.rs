@@ -18,7 +18,7 @@ use crate::{Result, ensure_tool};
 const LOADS: usize = 7;
 
 /// The pages measured, with a table for the rows page.
-const PAGES: [&str; 11] = [
+const PAGES: [&str; 12] = [
     "/admin/",
     "/admin/tables",
     "/admin/rows/app/items",
@@ -30,6 +30,7 @@ const PAGES: [&str; 11] = [
     "/admin/workflows",
     "/admin/dataviews",
     "/admin/sql",
+    "/admin/snapshot",
 ];
 
 /// Chromedriver, ended with every process of its group (the Chromium it

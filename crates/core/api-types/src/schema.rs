@@ -121,9 +121,10 @@ pub struct IndexInfo {
     pub unique: bool,
     /// btree, hash, gin, gist, brin or search.
     pub method: String,
-    /// The partial index's filter, or null.
+    /// The partial index's filter, or null (SQL text for an index made
+    /// outside Tessera).
     #[serde(rename = "where")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Value)]
     pub filter: Value,
     /// False while a build is under way or after one failed.
     pub valid: bool,

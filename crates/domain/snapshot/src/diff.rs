@@ -48,7 +48,7 @@ pub enum Operation {
     /// Adds a column.
     AddColumn(String, String, Column, String),
     /// Changes a column.
-    AlterColumn(String, String, String, ColumnPatch),
+    AlterColumn(String, String, String, ColumnPatch, String),
     /// Drops a column.
     DropColumn(String, String, String),
     /// Builds an index (in the transaction).
@@ -99,7 +99,7 @@ pub struct Step {
 fn step(action: Action, kind: &'static str, name: String, operation: Operation) -> Step {
     let destructive = action == Action::Drop
         && matches!(kind, "table" | "column" | "role" | "grant" | "workflow")
-        || matches!(&operation, Operation::AlterColumn(_, _, _, p) if p.data_type.is_some());
+        || matches!(&operation, Operation::AlterColumn(_, _, _, p, _) if p.data_type.is_some());
     Step {
         action,
         kind,
@@ -329,6 +329,22 @@ fn columns(
     last: &mut Vec<Step>,
 ) -> Result<(), FieldError> {
     let (schema, table) = (&desired.schema, &desired.name);
+    // Indexes go first: one the snapshot drops may block a column's change.
+    let wanted: BTreeMap<&str, &Index> = desired
+        .indexes
+        .iter()
+        .map(|x| (x.name.as_str(), x))
+        .collect();
+    for x in &current.indexes {
+        if wanted.get(x.name.as_str()) != Some(&x) {
+            middle.push(step(
+                Action::Drop,
+                "index",
+                format!("{schema}.{}", x.name),
+                Operation::DropIndex(schema.clone(), x.name.clone()),
+            ));
+        }
+    }
     let mut made = BTreeSet::new();
     for (j, col) in desired.columns.iter().enumerate() {
         let name = format!("{}.{}", desired.qualified(), col.name);
@@ -361,8 +377,14 @@ fn columns(
                     nullable: (c.nullable != col.nullable).then_some(col.nullable),
                     default: (c.default != col.default).then(|| col.default.clone()),
                     check: (c.check != col.check).then(|| col.check.clone()),
-                    check_message: (c.check != col.check || c.check_message != col.check_message)
-                        .then(|| col.check_message.clone()),
+                    // A new check takes its message along; a check removed
+                    // takes its message with it.
+                    check_message: match (c.check != col.check, col.check.is_some()) {
+                        (true, true) => Some(col.check_message.clone()),
+                        (true, false) => None,
+                        (false, _) => (c.check_message != col.check_message)
+                            .then(|| col.check_message.clone()),
+                    },
                     unique: (c.unique != col.unique).then_some(col.unique),
                 };
                 if patch != ColumnPatch::default() {
@@ -375,25 +397,11 @@ fn columns(
                             table.clone(),
                             col.name.clone(),
                             patch,
+                            at,
                         ),
                     ));
                 }
             }
-        }
-    }
-    let wanted: BTreeMap<&str, &Index> = desired
-        .indexes
-        .iter()
-        .map(|x| (x.name.as_str(), x))
-        .collect();
-    for x in &current.indexes {
-        if wanted.get(x.name.as_str()) != Some(&x) {
-            middle.push(step(
-                Action::Drop,
-                "index",
-                format!("{schema}.{}", x.name),
-                Operation::DropIndex(schema.clone(), x.name.clone()),
-            ));
         }
     }
     for (j, x) in desired.indexes.iter().enumerate() {

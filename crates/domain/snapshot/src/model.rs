@@ -273,16 +273,16 @@ pub struct Dashboard {
 }
 
 impl Snapshot {
-    /// Parses a submitted snapshot: its version first, then its shape.
+    /// Parses a submitted snapshot: its version first, then its shape. The
+    /// lists keep the submitted order, so that a refusal's path (such as
+    /// `grants[3].role`) points into the document as sent.
     pub fn parse(value: &Value) -> Result<Self, FieldError> {
         match value.get("version").and_then(Value::as_u64) {
             Some(v) if v == u64::from(VERSION) => {}
             _ => return Err(FieldError::new("version", "must be 1")),
         }
-        let mut snapshot: Snapshot = serde_json::from_value(value.clone())
-            .map_err(|e| FieldError::new("snapshot", e.to_string()))?;
-        snapshot.sort();
-        Ok(snapshot)
+        serde_json::from_value(value.clone())
+            .map_err(|e| FieldError::new("snapshot", e.to_string()))
     }
 
     /// Puts every list in its canonical order.
@@ -331,7 +331,10 @@ mod tests {
             "grants": [{ "role": "b", "resource": "public.x", "action": "read" },
                        { "role": "a", "resource": "public.x", "action": "read" }] }))
         .unwrap();
-        assert_eq!(parsed.roles[0].name, "A");
-        assert_eq!(parsed.grants[0].role, "a");
+        assert_eq!(parsed.roles[0].name, "b", "the submitted order, for paths");
+        let mut sorted = parsed.clone();
+        sorted.sort();
+        assert_eq!(sorted.roles[0].name, "A");
+        assert_eq!(sorted.grants[0].role, "a");
     }
 }

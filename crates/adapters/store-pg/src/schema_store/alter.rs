@@ -177,7 +177,9 @@ pub(super) async fn run_reported(txn: &DatabaseTransaction, plan: &Plan) -> Resu
     Ok(())
 }
 
-fn reported(err: DbErr, field: &'static str) -> StoreError {
+/// A failed statement reported on `field` with the code a row write would
+/// give, or as a conflict with what blocks it.
+pub(crate) fn reported(err: DbErr, field: &'static str) -> StoreError {
     match pg_error(&err).map(|pg| (pg.code().to_owned(), pg.message().to_owned())) {
         Some((code, _)) if code == "23505" => StoreError::Conflict {
             field: Some(field),
@@ -186,6 +188,14 @@ fn reported(err: DbErr, field: &'static str) -> StoreError {
         Some((code, _)) if code == "42P07" || code == "42710" => StoreError::Conflict {
             field: Some(field),
             message: "the name is taken".into(),
+        },
+        Some((code, message)) if code == "2BP01" || code == "0A000" => StoreError::Conflict {
+            field: Some(field),
+            message: message.into(),
+        },
+        Some((code, _)) if code == "55P03" || code == "40P01" => StoreError::Conflict {
+            field: None,
+            message: "the table is busy (a lock was not granted in time): try again".into(),
         },
         Some((code, _)) if code.starts_with("23") => map_err(err),
         Some((code, message)) if code.starts_with("22") || code.starts_with("42") => {

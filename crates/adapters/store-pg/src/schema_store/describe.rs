@@ -26,12 +26,15 @@ SELECT c.relname::text AS name, r.id AS resource_id,
   (SELECT coalesce(json_agg(svc_index ORDER BY svc_index ->> 'name'), '[]'::json) FROM (
      SELECT json_build_object(
        'name', ic.relname,
-       'columns', CASE WHEN 0 = ANY (i.indkey::int2[]) THEN
-           (SELECT coalesce(json_agg(ea.attname ORDER BY ea.attnum), '[]'::json) FROM pg_depend dep
+       'columns', CASE
+         WHEN am.amname = 'gin' AND pg_get_indexdef(i.indexrelid) LIKE '%(to_tsvector(''simple''::regconfig, %' THEN
+           json_build_array((regexp_match(pg_get_indexdef(i.indexrelid), 'to_tsvector\(''simple''::regconfig, "?([^")]+)"?\)'))[1])
+         WHEN 0 = ANY (i.indkey::int2[]) THEN
+           (SELECT coalesce(json_agg(DISTINCT ea.attname), '[]'::json) FROM pg_depend dep
               JOIN pg_attribute ea ON ea.attrelid = dep.refobjid AND ea.attnum = dep.refobjsubid
             WHERE dep.classid = 'pg_class'::regclass AND dep.objid = i.indexrelid AND dep.refobjid = c.oid AND dep.refobjsubid > 0)
          ELSE
-           (SELECT json_agg(CASE WHEN k.opt & 1 = 1 THEN '-' ELSE '' END || ka.attname ORDER BY k.ord)
+           (SELECT coalesce(json_agg(CASE WHEN k.opt & 1 = 1 THEN '-' ELSE '' END || ka.attname ORDER BY k.ord), '[]'::json)
               FROM unnest(i.indkey::int2[], i.indoption::int2[]) WITH ORDINALITY AS k(attnum, opt, ord)
               JOIN pg_attribute ka ON ka.attrelid = c.oid AND ka.attnum = k.attnum
              WHERE k.ord <= i.indnkeyatts)

@@ -12,6 +12,10 @@ use super::alter::{facts, refresh_resource};
 use super::{qualified, scalar_bool};
 use crate::{PgStore, map_err, map_sqlx};
 
+/// Index builds and drops at once per process, each on a connection of its
+/// own outside the pool.
+static BUILDS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 /// Longest an index build may take.
 const BUILD_TIMEOUT: &str = "SET statement_timeout = '30min'; SET lock_timeout = '60s'";
 
@@ -27,6 +31,10 @@ fn build_error(err: sqlx::Error, plan: &IndexPlan) -> StoreError {
             message: "existing rows have duplicate values".into(),
         },
         "42P07" => StoreError::conflict("name", "an index or table with this name exists"),
+        "55P03" | "40P01" => StoreError::conflict(
+            "name",
+            "the table is busy (a lock was not granted in time): try again",
+        ),
         c if c.starts_with("22") && plan.filter.is_some() => {
             FieldError::new("where", db.message().to_owned()).into()
         }
@@ -39,7 +47,13 @@ fn build_error(err: sqlx::Error, plan: &IndexPlan) -> StoreError {
 
 /// A connection of its own (outside the pool, closed when dropped), with
 /// the timeouts of an index build.
-async fn dedicated(store: &PgStore) -> Result<PgConnection, StoreError> {
+async fn dedicated(
+    store: &PgStore,
+) -> Result<(PgConnection, tokio::sync::SemaphorePermit<'static>), StoreError> {
+    let permit = BUILDS
+        .acquire()
+        .await
+        .map_err(|e| StoreError::Internal(format!("index builds: {e}")))?;
     let options = store.db.get_postgres_connection_pool().connect_options();
     let mut conn = PgConnection::connect_with(&options)
         .await
@@ -48,7 +62,7 @@ async fn dedicated(store: &PgStore) -> Result<PgConnection, StoreError> {
         .execute(&mut conn)
         .await
         .map_err(map_sqlx)?;
-    Ok(conn)
+    Ok((conn, permit))
 }
 
 /// Runs `sql` on a fresh connection, and on failure drops whatever it left.
@@ -58,6 +72,10 @@ async fn run_build(mut conn: PgConnection, plan: IndexPlan) -> Result<(), StoreE
         .await;
     match built {
         Ok(_) => Ok(()),
+        // The name was taken meanwhile: the index there is someone else's.
+        Err(err) if err.as_database_error().and_then(|d| d.code()).as_deref() == Some("42P07") => {
+            Err(build_error(err, &plan))
+        }
         Err(err) => {
             let cleanup = format!(
                 "DROP INDEX CONCURRENTLY IF EXISTS {}",
@@ -108,10 +126,12 @@ pub(super) async fn build(
     plan: IndexPlan,
     event: AuditEvent,
 ) -> Result<(), StoreError> {
-    let conn = dedicated(store).await?;
+    let (conn, permit) = dedicated(store).await?;
     let store = store.clone();
     let task = tokio::spawn(async move {
-        run_build(conn, plan.clone()).await?;
+        let built = run_build(conn, plan.clone()).await;
+        drop(permit);
+        built?;
         let txn = store.db.begin().await.map_err(map_err)?;
         let filter = plan.filter.as_ref().map(|f| (plan.name.as_str(), f));
         refresh_resource(&txn, &recorded(&plan.schema, &plan.table), filter).await?;
@@ -156,15 +176,25 @@ pub(super) async fn drop_concurrently(
             "the index belongs to a key or unique constraint: change the column instead",
         ));
     }
-    let mut conn = dedicated(store).await?;
+    let (mut conn, permit) = dedicated(store).await?;
     let statement = schema::drop_index(schema, name)?;
     let store = store.clone();
     let (schema, table) = (schema.to_owned(), table.to_owned());
     let task = tokio::spawn(async move {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+        let dropped = sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
             .execute(&mut conn)
-            .await
-            .map_err(map_sqlx)?;
+            .await;
+        drop(permit);
+        dropped.map_err(
+            |e| match e.as_database_error().and_then(|d| d.code()).as_deref() {
+                Some("2BP01") => StoreError::conflict("name", "a constraint depends on the index"),
+                Some("55P03" | "40P01") => StoreError::conflict(
+                    "name",
+                    "the table is busy (a lock was not granted in time): try again",
+                ),
+                _ => map_sqlx(e),
+            },
+        )?;
         let txn = store.db.begin().await.map_err(map_err)?;
         refresh_resource(&txn, &recorded(&schema, &table), None).await?;
         store.commit_catalog_change(txn, event).await

@@ -197,9 +197,11 @@ async fn tables(
     Ok(tables)
 }
 
-/// Every setting but secrets, the registration role by name.
+/// Every setting but secrets and those only a signed-in administrator may
+/// change, the registration role by name.
 fn settings(stored: Map<String, Json>, names: &Names) -> BTreeMap<String, Json> {
     let mut view = Settings::from_stored(stored).public_view();
+    view.retain(|key, _| !kernel::settings::session_only(key));
     if let Some(Json::Object(providers)) = view.get_mut("auth.oauth") {
         for provider in providers.values_mut() {
             if let Some(p) = provider.as_object_mut() {

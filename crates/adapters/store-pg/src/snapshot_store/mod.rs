@@ -61,6 +61,12 @@ impl SnapshotStore for PgStore {
         }
         let mut reports = Vec::with_capacity(planned.len());
         for step in &planned {
+            // A schema step sets its own, shorter limits.
+            txn.execute_unprepared(
+                "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'",
+            )
+            .await
+            .map_err(map_err)?;
             let sql = steps::run(self, &txn, &step.operation).await?;
             reports.push(StepReport {
                 action: step.action.as_str(),
@@ -74,6 +80,14 @@ impl SnapshotStore for PgStore {
             txn.rollback().await.map_err(map_err)?;
             return Ok(reports);
         }
+        // Rows inserted with their published definition move no version by
+        // trigger: every instance must still see the new configuration on
+        // its next request.
+        txn.execute_unprepared(
+            "UPDATE svc.cache_version SET catalog = catalog + 1; SELECT pg_notify('tessera_catalog', '')",
+        )
+        .await
+        .map_err(map_err)?;
         let steps: Vec<Json> = reports.iter().map(StepReport::to_json).collect();
         let event = event.with_details(json!({ "steps": steps }));
         self.commit_catalog_change(txn, event).await?;

@@ -11,7 +11,7 @@ use serde_json::{Map, Value as Json};
 use snapshot::{Column, Dashboard, DataView, Grant, Index, Operation, Role, Table, Workflow};
 use uuid::Uuid;
 
-use crate::schema_store::alter::{change_column, facts, refresh_resource};
+use crate::schema_store::alter::{change_column, facts, refresh_resource, reported};
 use crate::schema_store::{
     OnTaken, check_messages, confirm, lock_schema, qualified, run as run_plan,
 };
@@ -73,7 +73,7 @@ const RESOURCE_ID: &str =
     "SELECT id FROM svc.resources WHERE schema_name || '.' || table_name = $1";
 const WORKFLOW_ID: &str = "SELECT id FROM svc.workflows WHERE slug = $1";
 const DATAVIEW_ID: &str = "SELECT id FROM svc.dataviews WHERE slug = $1";
-const USER_ID: &str = "SELECT id FROM svc.users WHERE lower(email) = lower($1)";
+const USER_ID: &str = "SELECT id FROM svc.users WHERE lower(email) = lower($1) AND active";
 
 fn column_input(c: &Column) -> ColumnInput {
     ColumnInput {
@@ -117,7 +117,9 @@ pub(super) async fn run(
         }
         Operation::DropTable(schema, table) => {
             let sql = format!("DROP TABLE {}", qualified(schema, table));
-            txn.execute_unprepared(&sql).await.map_err(map_err)?;
+            txn.execute_unprepared(&sql)
+                .await
+                .map_err(|e| reported(e, "tables"))?;
             execute(
                 txn,
                 "DELETE FROM svc.resources WHERE schema_name = $1 AND table_name = $2",
@@ -148,11 +150,12 @@ pub(super) async fn run(
                 .await?;
             Ok(Some(plan.sql()))
         }
-        Operation::AlterColumn(schema, table, column, patch) => {
+        Operation::AlterColumn(schema, table, column, patch, path) => {
             let change = ColumnChange::Alter(patch.clone());
             Ok(Some(
                 change_column(txn, (schema, table, column), &change)
-                    .await?
+                    .await
+                    .map_err(within(path))?
                     .sql(),
             ))
         }
@@ -168,10 +171,25 @@ pub(super) async fn run(
         }
         Operation::DropIndex(schema, name) => {
             let sql = format!("DROP INDEX {}", qualified(schema, name));
-            txn.execute_unprepared(&sql).await.map_err(map_err)?;
+            txn.execute_unprepared(&sql)
+                .await
+                .map_err(|e| reported(e, "tables"))?;
             Ok(Some(format!("{sql};")))
         }
         Operation::RegisterResource(schema, table) => {
+            let at_resource = format!("resources.{schema}.{table}");
+            schema::schema_name(schema).map_err(|e| at(&at_resource, e))?;
+            schema::identifier(table, "table").map_err(|e| at(&at_resource, e))?;
+            let exists = "SELECT to_regclass($1) IS NOT NULL AS ok";
+            if !crate::schema_store::scalar_bool(txn, exists, vec![qualified(schema, table).into()])
+                .await?
+            {
+                return Err(FieldError::new(
+                    format!("resources.{schema}.{table}"),
+                    "names a table that neither the snapshot nor this instance has",
+                )
+                .into());
+            }
             store
                 .insert_resource(
                     txn,
@@ -194,10 +212,15 @@ pub(super) async fn run(
                 )
                 .into());
             }
+            let methods: Vec<String> = schema::METHODS
+                .iter()
+                .filter(|m| resource.exposed_methods.iter().any(|e| e == *m))
+                .map(|m| (*m).to_owned())
+                .collect();
             let found = execute(
                 txn,
                 "UPDATE svc.resources SET exposed_methods = $3 WHERE schema_name = $1 AND table_name = $2",
-                vec![resource.schema.clone().into(), resource.table.clone().into(), resource.exposed_methods.clone().into()],
+                vec![resource.schema.clone().into(), resource.table.clone().into(), methods.into()],
             )
             .await?;
             if found == 0 {
@@ -272,6 +295,11 @@ pub(super) async fn run(
 async fn put_role(txn: &DatabaseTransaction, role: &Role) -> Result<(), StoreError> {
     let path = format!("roles.{}", role.name);
     let name = kernel::validate::short_text(&role.name, "name", 200).map_err(|e| at(&path, e))?;
+    let built_in =
+        "SELECT EXISTS (SELECT 1 FROM svc.roles WHERE lower(name) = lower($1) AND built_in) AS ok";
+    if crate::schema_store::scalar_bool(txn, built_in, vec![name.clone().into()]).await? {
+        return Err(FieldError::new(path, "is a built-in role, which every instance has").into());
+    }
     // Never administrator power: a snapshot's roles reach the Data API only.
     execute(
         txn,
@@ -324,20 +352,14 @@ async fn create_index(
     };
     let plan = schema::create_index(&facts, &input).map_err(|e| at(path, e))?;
     let sql = plan.in_transaction();
+    let field = if plan.filter.is_some() {
+        "where"
+    } else {
+        "columns"
+    };
     txn.execute_unprepared(&sql)
         .await
-        .map_err(|e| match map_err(e) {
-            StoreError::Conflict { .. } => StoreError::Conflict {
-                field: None,
-                message: format!("{path}: existing rows have duplicate values").into(),
-            },
-            StoreError::BadValue => FieldError::new(
-                format!("{path}.where"),
-                "a value does not fit its column's type",
-            )
-            .into(),
-            other => other,
-        })?;
+        .map_err(|e| within(path)(reported(e, field)))?;
     let filter = plan.filter.as_ref().map(|f| (plan.name.as_str(), f));
     let recorded = schema::Plan {
         schema: schema.to_owned(),
@@ -439,11 +461,14 @@ async fn put_dataview(
         ("draft", Some(&view.draft)),
         ("published", view.published.as_ref()),
     ] {
-        if let Some(definition) = definition {
-            let empty = Map::new();
-            views::definition::Definition::parse(definition.as_object().unwrap_or(&empty))
-                .map_err(|e| at(&format!("{path}.{field}"), e))?;
-        }
+        let Some(definition) = definition else {
+            continue;
+        };
+        let at_definition = format!("{path}.{field}");
+        let empty = Map::new();
+        let parsed = views::definition::Definition::parse(definition.as_object().unwrap_or(&empty))
+            .map_err(|e| at(&at_definition, e))?;
+        source_columns(txn, &parsed, &at_definition).await?;
     }
     execute(
         txn,
@@ -456,6 +481,39 @@ async fn put_dataview(
     )
     .await?;
     Ok(())
+}
+
+/// Checks that a DataView's source is a table with the columns it names.
+async fn source_columns(
+    txn: &DatabaseTransaction,
+    definition: &views::definition::Definition,
+    path: &str,
+) -> Result<(), StoreError> {
+    let source = facts(txn, &definition.schema, &definition.table)
+        .await
+        .map_err(|_| FieldError::new(format!("{path}.source"), "is not a table"))?;
+    let named = definition.columns.iter().filter_map(|c| match &c.measure {
+        views::definition::Measure::Plain(column)
+        | views::definition::Measure::Bucket(_, column)
+        | views::definition::Measure::Agg(_, Some(column)) => Some(column.as_str()),
+        views::definition::Measure::Agg(_, None) => None,
+    });
+    let filtered = definition
+        .filter
+        .as_ref()
+        .map(Filter::columns)
+        .unwrap_or_default();
+    match named.chain(filtered).find(|c| source.column(c).is_none()) {
+        Some(unknown) => Err(FieldError::new(
+            format!("{path}.columns"),
+            format!(
+                "{unknown} is not a column of {}.{}",
+                definition.schema, definition.table
+            ),
+        )
+        .into()),
+        None => Ok(()),
+    }
 }
 
 async fn put_dashboard(
@@ -484,7 +542,30 @@ async fn put_dashboard(
         widgets.push(widget);
     }
     let widgets = Json::Array(widgets);
-    views::dashboard::parse_widgets(Some(&widgets)).map_err(|e| at(path, e))?;
+    let parsed = views::dashboard::parse_widgets(Some(&widgets)).map_err(|e| at(path, e))?;
+    for (i, widget) in parsed.iter().enumerate() {
+        let row = txn
+            .query_one_raw(stmt(
+                "SELECT ARRAY(SELECT c ->> 'name' FROM jsonb_array_elements(coalesce(published, draft) -> 'columns') c) AS names \
+                 FROM svc.dataviews WHERE id = $1",
+                [widget.data_view_id.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        let outputs: Vec<String> = row
+            .map(|r| rows::column(&r, "names"))
+            .transpose()?
+            .unwrap_or_default();
+        widget.check_columns(i, &outputs).map_err(|e| at(path, e))?;
+    }
+    if dashboard
+        .refresh_seconds
+        .is_some_and(|s| !(5..=86_400).contains(&s))
+    {
+        return Err(
+            FieldError::new(format!("{path}.refreshSeconds"), "must be from 5 to 86400").into(),
+        );
+    }
     let refresh = dashboard
         .refresh_seconds
         .map(|s| i32::try_from(s).unwrap_or(i32::MAX));
@@ -517,8 +598,70 @@ async fn create_grant(
         Some(v) => Some(id_of(txn, DATAVIEW_ID, v, &format!("{path}.dataView")).await?),
         None => None,
     };
+    let known: Option<Vec<String>> = match (&grant.resource, &grant.data_view) {
+        (Some(resource), _) => {
+            let (schema, table) = resource.split_once('.').unwrap_or_default();
+            Some(
+                facts(txn, schema, table)
+                    .await
+                    .map_err(|_| FieldError::new(format!("{path}.resource"), "names no table"))?
+                    .columns
+                    .into_iter()
+                    .map(|c| c.name)
+                    .collect(),
+            )
+        }
+        (None, Some(view)) => {
+            let row = txn
+                .query_one_raw(stmt(
+                    "SELECT ARRAY(SELECT c ->> 'name' FROM jsonb_array_elements(coalesce(published, draft) -> 'columns') c) AS names FROM svc.dataviews WHERE slug = $1",
+                    [view.clone().into()],
+                ))
+                .await
+                .map_err(map_err)?;
+            row.map(|r| rows::column::<Vec<String>>(&r, "names"))
+                .transpose()?
+        }
+        _ => None,
+    };
     if let Some(filter) = &grant.filter {
-        Filter::parse(filter, "filter").map_err(|e| at(path, e))?;
+        let parsed = Filter::parse(filter, "filter").map_err(|e| at(path, e))?;
+        let known = known.as_deref().ok_or_else(|| {
+            FieldError::new(
+                format!("{path}.filter"),
+                "workflow grants take no row filter",
+            )
+        })?;
+        if let Some(unknown) = parsed
+            .columns()
+            .into_iter()
+            .find(|c| !known.iter().any(|k| k == c))
+        {
+            return Err(FieldError::new(
+                format!("{path}.filter"),
+                format!("{unknown} is not a column of the table or view"),
+            )
+            .into());
+        }
+    }
+    if let Some(columns) = &grant.columns {
+        let table_columns = known
+            .as_deref()
+            .filter(|_| grant.resource.is_some())
+            .ok_or_else(|| {
+                FieldError::new(format!("{path}.columns"), "only table grants take columns")
+            })?;
+        if let Some((i, _)) = columns
+            .iter()
+            .enumerate()
+            .find(|(_, c)| !table_columns.contains(c))
+        {
+            return Err(FieldError::new(
+                format!("{path}.columns[{i}]"),
+                "is not a column of the table",
+            )
+            .into());
+        }
     }
     execute(
         txn,
@@ -551,6 +694,13 @@ async fn current_settings(txn: &DatabaseTransaction) -> Result<Settings, StoreEr
 
 async fn set_setting(txn: &DatabaseTransaction, key: &str, value: &Json) -> Result<(), StoreError> {
     let path = format!("settings.{key}");
+    if kernel::settings::session_only(key) {
+        return Err(FieldError::new(
+            path,
+            "changes only through PATCH /admin/api/settings, by an administrator signed in with a session",
+        )
+        .into());
+    }
     let value = if key == "auth.registration_role_id" && !value.is_null() {
         let role = id_of(txn, ROLE_ID, value.as_str().unwrap_or_default(), &path).await?;
         Json::String(role.to_string())

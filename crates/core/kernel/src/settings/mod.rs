@@ -14,7 +14,7 @@ use crate::id::USERS_ROLE_ID;
 
 pub use patch::SettingsPatch;
 use registry::KEYS;
-pub use registry::{PUBLIC_RATE_LIMIT_KEY, default_of};
+pub use registry::{PUBLIC_RATE_LIMIT_KEY, default_of, session_only};
 
 /// All settings in force: stored values over defaults.
 #[derive(Debug, Clone, PartialEq)]

@@ -225,3 +225,9 @@ pub fn default_of(name: &str) -> Value {
         _ => Value::Null,
     }
 }
+
+/// Whether `name` is a setting only an administrator signed in with a
+/// session may change.
+pub fn session_only(name: &str) -> bool {
+    KEYS.iter().any(|k| k.session_only && k.name == name)
+}

@@ -229,7 +229,9 @@ fn literal(operand: &Operand, data_type: &str, at: &str) -> Result<String, Field
     if text.contains('\0') {
         return Err(FieldError::new(at.to_owned(), "must not contain NUL"));
     }
-    Ok(format!("'{}'::{data_type}", text.replace('\'', "''")))
+    // An escape string: safe whatever `standard_conforming_strings` says.
+    let escaped = text.replace('\\', "\\\\").replace('\'', "''");
+    Ok(format!("E'{escaped}'::{data_type}"))
 }
 
 #[cfg(test)]
@@ -267,7 +269,7 @@ mod tests {
         let plan = create_index(
             &facts(),
             &IndexInput {
-                filter: Some(json!({ "state": { "in": ["live", "it's"] }, "id": { "gt": 3 } })),
+                filter: Some(json!({ "state": { "in": ["live", "it's\\"] }, "id": { "gt": 3 } })),
                 ..input(&["-id", "state"])
             },
         )
@@ -276,7 +278,7 @@ mod tests {
         assert_eq!(
             plan.sql,
             "CREATE INDEX CONCURRENTLY \"posts_id_state_idx\" ON \"public\".\"posts\" USING btree (\"id\" DESC, \"state\") \
-             WHERE (\"id\" > '3'::bigint AND \"state\" IN ('live'::text, 'it''s'::text))"
+             WHERE (\"id\" > E'3'::bigint AND \"state\" IN (E'live'::text, E'it''s\\\\'::text))"
         );
         assert!(!plan.in_transaction().contains("CONCURRENTLY"));
     }

@@ -1,6 +1,7 @@
 // The tables page of the console: every resource by schema with its exposed
-// methods, adding a column, dropping a table (after typing its name), and a
-// new table from the definition form, whose SQL is previewed before it runs.
+// methods, adding a column, dropping a table (after typing its name), its
+// columns edited in place, its indexes and relations, and a new table from
+// the definition form. Every change shows its SQL before it runs.
 "use strict";
 
 const TYPES = ["bigint", "integer", "smallint", "numeric", "real", "double precision", "text",
@@ -141,7 +142,169 @@ function tableEntry(resource) {
     else { showStatus(`Dropped ${name}.`); await loadTables(); }
   });
   entry.append(add, drop);
+  if (resource.schema !== "svc") entry.append(schemaPanel(resource, tablePath));
   return entry;
+}
+
+// A change previewed first: `run` shows the SQL of `previewCall` and offers
+// `label`, which makes `changeCall`; any edit of `form` withdraws it.
+function previewed(form, label, previewCall, changeCall, done) {
+  const box = element("div", null, { class: "preview", hidden: "" });
+  const sql = element("pre");
+  const go = element("button", label, { type: "button" });
+  box.append(sql, go);
+  const error = element("p", null, { class: "widget-error", role: "alert", hidden: "" });
+  const withdraw = () => { box.hidden = true; error.hidden = true; };
+  form.addEventListener("input", withdraw);
+  form.addEventListener("change", withdraw);
+  const refuse = (result) => { error.textContent = refusal(result); error.hidden = false; };
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    withdraw();
+    const result = await previewCall();
+    if (!result) return;
+    if (result.status !== 200) return refuse(result);
+    sql.textContent = result.answer.data.sql;
+    box.hidden = false;
+    go.focus();
+  });
+  go.addEventListener("click", async () => {
+    const result = await changeCall();
+    if (!result) return;
+    if (result.status >= 300) return refuse(result);
+    withdraw();
+    await done(result);
+  });
+  return [box, error];
+}
+
+// One column's row: its attributes edited in place, the change previewed;
+// a drop once its name is typed.
+function columnEditor(column, tablePath, reload) {
+  const form = element("form", null, { class: "column-edit", "data-column": column.name });
+  const field = (name, attributes) => {
+    const node = input(name, { "aria-label": `${name} of ${column.name}`, ...attributes });
+    form.append(node);
+    return node;
+  };
+  const name = field("name", { value: column.name });
+  const type = field("dataType", { value: column.dataType, list: "types" });
+  const notNull = field("notNull", { type: "checkbox" });
+  notNull.checked = !column.nullable;
+  const fallback = field("default", { value: column.default ?? "", placeholder: "default" });
+  const check = field("check", { value: column.check ?? "", placeholder: "check" });
+  const message = field("checkMessage", { value: column.checkMessage ?? "", placeholder: "check message" });
+  const unique = field("unique", { type: "checkbox" });
+  unique.checked = column.unique;
+  form.append(element("button", "Preview change", { type: "submit" }));
+  const badges = [column.primaryKey && "key", column.identity && "identity", column.foreignKey &&
+    `→ ${column.foreignKey.targetSchema}.${column.foreignKey.targetTable}.${column.foreignKey.targetColumn}`].filter(Boolean);
+  if (badges.length) form.append(element("span", badges.join(" · "), { class: "badges" }));
+  // Only what was edited is sent; emptied default and check are dropped.
+  const patch = () => {
+    const body = {};
+    if (name.value.trim() !== column.name) body.name = name.value.trim();
+    if (type.value.trim() !== column.dataType) body.dataType = type.value.trim();
+    if (notNull.checked === column.nullable) body.nullable = !notNull.checked;
+    const edited = (node, was) => node.value.trim() !== (was ?? "");
+    if (edited(fallback, column.default)) body.default = fallback.value.trim() || null;
+    if (edited(check, column.check)) body.check = check.value.trim() || null;
+    if (edited(message, column.checkMessage)) body.checkMessage = message.value.trim() || null;
+    if (unique.checked !== column.unique) body.unique = unique.checked;
+    return body;
+  };
+  const path = `${tablePath}/columns/${encodeURIComponent(column.name)}`;
+  const [box, error] = previewed(form, "Apply the change",
+    () => call("POST", path + "/preview", patch()),
+    () => call("PATCH", path, patch()),
+    async () => { showStatus(`Changed ${column.name}.`); await reload(); });
+  const drop = element("form", null, { class: "inline" });
+  const confirm = element("input", null, { "aria-label": `Type ${column.name} to drop the column`, placeholder: `type ${column.name} to drop`, autocomplete: "off" });
+  const dropButton = element("button", "Drop column", { type: "submit", disabled: "" });
+  confirm.addEventListener("input", () => { dropButton.disabled = confirm.value !== column.name; });
+  drop.append(confirm, dropButton);
+  drop.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const result = await call("DELETE", path);
+    if (result && result.status >= 300) { error.textContent = refusal(result); error.hidden = false; }
+    else if (result) { showStatus(`Dropped ${column.name}.`); await reload(); }
+  });
+  const item = element("li");
+  item.append(form, box, error, drop);
+  return item;
+}
+
+// The indexes: each with a drop, and a new one previewed before it is built.
+function indexList(indexes, tablePath, reload) {
+  const list = element("ul", null, { class: "indexes" });
+  for (const index of indexes) {
+    const item = element("li", null, { "data-index": index.name });
+    const where = index.where ? ` where ${JSON.stringify(index.where)}` : "";
+    item.append(element("code", index.name), ` ${index.method} (${index.columns.join(", ")})${index.unique ? " unique" : ""}${where}${index.valid ? "" : " INVALID"} `);
+    const drop = element("button", "Drop", { type: "button", class: "link" });
+    drop.addEventListener("click", async () => {
+      const result = await call("DELETE", `${tablePath}/indexes/${encodeURIComponent(index.name)}`);
+      if (result && result.status >= 300) showStatus(refusal(result));
+      else if (result) { showStatus(`Dropped ${index.name}.`); await reload(); }
+    });
+    item.append(drop);
+    list.append(item);
+  }
+  const form = element("form", null, { class: "index-new" });
+  const columns = input("columns", { "aria-label": "Index columns (comma separated, -name descending)", placeholder: "columns: a, -b" });
+  const method = element("select", null, { "data-field": "method", "aria-label": "Index method" });
+  for (const m of ["btree", "hash", "gin", "gist", "brin", "search"]) method.append(element("option", m, { value: m }));
+  const unique = input("unique", { type: "checkbox", "aria-label": "Unique index" });
+  const where = input("where", { "aria-label": "Partial index filter (JSON)", placeholder: "where (filter JSON)" });
+  form.append(columns, method, element("label", " unique", {}), where, element("button", "Preview index", { type: "submit" }));
+  form.querySelector("label").prepend(unique);
+  const body = () => {
+    const definition = { columns: columns.value.split(",").map((c) => c.trim()).filter(Boolean), method: method.value, unique: unique.checked };
+    if (where.value.trim()) {
+      try { definition.where = JSON.parse(where.value); } catch { definition.where = where.value; }
+    }
+    return definition;
+  };
+  const [box, error] = previewed(form, "Build the index",
+    () => call("POST", `${tablePath}/indexes/preview`, body()),
+    () => call("POST", `${tablePath}/indexes`, body()),
+    async (result) => { showStatus(`Built ${result.answer.data.name}.`); await reload(); });
+  const wrap = element("div");
+  wrap.append(list, form, box, error);
+  return wrap;
+}
+
+function relations(table) {
+  const list = element("ul", null, { class: "relations" });
+  for (const fk of table.foreignKeys) {
+    list.append(element("li", `${fk.column} → ${fk.targetSchema}.${fk.targetTable}.${fk.targetColumn} (on delete ${fk.onDelete})`));
+  }
+  for (const fk of table.referencedBy) {
+    list.append(element("li", `${fk.schema}.${fk.table}.${fk.column} → ${fk.targetColumn} (on delete ${fk.onDelete})`));
+  }
+  if (!list.children.length) list.append(element("li", "No foreign keys either way.", { class: "empty" }));
+  return list;
+}
+
+// The table's columns, indexes and relations, read when opened.
+function schemaPanel(resource, tablePath) {
+  const panel = element("details", null, { class: "schema", "data-schema-of": `${resource.schema}.${resource.table}` });
+  panel.append(element("summary", "Columns, indexes and relations"));
+  const body = element("div");
+  panel.append(body);
+  const reload = async () => {
+    const result = await api(`/admin/api/schema/${encodeURIComponent(resource.schema)}/tables`);
+    if (!result) return;
+    if (result.status !== 200) { body.replaceChildren(element("p", refusal(result), { class: "widget-error" })); return; }
+    const table = result.answer.data.find((t) => t.name === resource.table);
+    if (!table) { await loadTables(); return; }
+    const columns = element("ul", null, { class: "columns" });
+    for (const column of table.columns) columns.append(columnEditor(column, tablePath, reload));
+    body.replaceChildren(element("h3", "Columns"), columns, element("h3", "Indexes"),
+      indexList(table.indexes, tablePath, reload), element("h3", "Relations"), relations(table));
+  };
+  panel.addEventListener("toggle", () => { if (panel.open) reload(); });
+  return panel;
 }
 
 async function loadTables() {

@@ -45,7 +45,7 @@ macro_rules! console_page {
 }
 
 /// Every page but the index.
-const PAGES: [Page; 11] = [
+const PAGES: [Page; 12] = [
     Page {
         route: "/admin/dashboards/{slug}",
         title: "Dashboard",
@@ -63,6 +63,7 @@ const PAGES: [Page; 11] = [
     console_page!("/admin/workflows", "Workflows", "workflows"),
     console_page!("/admin/dataviews", "DataViews", "dataviews"),
     console_page!("/admin/sql", "SQL console", "sql"),
+    console_page!("/admin/snapshot", "Snapshot", "snapshot"),
 ];
 
 /// The HTML of `page` with its links written under `base`; the page's own
