@@ -1579,12 +1579,11 @@ async fn the_tables_page_evolves_a_table_and_the_snapshot_page_applies_a_snapsho
         browser.client.screenshot().await.unwrap(),
     )
     .unwrap();
-    let apply = browser
-        .client
-        .find(Locator::XPath("//button[text()='Apply the change']"))
-        .await
-        .unwrap();
-    apply.click().await.unwrap();
+    click(
+        &browser,
+        "form.column-edit[data-column=title] + .preview:not([hidden]) button",
+    )
+    .await;
     browser
         .wait_for("form.column-edit[data-column=label]")
         .await;
@@ -1600,15 +1599,11 @@ async fn the_tables_page_evolves_a_table_and_the_snapshot_page_applies_a_snapsho
         .await
         .unwrap();
     click(&browser, &format!("{index} button[type=submit]")).await;
-    let build = browser
-        .client
-        .find(Locator::XPath("//button[text()='Build the index']"))
-        .await
-        .unwrap();
-    browser
-        .wait_for("details[data-schema-of='app.orders'] .index-new + .preview:not([hidden])")
-        .await;
-    build.click().await.unwrap();
+    click(
+        &browser,
+        "details[data-schema-of='app.orders'] .index-new + .preview:not([hidden]) button",
+    )
+    .await;
     browser.wait_for("li[data-index=orders_label_idx]").await;
     let relations = browser
         .wait_for("details[data-schema-of='app.orders'] .relations")
