@@ -13,6 +13,9 @@ use snapshot::{Snapshot, SnapshotStore, StepReport};
 
 use crate::{PgStore, map_err, stmt};
 
+/// An apply's limits: a lock waited for at most 5 s, 5 minutes in all.
+const LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'";
+
 #[async_trait]
 impl SnapshotStore for PgStore {
     async fn export(&self) -> Result<Snapshot, StoreError> {
@@ -40,11 +43,7 @@ impl SnapshotStore for PgStore {
         ))
         .await
         .map_err(map_err)?;
-        txn.execute_unprepared(
-            "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'",
-        )
-        .await
-        .map_err(map_err)?;
+        txn.execute_unprepared(LIMITS).await.map_err(map_err)?;
         let current = export::export(&txn).await?;
         let planned = snapshot::diff(&current, desired)?;
         if !allow_destructive && let Some(first) = planned.iter().find(|s| s.destructive) {
@@ -60,14 +59,13 @@ impl SnapshotStore for PgStore {
             });
         }
         let mut reports = Vec::with_capacity(planned.len());
+        let mut memo = steps::Memo::default();
         for step in &planned {
-            // A schema step sets its own, shorter limits.
-            txn.execute_unprepared(
-                "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'",
-            )
-            .await
-            .map_err(map_err)?;
-            let sql = steps::run(self, &txn, &step.operation).await?;
+            let sql = steps::run(self, &txn, &step.operation, &mut memo).await?;
+            // A table or column step sets its own, shorter statement limit.
+            if matches!(step.kind, "table" | "column") {
+                txn.execute_unprepared(LIMITS).await.map_err(map_err)?;
+            }
             reports.push(StepReport {
                 action: step.action.as_str(),
                 kind: step.kind,

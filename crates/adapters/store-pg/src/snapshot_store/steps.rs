@@ -100,7 +100,13 @@ pub(super) async fn run(
     store: &PgStore,
     txn: &DatabaseTransaction,
     operation: &Operation,
+    memo: &mut Memo,
 ) -> Result<Option<String>, StoreError> {
+    // Grants run one after another with nothing changing between them;
+    // anything else may change what the memo holds.
+    if !matches!(operation, Operation::CreateGrant(..)) {
+        *memo = Memo::default();
+    }
     match operation {
         Operation::PutRole(role) => put_role(txn, role).await.map(|()| None),
         Operation::DropRole(name) => {
@@ -266,7 +272,9 @@ pub(super) async fn run(
             .await?;
             Ok(None)
         }
-        Operation::CreateGrant(grant, path) => create_grant(txn, grant, path).await.map(|()| None),
+        Operation::CreateGrant(grant, path) => {
+            create_grant(txn, grant, path, memo).await.map(|()| None)
+        }
         Operation::DropGrant(grant) => {
             execute(
                 txn,
@@ -580,37 +588,83 @@ async fn put_dashboard(
     Ok(())
 }
 
+/// Ids and table columns found during a run of grant steps.
+#[derive(Default)]
+pub(super) struct Memo {
+    ids: std::collections::HashMap<(&'static str, String), Uuid>,
+    columns: std::collections::HashMap<String, Vec<String>>,
+}
+
+impl Memo {
+    async fn id(
+        &mut self,
+        txn: &DatabaseTransaction,
+        sql: &'static str,
+        name: &str,
+        path: &str,
+    ) -> Result<Uuid, StoreError> {
+        if let Some(id) = self.ids.get(&(sql, name.to_owned())) {
+            return Ok(*id);
+        }
+        let id = id_of(txn, sql, name, path).await?;
+        self.ids.insert((sql, name.to_owned()), id);
+        Ok(id)
+    }
+
+    async fn columns(
+        &mut self,
+        txn: &DatabaseTransaction,
+        resource: &str,
+        path: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        if let Some(columns) = self.columns.get(resource) {
+            return Ok(columns.clone());
+        }
+        let (schema, table) = resource.split_once('.').unwrap_or_default();
+        let columns: Vec<String> = facts(txn, schema, table)
+            .await
+            .map_err(|_| FieldError::new(format!("{path}.resource"), "names no table"))?
+            .columns
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        self.columns.insert(resource.to_owned(), columns.clone());
+        Ok(columns)
+    }
+}
+
 async fn create_grant(
     txn: &DatabaseTransaction,
     grant: &Grant,
     path: &str,
+    memo: &mut Memo,
 ) -> Result<(), StoreError> {
-    let role = id_of(txn, ROLE_ID, &grant.role, &format!("{path}.role")).await?;
+    let role = memo
+        .id(txn, ROLE_ID, &grant.role, &format!("{path}.role"))
+        .await?;
     let resource = match &grant.resource {
-        Some(r) => Some(id_of(txn, RESOURCE_ID, r, &format!("{path}.resource")).await?),
+        Some(r) => Some(
+            memo.id(txn, RESOURCE_ID, r, &format!("{path}.resource"))
+                .await?,
+        ),
         None => None,
     };
     let workflow = match &grant.workflow {
-        Some(w) => Some(id_of(txn, WORKFLOW_ID, w, &format!("{path}.workflow")).await?),
+        Some(w) => Some(
+            memo.id(txn, WORKFLOW_ID, w, &format!("{path}.workflow"))
+                .await?,
+        ),
         None => None,
     };
     let data_view = match &grant.data_view {
-        Some(v) => Some(id_of(txn, DATAVIEW_ID, v, &format!("{path}.dataView")).await?),
+        Some(v) => Some(
+            memo.id(txn, DATAVIEW_ID, v, &format!("{path}.dataView"))
+                .await?,
+        ),
         None => None,
     };
     let known: Option<Vec<String>> = match (&grant.resource, &grant.data_view) {
-        (Some(resource), _) => {
-            let (schema, table) = resource.split_once('.').unwrap_or_default();
-            Some(
-                facts(txn, schema, table)
-                    .await
-                    .map_err(|_| FieldError::new(format!("{path}.resource"), "names no table"))?
-                    .columns
-                    .into_iter()
-                    .map(|c| c.name)
-                    .collect(),
-            )
-        }
+        (Some(resource), _) => Some(memo.columns(txn, resource, path).await?),
         (None, Some(view)) => {
             let row = txn
                 .query_one_raw(stmt(
