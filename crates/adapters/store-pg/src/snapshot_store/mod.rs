@@ -9,12 +9,23 @@ use audit::AuditEvent;
 use kernel::StoreError;
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde_json::{Value as Json, json};
-use snapshot::{Snapshot, SnapshotStore, StepReport};
+use snapshot::{Operation, Snapshot, SnapshotStore, Step, StepReport};
 
 use crate::{PgStore, map_err, stmt};
 
 /// An apply's limits: a lock waited for at most 5 s, 5 minutes in all.
 const LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'";
+
+/// What a step reports, without its SQL.
+fn report_of(step: &Step) -> StepReport {
+    StepReport {
+        action: step.action.as_str(),
+        kind: step.kind,
+        name: step.name.clone(),
+        sql: None,
+        destructive: step.destructive,
+    }
+}
 
 #[async_trait]
 impl SnapshotStore for PgStore {
@@ -60,18 +71,32 @@ impl SnapshotStore for PgStore {
         }
         let mut reports = Vec::with_capacity(planned.len());
         let mut memo = steps::Memo::default();
-        for step in &planned {
+        let mut i = 0;
+        while i < planned.len() {
+            // Grants come one after another: checked each, inserted at once.
+            let grants: Vec<(&snapshot::Grant, &str)> = planned[i..]
+                .iter()
+                .map_while(|s| match &s.operation {
+                    Operation::CreateGrant(grant, path) => Some((grant, path.as_str())),
+                    _ => None,
+                })
+                .collect();
+            if grants.len() > 1 {
+                steps::create_grants(&txn, &grants, &mut memo).await?;
+                reports.extend(planned[i..i + grants.len()].iter().map(report_of));
+                i += grants.len();
+                continue;
+            }
+            let step = &planned[i];
+            i += 1;
             let sql = steps::run(self, &txn, &step.operation, &mut memo).await?;
             // A table or column step sets its own, shorter statement limit.
             if matches!(step.kind, "table" | "column") {
                 txn.execute_unprepared(LIMITS).await.map_err(map_err)?;
             }
             reports.push(StepReport {
-                action: step.action.as_str(),
-                kind: step.kind,
-                name: step.name.clone(),
                 sql,
-                destructive: step.destructive,
+                ..report_of(step)
             });
         }
         if !execute {

@@ -272,9 +272,9 @@ pub(super) async fn run(
             .await?;
             Ok(None)
         }
-        Operation::CreateGrant(grant, path) => {
-            create_grant(txn, grant, path, memo).await.map(|()| None)
-        }
+        Operation::CreateGrant(grant, path) => create_grants(txn, &[(grant, path)], memo)
+            .await
+            .map(|()| None),
         Operation::DropGrant(grant) => {
             execute(
                 txn,
@@ -633,12 +633,14 @@ impl Memo {
     }
 }
 
-async fn create_grant(
+/// A grant checked as the grants route checks it, with ids for names, as
+/// the row [`create_grants`] inserts.
+async fn checked_grant(
     txn: &DatabaseTransaction,
     grant: &Grant,
     path: &str,
     memo: &mut Memo,
-) -> Result<(), StoreError> {
+) -> Result<Json, StoreError> {
     let role = memo
         .id(txn, ROLE_ID, &grant.role, &format!("{path}.role"))
         .await?;
@@ -717,16 +719,53 @@ async fn create_grant(
             .into());
         }
     }
+    let fits = match (&grant.resource, &grant.workflow, &grant.data_view) {
+        (Some(_), None, None) => {
+            ["read", "create", "update", "delete"].contains(&grant.action.as_str())
+        }
+        (None, Some(_), None) => grant.action == "invoke",
+        (None, None, Some(_)) => grant.action == "read",
+        _ => {
+            return Err(FieldError::new(
+                path.to_owned(),
+                "names exactly one of resource, workflow and dataView",
+            )
+            .into());
+        }
+    };
+    if !fits {
+        return Err(FieldError::new(
+            format!("{path}.action"),
+            "does not fit the grant's target (read, create, update or delete a table; invoke a workflow; read a DataView)",
+        )
+        .into());
+    }
+    Ok(serde_json::json!({
+        "id": new_id(), "role": role, "resource": resource, "workflow": workflow, "dataView": data_view,
+        "action": grant.action, "filter": grant.filter, "columns": grant.columns,
+    }))
+}
+
+/// Checks grants and inserts them in one statement.
+pub(super) async fn create_grants(
+    txn: &DatabaseTransaction,
+    grants: &[(&Grant, &str)],
+    memo: &mut Memo,
+) -> Result<(), StoreError> {
+    let mut rows = Vec::with_capacity(grants.len());
+    for (grant, path) in grants {
+        rows.push(checked_grant(txn, grant, path, memo).await?);
+    }
     execute(
         txn,
-        "INSERT INTO svc.grants (id, role_id, resource_id, workflow_id, data_view_id, action, filter, columns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        vec![new_id().into(), role.into(), resource.into(), workflow.into(), data_view.into(), grant.action.clone().into(), grant.filter.clone().into(), grant.columns.clone().into()],
+        "INSERT INTO svc.grants (id, role_id, resource_id, workflow_id, data_view_id, action, filter, columns) \
+         SELECT (g ->> 'id')::uuid, (g ->> 'role')::uuid, (g ->> 'resource')::uuid, (g ->> 'workflow')::uuid, \
+                (g ->> 'dataView')::uuid, g ->> 'action', nullif(g -> 'filter', 'null'::jsonb), \
+                CASE WHEN jsonb_typeof(g -> 'columns') = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(g -> 'columns')) END \
+         FROM jsonb_array_elements($1) AS g",
+        vec![Json::Array(rows).into()],
     )
-    .await
-    .map_err(|e| match e {
-        StoreError::CheckViolation { .. } => FieldError::new(format!("{path}.action"), "does not fit the grant's target (read, create, update or delete a table; invoke a workflow; read a DataView)").into(),
-        other => other,
-    })?;
+    .await?;
     Ok(())
 }
 
