@@ -369,7 +369,7 @@ mod tests {
     use super::*;
 
     /// Paths served outside the Admin API: the HTML pages and their assets.
-    const PAGES: [&str; 14] = [
+    const PAGES: [&str; 15] = [
         "/admin/auth/",
         "/admin/docs",
         "/admin/dashboards/",
@@ -383,6 +383,7 @@ mod tests {
         "/admin/workflows",
         "/admin/dataviews",
         "/admin/sql",
+        "/admin/snapshot",
         "/admin/assets/",
     ];
 
