@@ -8,7 +8,7 @@ use schema::ColumnPatch;
 use serde_json::Value;
 
 use crate::model::{
-    Column, Dashboard, DataView, Grant, Index, Resource, Role, Snapshot, Table, Workflow,
+    Column, Dashboard, DataView, Grant, Index, Resource, Role, Slugged, Snapshot, Table, Workflow,
 };
 
 /// What a step does.
@@ -151,36 +151,27 @@ fn referrers(current: &Snapshot, desired: &Snapshot, out: &mut Vec<Step>) {
             Operation::DropGrant(g.clone()),
         ));
     }
-    for d in &current.dashboards {
-        if !desired.dashboards.iter().any(|x| x.slug == d.slug) {
-            out.push(step(
-                Action::Drop,
-                "dashboard",
-                d.slug.clone(),
-                Operation::DropDashboard(d.slug.clone()),
-            ));
-        }
-    }
-    for v in &current.dataviews {
-        if !desired.dataviews.iter().any(|x| x.slug == v.slug) {
-            out.push(step(
-                Action::Drop,
-                "dataview",
-                v.slug.clone(),
-                Operation::DropDataView(v.slug.clone()),
-            ));
-        }
-    }
-    for w in &current.workflows {
-        if !desired.workflows.iter().any(|x| x.slug == w.slug) {
-            out.push(step(
-                Action::Drop,
-                "workflow",
-                w.slug.clone(),
-                Operation::DropWorkflow(w.slug.clone()),
-            ));
-        }
-    }
+    dropped(
+        &current.dashboards,
+        &desired.dashboards,
+        "dashboard",
+        Operation::DropDashboard,
+        out,
+    );
+    dropped(
+        &current.dataviews,
+        &desired.dataviews,
+        "dataview",
+        Operation::DropDataView,
+        out,
+    );
+    dropped(
+        &current.workflows,
+        &desired.workflows,
+        "workflow",
+        Operation::DropWorkflow,
+        out,
+    );
 }
 
 fn roles(current: &Snapshot, desired: &Snapshot, middle: &mut Vec<Step>, last: &mut Vec<Step>) {
@@ -471,40 +462,61 @@ fn resources(
 /// Creates and changes of DataViews, then workflows, then dashboards (which
 /// name views).
 fn definitions(current: &Snapshot, desired: &Snapshot, out: &mut Vec<Step>) {
-    for (i, v) in desired.dataviews.iter().enumerate() {
-        let found = current.dataviews.iter().find(|c| c.slug == v.slug);
-        if found != Some(v) {
-            let action = if found.is_some() {
-                Action::Alter
-            } else {
-                Action::Create
-            };
-            out.push(step(
-                action,
-                "dataview",
-                v.slug.clone(),
-                Operation::PutDataView(v.clone(), format!("dataviews[{i}]")),
-            ));
-        }
+    put(
+        &current.dataviews,
+        &desired.dataviews,
+        ("dataview", "dataviews"),
+        Operation::PutDataView,
+        out,
+    );
+    put(
+        &current.workflows,
+        &desired.workflows,
+        ("workflow", "workflows"),
+        Operation::PutWorkflow,
+        out,
+    );
+    put(
+        &current.dashboards,
+        &desired.dashboards,
+        ("dashboard", "dashboards"),
+        Operation::PutDashboard,
+        out,
+    );
+}
+
+/// Drops of what `current` has and `desired` lacks, by slug.
+fn dropped<T: Slugged>(
+    current: &[T],
+    desired: &[T],
+    kind: &'static str,
+    operation: fn(String) -> Operation,
+    out: &mut Vec<Step>,
+) {
+    for c in current
+        .iter()
+        .filter(|c| !desired.iter().any(|d| d.slug() == c.slug()))
+    {
+        out.push(step(
+            Action::Drop,
+            kind,
+            c.slug().to_owned(),
+            operation(c.slug().to_owned()),
+        ));
     }
-    for (i, w) in desired.workflows.iter().enumerate() {
-        let found = current.workflows.iter().find(|c| c.slug == w.slug);
-        if found != Some(w) {
-            let action = if found.is_some() {
-                Action::Alter
-            } else {
-                Action::Create
-            };
-            out.push(step(
-                action,
-                "workflow",
-                w.slug.clone(),
-                Operation::PutWorkflow(w.clone(), format!("workflows[{i}]")),
-            ));
-        }
-    }
-    for (i, d) in desired.dashboards.iter().enumerate() {
-        let found = current.dashboards.iter().find(|c| c.slug == d.slug);
+}
+
+/// Creates and changes of what `desired` has, by slug; `list` names the
+/// snapshot's list for the step's path.
+fn put<T: Slugged + Clone + PartialEq>(
+    current: &[T],
+    desired: &[T],
+    (kind, list): (&'static str, &str),
+    operation: fn(T, String) -> Operation,
+    out: &mut Vec<Step>,
+) {
+    for (i, d) in desired.iter().enumerate() {
+        let found = current.iter().find(|c| c.slug() == d.slug());
         if found != Some(d) {
             let action = if found.is_some() {
                 Action::Alter
@@ -513,9 +525,9 @@ fn definitions(current: &Snapshot, desired: &Snapshot, out: &mut Vec<Step>) {
             };
             out.push(step(
                 action,
-                "dashboard",
-                d.slug.clone(),
-                Operation::PutDashboard(d.clone(), format!("dashboards[{i}]")),
+                kind,
+                d.slug().to_owned(),
+                operation(d.clone(), format!("{list}[{i}]")),
             ));
         }
     }

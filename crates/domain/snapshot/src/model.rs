@@ -272,6 +272,24 @@ pub struct Dashboard {
     pub widgets: Vec<Value>,
 }
 
+/// What a snapshot names by slug.
+pub trait Slugged {
+    /// The slug.
+    fn slug(&self) -> &str;
+}
+
+macro_rules! slugged {
+    ($($kind:ty),*) => {
+        $(impl Slugged for $kind {
+            fn slug(&self) -> &str {
+                &self.slug
+            }
+        })*
+    };
+}
+
+slugged!(Workflow, DataView, Dashboard);
+
 impl Snapshot {
     /// Parses a submitted snapshot: its version first, then its shape. The
     /// lists keep the submitted order, so that a refusal's path (such as

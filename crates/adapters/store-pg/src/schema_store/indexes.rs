@@ -134,7 +134,12 @@ pub(super) async fn build(
         built?;
         let txn = store.db.begin().await.map_err(map_err)?;
         let filter = plan.filter.as_ref().map(|f| (plan.name.as_str(), f));
-        refresh_resource(&txn, &recorded(&plan.schema, &plan.table), filter).await?;
+        refresh_resource(
+            &txn,
+            &schema::Plan::nothing(&plan.schema, &plan.table),
+            filter,
+        )
+        .await?;
         store.commit_catalog_change(txn, event).await
     });
     task.await
@@ -196,21 +201,9 @@ pub(super) async fn drop_concurrently(
             },
         )?;
         let txn = store.db.begin().await.map_err(map_err)?;
-        refresh_resource(&txn, &recorded(&schema, &table), None).await?;
+        refresh_resource(&txn, &schema::Plan::nothing(&schema, &table), None).await?;
         store.commit_catalog_change(txn, event).await
     });
     task.await
         .map_err(|e| StoreError::Internal(format!("index drop task: {e}")))?
-}
-
-/// A plan with no statements: what the resource refresh needs to know.
-fn recorded(schema: &str, table: &str) -> schema::Plan {
-    schema::Plan {
-        schema: schema.to_owned(),
-        table: table.to_owned(),
-        statements: Vec::new(),
-        confirm: Vec::new(),
-        check_messages: Default::default(),
-        fields: Vec::new(),
-    }
 }

@@ -6,7 +6,7 @@ use kernel::filter::Filter;
 use kernel::settings::{Settings, SettingsPatch};
 use kernel::{FieldError, StoreError, new_id};
 use schema::{ColumnChange, ColumnInput, ForeignKeyInput, IndexInput, TableInput};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, Value};
+use sea_orm::{ConnectionTrait, DatabaseTransaction};
 use serde_json::{Map, Value as Json};
 use snapshot::{Column, Dashboard, DataView, Grant, Index, Operation, Role, Table, Workflow};
 use uuid::Uuid;
@@ -15,7 +15,7 @@ use crate::schema_store::alter::{change_column, facts, refresh_resource, reporte
 use crate::schema_store::{
     OnTaken, check_messages, confirm, lock_schema, qualified, run as run_plan,
 };
-use crate::{PgStore, map_err, rows, stmt};
+use crate::{PgStore, execute, map_err, rows, stmt};
 
 /// A refusal of the input at `path`.
 fn at(path: &str, e: FieldError) -> StoreError {
@@ -33,18 +33,6 @@ fn within(path: &str) -> impl Fn(StoreError) -> StoreError + '_ {
         StoreError::Invalid(f) => at(path, f),
         other => other,
     }
-}
-
-async fn execute(
-    txn: &DatabaseTransaction,
-    sql: &str,
-    values: Vec<Value>,
-) -> Result<u64, StoreError> {
-    Ok(txn
-        .execute_raw(stmt(sql, values))
-        .await
-        .map_err(map_err)?
-        .rows_affected())
 }
 
 /// The id `sql` (over `$1`) finds, or a refusal at `path`.
@@ -369,14 +357,7 @@ async fn create_index(
         .await
         .map_err(|e| within(path)(reported(e, field)))?;
     let filter = plan.filter.as_ref().map(|f| (plan.name.as_str(), f));
-    let recorded = schema::Plan {
-        schema: schema.to_owned(),
-        table: table.to_owned(),
-        statements: Vec::new(),
-        confirm: Vec::new(),
-        check_messages: Default::default(),
-        fields: Vec::new(),
-    };
+    let recorded = schema::Plan::nothing(schema, table);
     refresh_resource(txn, &recorded, filter).await?;
     Ok(format!("{sql};"))
 }

@@ -104,6 +104,19 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// A plan that runs nothing on `schema.table` (what a resource's
+    /// refresh after an index build needs to know).
+    pub fn nothing(schema: &str, table: &str) -> Self {
+        Self {
+            schema: schema.to_owned(),
+            table: table.to_owned(),
+            statements: Vec::new(),
+            confirm: Vec::new(),
+            check_messages: BTreeMap::new(),
+            fields: Vec::new(),
+        }
+    }
+
     /// The statements as one SQL text, as preview shows and create runs.
     pub fn sql(&self) -> String {
         self.statements
