@@ -27,6 +27,7 @@ mod oauth;
 mod openapi;
 mod processes;
 mod realtime;
+mod related;
 mod schema;
 mod schema_evolution;
 mod security;

@@ -64,6 +64,13 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
                     pg.message().to_owned(),
                 ));
             }
+            // An upsert naming one row twice.
+            "21000" => {
+                return StoreError::Invalid(kernel::FieldError::new(
+                    "data",
+                    "names the same row twice",
+                ));
+            }
             // Raised by svc.cache_current: a read was planned on stale cached state.
             "TS412" => return StoreError::Stale,
             // Raised by svc.permit: a written row is outside the grants.

@@ -1,6 +1,7 @@
 //! The filter language shared by the Data API's `filter` parameter and grant
 //! row filters: `{ "and": [..] }`, `{ "or": [..] }`, `{ "not": f }` and
-//! `{ "<column>": { "<op>": value } }`. Values may be `$USER.<column>` or
+//! `{ "<column>": { "<op>": value } }` (`search` matches words with
+//! PostgreSQL's web search syntax). Values may be `$USER.<column>` or
 //! `$PERIOD.<name>` variables, resolved when a query is built.
 
 use serde_json::{Map, Value};
@@ -49,6 +50,9 @@ pub enum Op {
     Ilike,
     /// `IS NULL` (true) or `IS NOT NULL` (false)
     IsNull,
+    /// Full-text match: `to_tsvector('simple', column) @@
+    /// websearch_to_tsquery('simple', value)`.
+    Search,
 }
 
 impl Op {
@@ -65,6 +69,7 @@ impl Op {
             "like" => Op::Like,
             "ilike" => Op::Ilike,
             "isNull" => Op::IsNull,
+            "search" => Op::Search,
             _ => return None,
         })
     }
@@ -185,7 +190,7 @@ fn condition(
         let op = Op::parse(name).ok_or_else(|| {
             FieldError::new(
                 at.clone(),
-                "is not an operator (eq, neq, gt, gte, lt, lte, in, nin, like, ilike, isNull)",
+                "is not an operator (eq, neq, gt, gte, lt, lte, in, nin, like, ilike, isNull, search)",
             )
         })?;
         let operand = match op {
@@ -212,6 +217,9 @@ fn condition(
             }
             Op::Like | Op::Ilike if !value.is_string() => {
                 return Err(FieldError::new(at, "must be a string pattern"));
+            }
+            Op::Search if !value.is_string() => {
+                return Err(FieldError::new(at, "must be a string of search terms"));
             }
             _ => operand(value, &at)?,
         };

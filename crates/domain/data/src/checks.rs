@@ -40,25 +40,6 @@ pub(crate) fn cover<'a>(
         })
 }
 
-/// `select`: named columns, or every column the caller may read.
-pub(crate) fn select<'t>(
-    table: &'t Table,
-    access: &Access<'t>,
-    raw: Option<&str>,
-) -> Result<Vec<Output<'t>>, DataError> {
-    let Some(raw) = raw else {
-        return Ok(readable_columns(table, access));
-    };
-    let mut chosen: Vec<Output<'t>> = Vec::new();
-    for name in raw.split(',').map(str::trim) {
-        let column = readable(table, access, name, "select")?;
-        if !chosen.iter().any(|o| o.column.name == name) {
-            chosen.push(masked(access, column));
-        }
-    }
-    Ok(chosen)
-}
-
 /// Every column `access` reads, each masked on the rows its grants miss.
 pub(crate) fn readable_columns<'t>(table: &'t Table, access: &Access<'t>) -> Vec<Output<'t>> {
     table
@@ -69,7 +50,7 @@ pub(crate) fn readable_columns<'t>(table: &'t Table, access: &Access<'t>) -> Vec
         .collect()
 }
 
-fn masked<'t>(access: &Access<'t>, column: &'t Column) -> Output<'t> {
+pub(crate) fn masked<'t>(access: &Access<'t>, column: &'t Column) -> Output<'t> {
     Output {
         column,
         mask: access.column_filters(&column.name),
@@ -183,6 +164,9 @@ pub fn check_filter(table: &Table, access: &Access<'_>, filter: &Filter) -> Resu
                 Op::IsNull => return Ok(()),
                 Op::Like | Op::Ilike if !col.kind.is_text() => {
                     return Err(bad("like and ilike apply to text columns only"));
+                }
+                Op::Search if !col.kind.is_text() => {
+                    return Err(bad("search applies to text columns only"));
                 }
                 _ if !col.kind.is_comparable() => {
                     return Err(bad("this column's type only takes isNull"));

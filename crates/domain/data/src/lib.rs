@@ -4,15 +4,18 @@
 //! Where things are: `service` (the service and the table it opens),
 //! `callers` (the request, the caller it resolves to, the retry on stale
 //! state), `reads` (list, get, a role's preview), `writes` (insert, update,
-//! delete), `watch` (realtime admission), `checks` (parameters and bodies
+//! delete), `select` (columns and embeds of related rows), `aggregate`
+//! (groups and aggregates), `watch` (realtime admission), `checks` (parameters and bodies
 //! against real columns and grants), `query` (what the store is handed).
 
+mod aggregate;
 mod callers;
 mod checks;
 mod error;
 mod query;
 mod reads;
 mod role_view;
+mod select;
 mod service;
 mod table;
 mod watch;
@@ -22,10 +25,11 @@ pub use callers::{Caller, DataRequest, Effect, until_current};
 pub use checks::{check_filter, masks, number, parse_filter, sort, user_column};
 pub use error::{DataError, query_error, read_error};
 pub use query::{
-    Change, Context, DataStore, Found, ListQuery, Output, Predicate, Read, Shown, Write,
+    Aggregate, AggregateQuery, Change, Context, DataStore, EMBED_ROWS_MAX, Embed, Found, Function,
+    ListQuery, Output, Predicate, Read, Shown, Upsert, Write,
 };
 pub use reads::{LIMIT_DEFAULT, LIMIT_MAX, ListParams, Page, RoleSubject, rows_seen_by};
 pub use role_view::RoleView;
 pub use service::{DataService, Target};
-pub use table::{Column, Kind, SERVICE_SCHEMA, SERVICE_TABLES, Table, service_columns};
+pub use table::{Column, ForeignKey, Kind, SERVICE_SCHEMA, SERVICE_TABLES, Table, service_columns};
 pub use watch::Watch;

@@ -73,11 +73,100 @@ pub struct Shown<'a> {
     pub keys: Vec<Output<'a>>,
 }
 
+/// Rows of a related table shown inside each row of a read, under the
+/// caller's grants on that table (API.md 13).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embed<'a> {
+    /// The key it is shown under.
+    pub alias: &'a str,
+    /// The related table.
+    pub table: &'a Table,
+    /// An array of the related rows (sorted by key, at most
+    /// [`EMBED_ROWS_MAX`]) rather than one object or null.
+    pub many: bool,
+    /// The column of the row it is embedded in, as the caller sees it...
+    pub parent: Output<'a>,
+    /// ...equal to this column of the related rows, as the caller sees it.
+    pub child: Output<'a>,
+    /// Columns of each related row.
+    pub select: Vec<Output<'a>>,
+    /// The related rows the caller may read (its grants' row filters).
+    pub predicate: Predicate<'a>,
+    /// Embeds inside it.
+    pub embeds: Vec<Embed<'a>>,
+}
+
+/// Most related rows a to-many embed shows per row.
+pub const EMBED_ROWS_MAX: u32 = 100;
+
+/// An aggregate function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    /// Rows (`count()`) or non-null values.
+    Count,
+    /// Sum of numbers.
+    Sum,
+    /// Mean of numbers.
+    Avg,
+    /// Least value.
+    Min,
+    /// Greatest value.
+    Max,
+}
+
+impl Function {
+    /// The SQL function's name.
+    pub fn sql(self) -> &'static str {
+        match self {
+            Function::Count => "count",
+            Function::Sum => "sum",
+            Function::Avg => "avg",
+            Function::Min => "min",
+            Function::Max => "max",
+        }
+    }
+}
+
+/// One `alias:fn(column)` of an aggregate read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Aggregate<'a> {
+    /// The answer's key.
+    pub alias: &'a str,
+    /// The function.
+    pub function: Function,
+    /// Its argument as the caller sees it; `None`: `count()` of rows.
+    pub column: Option<Output<'a>>,
+}
+
+/// An aggregate read: one row per group of the rows the caller reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AggregateQuery<'a> {
+    /// Group columns, as the caller sees them (a hidden cell is null).
+    pub group_by: Vec<Output<'a>>,
+    /// The aggregates.
+    pub aggregates: Vec<Aggregate<'a>>,
+    /// Rows aggregated.
+    pub predicate: Predicate<'a>,
+    /// Masked columns, which the caller's filter reads through.
+    pub masks: Vec<Output<'a>>,
+    /// Sort keys: names of the answer's keys (group columns and aliases),
+    /// descending when true.
+    pub sort: Vec<(&'a str, bool)>,
+    /// Groups per page.
+    pub limit: u32,
+    /// Groups skipped.
+    pub offset: u64,
+    /// Adds the number of groups.
+    pub count: bool,
+}
+
 /// A list read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListQuery<'a> {
     /// Columns of each row.
     pub select: Vec<Output<'a>>,
+    /// Related rows shown in each row.
+    pub embeds: Vec<Embed<'a>>,
     /// Rows.
     pub predicate: Predicate<'a>,
     /// Sort keys, descending when true; the key is appended for a stable order.
@@ -103,9 +192,13 @@ pub enum Read<'a> {
     One {
         /// Its columns.
         select: Vec<Output<'a>>,
+        /// Related rows shown in it.
+        embeds: Vec<Embed<'a>>,
         /// The row.
         predicate: Predicate<'a>,
     },
+    /// Groups of rows with aggregates.
+    Aggregate(AggregateQuery<'a>),
 }
 
 /// What a read found.
@@ -127,6 +220,8 @@ pub enum Change<'a> {
         columns: Vec<&'a Column>,
         /// The rows.
         rows: Vec<&'a Map<String, Value>>,
+        /// Rows whose unique key is taken update the existing row instead.
+        upsert: Option<Upsert<'a>>,
     },
     /// Sets columns on the rows matching.
     Update {
@@ -142,6 +237,19 @@ pub enum Change<'a> {
         /// Rows deleted.
         predicate: Predicate<'a>,
     },
+}
+
+/// How an insert updates the rows whose unique key is already taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Upsert<'a> {
+    /// The unique key's columns.
+    pub conflict: Vec<&'a Column>,
+    /// The columns set on an existing row (the given columns but the key's).
+    pub set: Vec<&'a Column>,
+    /// An existing row must match one of these update grants' filters, and
+    /// so must its new version, else nothing is written; `None`: no check.
+    /// [`Write::check`] then applies to the rows inserted only.
+    pub check: Option<Vec<&'a Filter>>,
 }
 
 /// A change with its permission check and audit entry.

@@ -2,13 +2,17 @@
 //! see (the Admin API's preview). The statement itself is built by the
 //! store from the [`ListQuery`] assembled here.
 
+use std::sync::Arc;
+
 use kernel::filter::Filter;
 use permissions::{Access, Action, Plane, Principal};
 
+use crate::aggregate::{aggregates, group_by};
 use crate::callers::{Caller, DataRequest, Effect};
-use crate::checks::{key_of, masks, number, parse_filter, scoped, select, sort};
+use crate::checks::{key_of, masks, number, parse_filter, readable_columns, scoped, sort};
 use crate::error::{DataError, query_error, read_error};
-use crate::query::{Found, ListQuery, Predicate, Read};
+use crate::query::{AggregateQuery, Found, ListQuery, Predicate, Read};
+use crate::select::{self, Item, Selection};
 use crate::service::{DataService, Target};
 use crate::table::Table;
 
@@ -29,6 +33,10 @@ pub struct ListParams {
     pub offset: Option<String>,
     /// `count=exact`.
     pub count: Option<String>,
+    /// `aggregate=alias:fn(column),...`.
+    pub aggregate: Option<String>,
+    /// `groupBy=a,b` (with `aggregate`).
+    pub group_by: Option<String>,
 }
 
 /// A page of rows.
@@ -106,17 +114,18 @@ impl DataService {
         .await
     }
 
-    /// `GET /api/data/{schema}/{table}/{pk}`: the row, as JSON text.
+    /// `GET /api/data/{schema}/{table}/{pk}`: the row, as JSON text, with
+    /// the columns and embeds of `select` (all readable columns: `None`).
     pub async fn get(
         &self,
         request: DataRequest<'_>,
-        schema: &str,
-        name: &str,
+        (schema, name): (&str, &str),
         key: &str,
+        select: Option<&str>,
     ) -> Result<String, DataError> {
         let target = Target::exposed(schema, name);
         self.as_caller(request, Plane::Api, Effect::Reads, async |caller, v| {
-            self.get_as(caller, v, target, key).await
+            self.get_as(caller, v, target, key, select).await
         })
         .await
     }
@@ -137,29 +146,66 @@ impl DataService {
             .as_deref()
             .map(|raw| parse_filter(&table, &access, raw))
             .transpose()?;
-        let query = ListQuery {
-            select: select(&table, &access, params.select.as_deref())?,
-            sort: sort(&table, &access, params.sort.as_deref())?,
-            limit: number(
-                params.limit.as_deref(),
-                "limit",
-                LIMIT_DEFAULT,
-                1,
-                u64::from(LIMIT_MAX),
-            )?,
-            offset: number(params.offset.as_deref(), "offset", 0, 0, i64::MAX as u64)?,
-            count: match params.count.as_deref() {
-                None => false,
-                Some("exact") => true,
-                Some(_) => return Err(query_error("count", "must be exact")),
-            },
-            ..rows_seen_by(&table, &access, filter.as_ref())
+        let limit = number(
+            params.limit.as_deref(),
+            "limit",
+            LIMIT_DEFAULT,
+            1,
+            u64::from(LIMIT_MAX),
+        )?;
+        let offset = number(params.offset.as_deref(), "offset", 0, 0, i64::MAX as u64)?;
+        let count = match params.count.as_deref() {
+            None => false,
+            Some("exact") => true,
+            Some(_) => return Err(query_error("count", "must be exact")),
         };
-        let (limit, offset) = (query.limit, query.offset);
+        let seen = rows_seen_by(&table, &access, filter.as_ref());
+        let read = match params.aggregate.as_deref() {
+            Some(raw) => {
+                if params.select.is_some() {
+                    return Err(query_error("select", "does not go with aggregate"));
+                }
+                let aggregates = aggregates(&table, &access, raw)?;
+                let group_by = group_by(&table, &access, params.group_by.as_deref(), &aggregates)?;
+                let sort = crate::aggregate::sort(params.sort.as_deref(), &group_by, &aggregates)?;
+                Some(AggregateQuery {
+                    group_by,
+                    aggregates,
+                    predicate: seen.predicate.clone(),
+                    masks: seen.masks.clone(),
+                    sort,
+                    limit,
+                    offset,
+                    count,
+                })
+            }
+            None if params.group_by.is_some() => {
+                return Err(query_error("groupBy", "goes with aggregate"));
+            }
+            None => None,
+        };
+        let items = params.select.as_deref().map(select::parse).transpose()?;
+        let related = self.related(&table, items.as_deref()).await?;
+        let read = match read {
+            Some(aggregate) => Read::Aggregate(aggregate),
+            None => {
+                let Selection { columns, embeds } =
+                    self.selection(&table, &access, items.as_deref(), &related, caller)?;
+                Read::List(ListQuery {
+                    select: columns,
+                    embeds,
+                    sort: sort(&table, &access, params.sort.as_deref())?,
+                    limit,
+                    offset,
+                    count,
+                    ..seen
+                })
+            }
+        };
         let context = self.context(caller, auth_version, &table).await?;
         let Found { json, total } = self
             .store
-            .read(&table, &Read::List(query), &context)
+            .read(&table, &read, &context)
             .await
             .map_err(read_error)?;
         Ok(Page {
@@ -170,20 +216,65 @@ impl DataService {
         })
     }
 
+    /// The related tables the embeds of `items` reach.
+    async fn related(
+        &self,
+        table: &Arc<Table>,
+        items: Option<&[Item]>,
+    ) -> Result<select::Related, DataError> {
+        match items {
+            Some(items) if select::embeds_any(items) => {
+                select::related(table, items, async |schema, name| {
+                    self.store
+                        .table(&schema, &name)
+                        .await
+                        .map_err(DataError::Store)
+                })
+                .await
+            }
+            _ => Ok(select::Related::new()),
+        }
+    }
+
+    /// What `select` shows of each row; every readable column when absent.
+    fn selection<'a>(
+        &self,
+        table: &'a Table,
+        access: &Access<'a>,
+        items: Option<&'a [Item]>,
+        related: &'a select::Related,
+        caller: Caller<'_>,
+    ) -> Result<Selection<'a>, DataError> {
+        match items {
+            Some(items) => select::build(table, access, items, related, caller.principal, 0),
+            None => Ok(Selection {
+                columns: readable_columns(table, access),
+                embeds: Vec::new(),
+            }),
+        }
+    }
+
     /// Reads the row with primary key `key` as a caller resolved at auth
-    /// version `auth_version`, as JSON text.
+    /// version `auth_version`, as JSON text, with the columns and embeds of
+    /// `select`.
     pub async fn get_as(
         &self,
         caller: Caller<'_>,
         auth_version: i64,
         target: Target<'_>,
         key: &str,
+        select: Option<&str>,
     ) -> Result<String, DataError> {
         let table = self.open(target, "GET").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
+        let items = select.map(select::parse).transpose()?;
+        let related = self.related(&table, items.as_deref()).await?;
+        let Selection { columns, embeds } =
+            self.selection(&table, &access, items.as_deref(), &related, caller)?;
         let read = Read::One {
             predicate: scoped(None, &access, Some(key_of(&table, key)?)),
-            select: select(&table, &access, None)?,
+            select: columns,
+            embeds,
         };
         let context = self.context(caller, auth_version, &table).await?;
         let found = self
@@ -205,8 +296,8 @@ pub fn rows_seen_by<'t>(
     filter: Option<&'t Filter>,
 ) -> ListQuery<'t> {
     ListQuery {
-        // Every readable column: no list of names to refuse.
-        select: select(table, access, None).unwrap_or_default(),
+        select: readable_columns(table, access),
+        embeds: Vec::new(),
         predicate: scoped(filter.map(Predicate::Own), access, None),
         sort: Vec::new(),
         masks: masks(table, access),

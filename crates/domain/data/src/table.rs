@@ -205,6 +205,19 @@ impl Column {
     }
 }
 
+/// A single-column foreign key of a table: what embeds follow (API.md 13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignKey {
+    /// The referencing column of this table.
+    pub column: String,
+    /// The referenced table's schema.
+    pub schema: String,
+    /// The referenced table.
+    pub table: String,
+    /// The referenced column.
+    pub references: String,
+}
+
 /// A table registered as a resource, ready for the Data API.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
@@ -224,6 +237,11 @@ pub struct Table {
     pub check_messages: BTreeMap<String, String>,
     /// The grants on the resource.
     pub scopes: Vec<Scope>,
+    /// Its single-column foreign keys.
+    pub foreign_keys: Vec<ForeignKey>,
+    /// Indices into `columns` of each unique key (primary key included,
+    /// partial and expression indexes left out): what upserts conflict on.
+    pub unique_keys: Vec<Vec<usize>>,
     /// The catalog version (`kernel::Versions::catalog`) it was read at.
     pub version: i64,
 }
@@ -248,6 +266,21 @@ impl Table {
     /// The primary key's columns.
     pub fn key_columns(&self) -> impl Iterator<Item = &Column> {
         self.key.iter().map(|&i| &self.columns[i])
+    }
+
+    /// The foreign key of `column`, when it has a single-column one.
+    pub fn foreign_key(&self, column: &str) -> Option<&ForeignKey> {
+        self.foreign_keys.iter().find(|k| k.column == column)
+    }
+
+    /// Whether `columns` are exactly the columns of a unique key, in any order.
+    pub fn is_unique_key(&self, columns: &[&Column]) -> bool {
+        self.unique_keys.iter().any(|key| {
+            key.len() == columns.len()
+                && key
+                    .iter()
+                    .all(|&i| columns.iter().any(|c| c.name == self.columns[i].name))
+        })
     }
 }
 

@@ -9,10 +9,10 @@ use serde_json::{Map, Value, json};
 
 use crate::callers::{Caller, DataRequest, Effect};
 use crate::checks::{checked_columns, cover, key_of, readable_columns, scoped};
-use crate::error::{DataError, payload_error};
-use crate::query::{Change, Context, Output, Shown, Write};
+use crate::error::{DataError, payload_error, query_error};
+use crate::query::{Change, Context, Output, Shown, Upsert, Write};
 use crate::service::{DataService, Target};
-use crate::table::Table;
+use crate::table::{Column, Table};
 
 impl DataService {
     /// `POST /api/data/{schema}/{table}`: one row (an object) or several (an
@@ -27,6 +27,24 @@ impl DataService {
         let target = Target::exposed(schema, name);
         self.as_caller(request, Plane::Api, Effect::Writes, async |caller, v| {
             self.create_as(caller, v, target, body).await
+        })
+        .await
+    }
+
+    /// `POST /api/data/{schema}/{table}?onConflict=a,b`: inserts each row or,
+    /// when its values of the unique key `on_conflict` are taken, updates
+    /// that row with the other columns given; the rows written as JSON text.
+    pub async fn upsert(
+        &self,
+        request: DataRequest<'_>,
+        (schema, name): (&str, &str),
+        body: &Value,
+        on_conflict: &str,
+    ) -> Result<String, DataError> {
+        let target = Target::exposed(schema, name);
+        self.as_caller(request, Plane::Api, Effect::Writes, async |caller, v| {
+            self.insert_as(caller, v, target, body, Some(on_conflict))
+                .await
         })
         .await
     }
@@ -71,8 +89,28 @@ impl DataService {
         target: Target<'_>,
         body: &Value,
     ) -> Result<String, DataError> {
+        self.insert_as(caller, auth_version, target, body, None)
+            .await
+    }
+
+    /// Inserts, or upserts on the unique key `on_conflict` (which needs the
+    /// update grants too), as a caller resolved at auth version `auth_version`.
+    pub async fn insert_as(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        body: &Value,
+        on_conflict: Option<&str>,
+    ) -> Result<String, DataError> {
         let table = self.open(target, "POST").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Create)?;
+        let update = on_conflict
+            .map(|raw| {
+                let update = Access::evaluate(caller.principal, &table.scopes, Action::Update)?;
+                Ok::<_, DataError>((update, conflict_key(&table, raw)?))
+            })
+            .transpose()?;
         let (rows, single) = match body {
             Value::Object(row) => (vec![(row, String::new())], true),
             Value::Array(items) if items.is_empty() => {
@@ -102,6 +140,10 @@ impl DataService {
         let mut run_keys: Option<Vec<&String>> = None;
         for (row, path) in &rows {
             let columns = checked_columns(&table, &access, row, path)?;
+            let upsert = match &update {
+                Some((update, conflict)) => Some(upsert_of(update, conflict, &columns, path)?),
+                None => None,
+            };
             let keys: Vec<&String> = row.keys().collect();
             if run_keys.as_ref() == Some(&keys)
                 && let Some(Write {
@@ -117,11 +159,20 @@ impl DataService {
                 change: Change::Insert {
                     columns,
                     rows: vec![row],
+                    upsert,
                 },
                 check: narrowed.row_filters(),
                 returning: returning.clone(),
                 guard_admin_power: !caller.principal.admin,
-                audit: self.audit(caller, &table, "data.create"),
+                audit: self.audit(
+                    caller,
+                    &table,
+                    if update.is_some() {
+                        "data.upsert"
+                    } else {
+                        "data.create"
+                    },
+                ),
             });
             run_keys = Some(keys);
         }
@@ -261,6 +312,60 @@ impl DataService {
         )
         .with_details(json!({ "schema": table.schema, "table": table.name }))
     }
+}
+
+/// The columns of `onConflict`: exactly a unique key of the table.
+fn conflict_key<'t>(table: &'t Table, raw: &str) -> Result<Vec<&'t Column>, DataError> {
+    let mut columns: Vec<&'t Column> = Vec::new();
+    for name in raw.split(',').map(str::trim) {
+        let column = table.column(name).ok_or_else(|| {
+            query_error("onConflict", format!("{name} is not a column of the table"))
+        })?;
+        if !columns.iter().any(|c| c.name == name) {
+            columns.push(column);
+        }
+    }
+    if table.is_unique_key(&columns) {
+        Ok(columns)
+    } else {
+        Err(query_error(
+            "onConflict",
+            "must name the columns of the primary key or of a unique index",
+        ))
+    }
+}
+
+/// How a row giving `columns` updates an existing row under the update
+/// grants `update`: every column it sets (all given but the key's) covered
+/// by one of them.
+fn upsert_of<'t>(
+    update: &Access<'t>,
+    conflict: &[&'t Column],
+    columns: &[&'t Column],
+    path: &str,
+) -> Result<Upsert<'t>, DataError> {
+    let set: Vec<&'t Column> = columns
+        .iter()
+        .copied()
+        .filter(|c| !conflict.iter().any(|k| k.name == c.name))
+        .collect();
+    if let Some(column) = set.iter().find(|c| !update.covers(&c.name)) {
+        let field = if path.is_empty() {
+            column.name.clone()
+        } else {
+            format!("{path}.{}", column.name)
+        };
+        return Err(payload_error(
+            field,
+            "is not writable under your update grants",
+        ));
+    }
+    let narrowed = cover(update, &set, path)?;
+    Ok(Upsert {
+        conflict: conflict.to_vec(),
+        set,
+        check: narrowed.row_filters(),
+    })
 }
 
 /// The items of a JSON array's text (`[a,b]` gives `a,b`).

@@ -198,7 +198,7 @@ impl FileService {
     /// The record `id` as the caller of `request` may read it, as JSON text.
     async fn read_record(&self, request: DataRequest<'_>, id: &str) -> Result<String, DataError> {
         self.on_files(request, Effect::Reads, async |caller, v| {
-            self.data.get_as(caller, v, TABLE, id).await
+            self.data.get_as(caller, v, TABLE, id, None).await
         })
         .await
     }

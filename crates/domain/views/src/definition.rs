@@ -350,6 +350,8 @@ impl Definition {
             columns,
             key,
             check_messages: Default::default(),
+            foreign_keys: Vec::new(),
+            unique_keys: Vec::new(),
             scopes: Vec::new(),
             version: source.version,
         })
@@ -486,6 +488,8 @@ mod tests {
             ],
             key: vec![0],
             check_messages: BTreeMap::new(),
+            foreign_keys: Vec::new(),
+            unique_keys: Vec::new(),
             scopes: Vec::new(),
             version: 3,
         }

@@ -96,7 +96,61 @@ fn compare(left: &Value, op: Op, operand: &Operand, context: &Value, now: DateTi
             }
             _ => false,
         },
+        Op::Search => match (left.as_str(), right.as_str()) {
+            (Some(text), Some(query)) => search(text, query),
+            _ => false,
+        },
     }
+}
+
+/// Words as PostgreSQL's `simple` configuration makes them: lower-cased
+/// runs of letters and digits.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Web search syntax over `text`, as `websearch_to_tsquery('simple', query)`
+/// reads it: words all present, `"a phrase"` as consecutive words, `-word`
+/// absent, `or` between alternatives.
+fn search(text: &str, query: &str) -> bool {
+    let have = words(text);
+    let contains =
+        |phrase: &[String]| !phrase.is_empty() && have.windows(phrase.len()).any(|w| w == phrase);
+    // Alternatives separated by `or`, each a conjunction of terms.
+    let mut alternatives: Vec<Vec<(bool, Vec<String>)>> = vec![Vec::new()];
+    let mut rest = query;
+    while let Some(start) = rest.find(|c: char| !c.is_whitespace()) {
+        rest = &rest[start..];
+        let negated = rest.starts_with('-');
+        if negated {
+            rest = &rest[1..];
+        }
+        let (term, after) = match rest.strip_prefix('"') {
+            Some(quoted) => quoted.split_once('"').unwrap_or((quoted, "")),
+            None => rest.split_once(char::is_whitespace).unwrap_or((rest, "")),
+        };
+        rest = after;
+        if !negated && term.eq_ignore_ascii_case("or") {
+            alternatives.push(Vec::new());
+            continue;
+        }
+        let phrase = words(term);
+        if let Some(last) = alternatives.last_mut()
+            && !phrase.is_empty()
+        {
+            last.push((negated, phrase));
+        }
+    }
+    let alternatives: Vec<_> = alternatives.into_iter().filter(|a| !a.is_empty()).collect();
+    !alternatives.is_empty()
+        && alternatives.iter().any(|terms| {
+            terms
+                .iter()
+                .all(|(negated, phrase)| contains(phrase) != *negated)
+        })
 }
 
 /// SQL LIKE: `%` any run, `_` one character, `\` escapes.
@@ -189,6 +243,19 @@ mod tests {
             json!({ "start.data.body.amount": { "eq": "{{start.data.body.amount}}" } })
         ));
         assert!(!check(json!({ "start.data.body.amount": { "gt": "100" } })));
+    }
+
+    #[test]
+    fn search_reads_web_search_syntax() {
+        let body = "Rust makes a fast web server; Java too";
+        assert!(search(body, "rust"));
+        assert!(search(body, "RUST server"));
+        assert!(search(body, "\"web server\""));
+        assert!(!search(body, "\"server web\""));
+        assert!(!search(body, "rust -java"));
+        assert!(search(body, "python or rust"));
+        assert!(!search(body, "python or go"));
+        assert!(!search(body, ""));
     }
 
     #[test]

@@ -56,6 +56,7 @@ fn schema(properties: Value, required: &[&str]) -> Arc<Map<String, Value>> {
 
 const KEY: &str =
     "The row's primary key, as in the Data API's row path (composite keys joined with commas)";
+const SELECT: &str = "Columns to answer, comma-separated (default: all you may read); related rows as alias:fk_column(columns) for the row a foreign key points at, alias:schema.table!fk_column(columns) for the rows pointing here, nested up to 3 deep";
 const FILTER: &str = "A filter in Tessera's filter language, e.g. {\"and\": [{\"status\": {\"eq\": \"open\"}}, {\"total\": {\"gt\": 10}}]}";
 
 /// The tools, their arguments naming what `caller` may use.
@@ -82,13 +83,15 @@ pub(crate) async fn list(server: &McpServer, caller: &McpCaller) -> Result<Vec<T
         ),
         Tool::new(
             "query_rows",
-            "Rows of a table, as GET /api/data/{schema}/{table}: filter, sort, select, limit, offset",
+            "Rows of a table, as GET /api/data/{schema}/{table}: filter, sort, select (with related rows), aggregate and groupBy, limit, offset",
             schema(
                 json!({
                     "resource": resource(Action::Read, "The table, \"schema.table\""),
                     "filter": { "type": "object", "description": FILTER },
                     "sort": { "type": "string", "description": "Columns to sort by, comma-separated; a leading - sorts descending, e.g. \"-created_at,id\"" },
-                    "select": { "type": "string", "description": "Columns to answer, comma-separated (default: all you may read)" },
+                    "select": { "type": "string", "description": SELECT },
+                    "aggregate": { "type": "string", "description": "Aggregates instead of rows, alias:fn(column) comma-separated with fn count, sum, avg, min or max, e.g. \"n:count(),total:sum(amount)\" (not with select)" },
+                    "groupBy": { "type": "string", "description": "With aggregate: columns to group by, comma-separated (one answer row per group)" },
                     "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "description": "At most this many rows (default 100)" },
                     "offset": { "type": "integer", "minimum": 0, "description": "Rows to skip" }
                 }),
@@ -101,7 +104,8 @@ pub(crate) async fn list(server: &McpServer, caller: &McpCaller) -> Result<Vec<T
             schema(
                 json!({
                     "resource": resource(Action::Read, "The table, \"schema.table\""),
-                    "id": { "type": ["string", "integer"], "description": KEY }
+                    "id": { "type": ["string", "integer"], "description": KEY },
+                    "select": { "type": "string", "description": SELECT }
                 }),
                 &["resource", "id"],
             ),
@@ -218,7 +222,12 @@ pub(crate) async fn call(
             let (schema, table) = resource(arguments)?;
             Ok(server
                 .data
-                .get(request, schema, table, &key(arguments)?)
+                .get(
+                    request,
+                    (schema, table),
+                    &key(arguments)?,
+                    arguments.get("select").and_then(Value::as_str),
+                )
                 .await?)
         }
         "insert_row" => {
@@ -389,6 +398,8 @@ fn list_params(arguments: &Map<String, Value>) -> Result<ListParams, ToolError> 
         limit: as_text("limit")?,
         offset: as_text("offset")?,
         count: None,
+        aggregate: as_text("aggregate")?,
+        group_by: as_text("groupBy")?,
     })
 }
 

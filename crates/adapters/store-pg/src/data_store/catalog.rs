@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use data::{Column, Kind, Table, service_columns};
+use data::{Column, ForeignKey, Kind, Table, service_columns};
 use kernel::StoreError;
 use permissions::{Action, Scope};
 use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, QueryResult, Statement};
@@ -31,7 +31,8 @@ const VIEWS_SQL: &str = "SELECT v.id, v.slug, v.name, v.published, \
      FROM svc.grants g WHERE g.data_view_id = v.id) AS grants \
     FROM svc.dataviews v WHERE v.published IS NOT NULL";
 
-/// Resources with their columns (from the catalog), primary key and grants.
+/// Resources with their columns (from the catalog), primary key, single-column
+/// foreign keys, unique keys (no partial or expression index) and grants.
 const CATALOG_SQL: &str = "SELECT r.id, r.schema_name, r.table_name, r.exposed_methods, r.check_messages, \
     (SELECT json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod), \
         'typname', t.typname, 'category', t.typcategory, 'nullable', NOT a.attnotnull, \
@@ -43,6 +44,17 @@ const CATALOG_SQL: &str = "SELECT r.id, r.schema_name, r.table_name, r.exposed_m
         CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) \
         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
      WHERE i.indrelid = c.oid AND i.indisprimary) AS key, \
+    (SELECT json_agg(json_build_object('column', a.attname, 'schema', fn.nspname, 'table', fc.relname, \
+        'references', fa.attname)) \
+     FROM pg_constraint k \
+     JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1] \
+     JOIN pg_class fc ON fc.oid = k.confrelid JOIN pg_namespace fn ON fn.oid = fc.relnamespace \
+     JOIN pg_attribute fa ON fa.attrelid = k.confrelid AND fa.attnum = k.confkey[1] \
+     WHERE k.conrelid = c.oid AND k.contype = 'f' AND cardinality(k.conkey) = 1) AS foreign_keys, \
+    (SELECT json_agg((SELECT json_agg(a.attname) FROM unnest(i.indkey) AS u(attnum) \
+        JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.attnum)) \
+     FROM pg_index i WHERE i.indrelid = c.oid AND i.indisunique AND i.indpred IS NULL \
+        AND i.indexprs IS NULL) AS unique_keys, \
     (SELECT json_agg(json_build_object('roleId', g.role_id, 'action', g.action, 'filter', g.filter, 'columns', g.columns)) \
      FROM svc.grants g WHERE g.resource_id = r.id) AS grants \
     FROM svc.resources r \
@@ -98,6 +110,8 @@ struct TableRow {
     exposed_methods: Vec<String>,
     columns: Option<Value>,
     key: Option<Value>,
+    foreign_keys: Option<Value>,
+    unique_keys: Option<Value>,
     check_messages: Value,
     grants: Option<Value>,
 }
@@ -120,6 +134,8 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
         exposed_methods,
         columns: raw_columns,
         key: key_names,
+        foreign_keys,
+        unique_keys,
         check_messages: messages,
         grants,
     } = rows::row(row)?;
@@ -148,18 +164,42 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
             })
         })
         .collect();
-    let key_names: Vec<&str> = key_names
+    // A key over a column the Data API does not show is no key of it.
+    let positions = |names: &Value| -> Option<Vec<usize>> {
+        names
+            .as_array()?
+            .iter()
+            .map(|k| {
+                columns
+                    .iter()
+                    .position(|c| Some(c.name.as_str()) == k.as_str())
+            })
+            .collect()
+    };
+    let key: Vec<usize> = key_names.as_ref().and_then(positions).unwrap_or_default();
+    let unique_keys: Vec<Vec<usize>> = unique_keys
         .as_ref()
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(Value::as_str)
+        .filter_map(positions)
         .collect();
-    let key: Vec<usize> = key_names
-        .iter()
-        .map(|k| columns.iter().position(|c| c.name == *k))
-        .collect::<Option<_>>()
-        .unwrap_or_default();
+    let foreign_keys: Vec<ForeignKey> = foreign_keys
+        .as_ref()
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|k| {
+            let text = |key: &str| Some(k.get(key)?.as_str()?.to_owned());
+            Some(ForeignKey {
+                column: text("column")?,
+                schema: text("schema")?,
+                table: text("table")?,
+                references: text("references")?,
+            })
+        })
+        .filter(|k| columns.iter().any(|c| c.name == k.column))
+        .collect();
     let check_messages: BTreeMap<String, String> =
         serde_json::from_value(messages).unwrap_or_default();
     let scopes = grants
@@ -178,6 +218,8 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
         key,
         check_messages,
         scopes,
+        foreign_keys,
+        unique_keys,
         version,
     }))
 }

@@ -22,7 +22,7 @@ use crate::{PgStore, map_err, map_sqlx, rows};
 
 pub(crate) use catalog::Catalog;
 pub(crate) use changes::changes_sql;
-use sql::Rows;
+use sql::{Rows, aggregate_sql};
 use view_sql::{params_json, view_sql};
 use write::write_sql;
 
@@ -144,13 +144,16 @@ impl DataStore for PgStore {
         context: &Context,
     ) -> Result<Found, StoreError> {
         let rows = Rows::of(read);
-        if let Read::List(query) = read
-            && query.count
-        {
+        let built_by_postgres = match read {
+            Read::List(query) if query.count => Some(rows.sql(table, context, true)),
+            Read::Aggregate(query) => Some(aggregate_sql(table, query, context)),
+            _ => None,
+        };
+        if let Some(statement) = built_by_postgres {
             let row = self
-                .row(&self.db, rows.sql(table, context, true))
+                .row(&self.db, statement)
                 .await?
-                .ok_or_else(|| StoreError::Internal("the count answered no row".into()))?;
+                .ok_or_else(|| StoreError::Internal("a read answered no row".into()))?;
             return Ok(Found {
                 json: json_of(&row)?,
                 total: rows::column(&row, "total")?,

@@ -3,7 +3,10 @@
 
 use std::fmt::Write as _;
 
-use data::{Column, Context, Kind, Output, Predicate, Read, Table, user_column};
+use data::{
+    AggregateQuery, Column, Context, EMBED_ROWS_MAX, Embed, Kind, Output, Predicate, Read, Table,
+    user_column,
+};
 use kernel::Versions;
 use kernel::filter::{Filter, Op, Operand};
 use permissions::zone::Period;
@@ -139,6 +142,11 @@ impl Sql<'_> {
             }
             (Op::Like, _) => col.like_expr(self.operand(column, operand), "LIKE"),
             (Op::Ilike, _) => col.like_expr(self.operand(column, operand), "ILIKE"),
+            // The expression of a `search` index (API.md 12), so it is used.
+            (Op::Search, _) => Expr::cust_with_exprs(
+                "to_tsvector('simple', $1) @@ websearch_to_tsquery('simple', $2)",
+                [col, self.operand(column, operand)],
+            ),
             (op, operand) => {
                 let value = self.operand(column, operand);
                 match op {
@@ -221,6 +229,58 @@ impl Sql<'_> {
         select
     }
 
+    /// The JSON of `embed` in each row of this relation: one object or
+    /// null, or an array. `depth` is the embed's (1 inside the listed rows),
+    /// which names its relation `e<depth>` and its rows `j<depth>`.
+    pub(super) fn embed(&self, embed: &Embed<'_>, depth: usize) -> Expr {
+        let inner = Sql {
+            table: embed.table,
+            context: self.context,
+            rel: Rel::Alias(EMBED_ALIASES[depth.min(EMBED_ALIASES.len() - 1)]),
+            masks: &[],
+        };
+        let (alias, rows) = (inner.rel_alias(), format!("j{depth}"));
+        let mut select = Query::select();
+        for output in &embed.select {
+            select.expr_as(inner.output(output), Alias::new(&output.column.name));
+        }
+        for nested in &embed.embeds {
+            select.expr_as(inner.embed(nested, depth + 1), Alias::new(nested.alias));
+        }
+        let object = if embed.select.is_empty() && embed.embeds.is_empty() {
+            select.expr(Expr::cust("1"));
+            "'{}'::json".to_owned()
+        } else {
+            format!("row_to_json(\"{rows}\")")
+        };
+        select
+            .from_as(table_ref(embed.table), Alias::new(alias))
+            .and_where(inner.output(&embed.child).eq(self.output(&embed.parent)))
+            .and_where(inner.predicate(&embed.predicate));
+        let answer = if embed.many {
+            for key in embed.table.key_columns() {
+                select.order_by_expr(inner.col(key), Order::Asc);
+            }
+            select.limit(u64::from(EMBED_ROWS_MAX));
+            format!("coalesce(json_agg({object}), '[]'::json)")
+        } else {
+            select.limit(1);
+            object
+        };
+        let wrapped = Query::select()
+            .expr(Expr::cust(answer))
+            .from_subquery(select, Alias::new(rows))
+            .to_owned();
+        Expr::SubQuery(None, Box::new(wrapped.into()))
+    }
+
+    fn rel_alias(&self) -> &'static str {
+        match self.rel {
+            Rel::Alias(alias) => alias,
+            Rel::Table(_) => "r",
+        }
+    }
+
     /// `SELECT <outputs> FROM <rel>`, aliased `x` by the caller.
     pub(super) fn outputs(&self, outputs: &[Output<'_>]) -> SelectStatement {
         let mut select = Query::select();
@@ -277,6 +337,9 @@ pub(super) fn build(
     statement.build_any(&PostgresQueryBuilder)
 }
 
+/// The relation of the listed rows, then of each embed depth.
+const EMBED_ALIASES: [&str; 5] = ["r", "e1", "e2", "e3", "e4"];
+
 /// A compact JSON array of the rows, NULL when there are none.
 pub(super) const JSON_ARRAY: &str = "'[' || string_agg(row_to_json(\"x\")::text, ',') || ']'";
 
@@ -309,6 +372,7 @@ pub(super) fn current(versions: Versions, raise: bool) -> Expr {
 /// plans the statement afresh on every execution.
 pub(super) struct Rows<'q, 'a> {
     select: &'q [Output<'a>],
+    embeds: &'q [Embed<'a>],
     predicate: &'q Predicate<'a>,
     sort: &'q [(&'a Column, bool)],
     masks: &'q [Output<'a>],
@@ -321,19 +385,34 @@ impl Rows<'_, '_> {
         match read {
             Read::List(query) => Rows {
                 select: &query.select,
+                embeds: &query.embeds,
                 predicate: &query.predicate,
                 sort: &query.sort,
                 masks: &query.masks,
                 limit: u64::from(query.limit),
                 offset: query.offset,
             },
-            Read::One { select, predicate } => Rows {
+            Read::One {
                 select,
+                embeds,
+                predicate,
+            } => Rows {
+                select,
+                embeds,
                 predicate,
                 sort: &[],
                 masks: &[],
                 limit: 1,
                 offset: 0,
+            },
+            Read::Aggregate(query) => Rows {
+                select: &[],
+                embeds: &[],
+                predicate: &query.predicate,
+                sort: &[],
+                masks: &query.masks,
+                limit: u64::from(query.limit),
+                offset: query.offset,
             },
         }
     }
@@ -361,6 +440,14 @@ impl Rows<'_, '_> {
         } else {
             sql.cells(self.select)
         };
+        for embed in self.embeds {
+            let value = sql.embed(embed, 1);
+            if json {
+                rows.expr_as(value, Alias::new(embed.alias));
+            } else {
+                rows.expr(Func::cast_as(value, Alias::new("text")));
+            }
+        }
         rows.from_as(table_ref(table), Alias::new("r"))
             .and_where(condition.clone());
         for (column, descending) in self.sort {
@@ -392,16 +479,90 @@ impl Rows<'_, '_> {
 
     /// `"name":` of each answer column, and how each is read.
     pub(super) fn layout(&self) -> (Vec<String>, Vec<Cell>) {
+        let key = |name: &str| {
+            let mut key = String::with_capacity(name.len() + 3);
+            write_string(&mut key, name);
+            key.push(':');
+            key
+        };
         self.select
             .iter()
-            .map(|output| {
-                let mut key = String::with_capacity(output.column.name.len() + 3);
-                write_string(&mut key, &output.column.name);
-                key.push(':');
-                (key, Cell::of(output.column))
-            })
+            .map(|output| (key(&output.column.name), Cell::of(output.column)))
+            .chain(self.embeds.iter().map(|e| (key(e.alias), Cell::Json)))
             .unzip()
     }
+}
+
+/// An aggregate read: one row per group, as a JSON array built by
+/// PostgreSQL (`body`), with the number of groups (`total`) when counted.
+pub(super) fn aggregate_sql(
+    table: &Table,
+    query: &AggregateQuery<'_>,
+    context: &Context,
+) -> (String, sea_orm::sea_query::Values) {
+    let sql = Sql {
+        table,
+        context,
+        rel: Rel::Alias("r"),
+        masks: &query.masks,
+    };
+    let condition = sql
+        .predicate(&query.predicate)
+        .and(current(context.versions, true));
+    let mut groups = Query::select();
+    for output in &query.group_by {
+        groups.expr_as(sql.output(output), Alias::new(&output.column.name));
+    }
+    for aggregate in &query.aggregates {
+        let argument = match &aggregate.column {
+            Some(output) => sql.output(output),
+            None => Expr::cust("*"),
+        };
+        groups.expr_as(
+            Func::cust(Alias::new(aggregate.function.sql())).arg(argument),
+            Alias::new(aggregate.alias),
+        );
+    }
+    groups
+        .from_as(table_ref(table), Alias::new("r"))
+        .and_where(condition.clone());
+    let positions: Vec<Expr> = (1..=query.group_by.len())
+        .map(|i| Expr::cust(i.to_string()))
+        .collect();
+    groups.add_group_by(positions.clone());
+    for (name, descending) in &query.sort {
+        groups.order_by_expr(
+            Expr::col(Alias::new(*name)),
+            if *descending { Order::Desc } else { Order::Asc },
+        );
+    }
+    let mut out = SqlWriterValues::new("$", true);
+    // Writing to a string cannot fail.
+    let _ = write!(out, "SELECT {JSON_ARRAY} AS \"body\"");
+    if query.count && query.group_by.is_empty() {
+        let _ = out.write_str(", 1::bigint AS \"total\"");
+    } else if query.count {
+        let mut counted = Query::select();
+        counted.expr(Expr::cust("1"));
+        for output in &query.group_by {
+            counted.expr(sql.output(output));
+        }
+        counted
+            .from_as(table_ref(table), Alias::new("r"))
+            .and_where(condition)
+            .add_group_by((2..=query.group_by.len() + 1).map(|i| Expr::cust(i.to_string())));
+        let _ = out.write_str(", (SELECT count(*) FROM (");
+        PostgresQueryBuilder.prepare_select_statement(&counted, &mut out);
+        let _ = out.write_str(") AS \"g\") AS \"total\"");
+    }
+    let _ = out.write_str(" FROM (");
+    PostgresQueryBuilder.prepare_select_statement(&groups, &mut out);
+    let _ = write!(
+        out,
+        " LIMIT {} OFFSET {}) AS \"x\"",
+        query.limit, query.offset
+    );
+    out.into_parts()
 }
 
 #[cfg(test)]
@@ -431,6 +592,8 @@ mod tests {
             ],
             key: vec![0],
             check_messages: BTreeMap::new(),
+            foreign_keys: Vec::new(),
+            unique_keys: Vec::new(),
             scopes: Vec::new(),
             version: 1,
         }
@@ -458,6 +621,7 @@ mod tests {
                 .iter()
                 .map(|column| Output { column, mask: None })
                 .collect(),
+            embeds: Vec::new(),
             predicate: Predicate::Own(&filter),
             sort: vec![(&table.columns[2], true)],
             masks: Vec::new(),
@@ -573,6 +737,7 @@ mod tests {
                 };
                 let query = ListQuery {
                     select: table.columns.iter().map(|column| Output { column, mask: None }).collect(),
+                    embeds: Vec::new(),
                     predicate: Predicate::Own(&filter),
                     sort: Vec::new(),
                     masks: Vec::new(),

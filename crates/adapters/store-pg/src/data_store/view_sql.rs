@@ -185,6 +185,8 @@ mod tests {
             ],
             key: vec![0],
             check_messages: BTreeMap::new(),
+            foreign_keys: Vec::new(),
+            unique_keys: Vec::new(),
             scopes: Vec::new(),
             version: 1,
         };

@@ -1,10 +1,10 @@
 //! The statement of one Data API write.
 
-use data::{Change, Context, Output, Shown, Table, Write};
+use data::{Change, Column, Context, Output, Shown, Table, Write};
 use kernel::StoreError;
 use kernel::sql::quote_ident;
 use sea_orm::sea_query::{
-    Alias, CommonTableExpression, Expr, Func, Query, SelectStatement, WithClause,
+    Alias, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, WithClause,
 };
 
 use super::sql::{JSON_ARRAY, Rel, Sql, build, current, table_ref};
@@ -29,11 +29,31 @@ pub(crate) fn write_sql(
     // written (the check gates the scan of `w`, before the change runs).
     rows.from(Alias::new("w"))
         .and_where(current(context.versions, true));
-    if let Some(filters) = &write.check {
-        rows.and_where(Expr::cust_with_exprs(
-            "svc.permit($1)",
-            [written.join(filters.iter().map(|f| written.filter(f, false)), false)],
-        ));
+    let any_of = |filters: &Option<Vec<&kernel::filter::Filter>>| {
+        filters
+            .as_ref()
+            .map(|list| written.join(list.iter().map(|f| written.filter(f, false)), false))
+    };
+    let check = match &write.change {
+        // Rows inserted pass the create grants, rows updated the update grants.
+        Change::Insert {
+            upsert: Some(upsert),
+            ..
+        } if write.check.is_some() || upsert.check.is_some() => Some(
+            Expr::case(
+                Expr::col((Alias::new("w"), Alias::new(INSERTED))),
+                any_of(&write.check).unwrap_or(Expr::cust("TRUE")),
+            )
+            .finally(any_of(&upsert.check).unwrap_or(Expr::cust("TRUE")))
+            .into(),
+        ),
+        Change::Insert {
+            upsert: Some(_), ..
+        } => None,
+        _ => any_of(&write.check),
+    };
+    if let Some(check) = check {
+        rows.and_where(Expr::cust_with_exprs("svc.permit($1)", [check]));
     }
     if write.guard_admin_power
         && !matches!(write.change, Change::Delete { .. })
@@ -96,6 +116,10 @@ fn shown(written: &Sql<'_>, shown: &Shown<'_>) -> SelectStatement {
         .to_owned()
 }
 
+/// The column of an upsert's written rows that tells an insert (true)
+/// from an update; a name no check or answer reads as a table column.
+const INSERTED: &str = "tessera:inserted";
+
 /// Rows that hold or give administrator power in a service table, as a
 /// condition on a written row `w` that holds when the row does not:
 /// a membership of a role with admin access, an administrator's account,
@@ -135,13 +159,17 @@ fn change(
     let all_columns = || table.columns.iter().map(|c| Alias::new(&c.name));
     Ok(match &write.change {
         // Rows that name no column take every default.
-        Change::Insert { columns, rows } if columns.is_empty() => Query::insert()
+        Change::Insert { columns, rows, .. } if columns.is_empty() => Query::insert()
             .into_table(table_ref(table))
             .or_default_values_many(u32::try_from(rows.len()).unwrap_or(u32::MAX))
             .returning(Query::returning().columns(all_columns()))
             .to_owned()
             .into(),
-        Change::Insert { columns, rows } => {
+        Change::Insert {
+            columns,
+            rows,
+            upsert,
+        } => {
             let json =
                 serde_json::to_string(rows).map_err(|e| StoreError::Internal(e.to_string()))?;
             let source = Func::cust(Alias::new("json_populate_recordset"))
@@ -152,12 +180,47 @@ fn change(
                 select.expr(Expr::col((Alias::new("j"), Alias::new(&column.name))));
             }
             select.from_function(source, Alias::new("j"));
-            Query::insert()
+            let mut insert = Query::insert();
+            insert
                 .into_table(table_ref(table))
                 .columns(columns.iter().map(|c| Alias::new(&c.name)))
                 .select_from(select)
-                .map_err(|e| StoreError::Internal(e.to_string()))?
-                .returning(Query::returning().columns(all_columns()))
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
+            let Some(upsert) = upsert else {
+                return Ok(insert
+                    .returning(Query::returning().columns(all_columns()))
+                    .to_owned()
+                    .into());
+            };
+            let names = |columns: &[&Column]| -> Vec<Alias> {
+                columns.iter().map(|c| Alias::new(&c.name)).collect()
+            };
+            let mut on_conflict = OnConflict::columns(names(&upsert.conflict));
+            // Nothing to set: the key set to itself, so the row is answered.
+            on_conflict.update_columns(names(if upsert.set.is_empty() {
+                &upsert.conflict
+            } else {
+                &upsert.set
+            }));
+            // The existing row must be one the update grants reach.
+            if let Some(filters) = &upsert.check {
+                on_conflict.action_and_where(Expr::cust_with_exprs(
+                    "svc.permit($1)",
+                    [target.join(filters.iter().map(|f| target.filter(f, false)), false)],
+                ));
+            }
+            let inserted = Expr::cust(format!("(xmax = 0) AS {}", quote_ident(INSERTED)));
+            insert
+                .on_conflict(on_conflict)
+                .returning(
+                    Query::returning().exprs(
+                        table
+                            .columns
+                            .iter()
+                            .map(|c| Expr::col(Alias::new(&c.name)))
+                            .chain([inserted]),
+                    ),
+                )
                 .to_owned()
                 .into()
         }

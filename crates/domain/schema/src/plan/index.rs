@@ -188,6 +188,10 @@ fn predicate(facts: &TableFacts, filter: &Filter) -> Result<String, FieldError> 
                     let not = if *op == Op::Nin { "NOT " } else { "" };
                     format!("{col} {not}IN ({})", items.join(", "))
                 }
+                Op::Search => format!(
+                    "to_tsvector('simple', {col}) @@ websearch_to_tsquery('simple', {})",
+                    lit(operand)?
+                ),
                 _ => format!("{col} {} {}", symbol(*op), lit(operand)?),
             })
         }
@@ -204,7 +208,7 @@ fn symbol(op: Op) -> &'static str {
         Op::Lte => "<=",
         Op::Like => "LIKE",
         Op::Ilike => "ILIKE",
-        Op::In | Op::Nin | Op::IsNull => "=",
+        Op::In | Op::Nin | Op::IsNull | Op::Search => "=",
     }
 }
 

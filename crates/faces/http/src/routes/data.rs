@@ -17,7 +17,10 @@ use crate::respond::{json_data, json_page};
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// Columns to return, comma separated (default: every readable column).
+    /// Columns to return, comma separated (default: every readable column);
+    /// related rows as `alias:fk_column(columns)` (the row a foreign key
+    /// points at) or `alias:schema.table!fk_column(columns)` (the rows
+    /// pointing here), nested up to 3 deep.
     select: Option<String>,
     /// A JSON filter: `{"and":[...]}`, `{"or":[...]}`, `{"not":...}`, `{"<column>":{"<op>":value}}`.
     filter: Option<String>,
@@ -27,8 +30,14 @@ pub struct ListQuery {
     limit: Option<String>,
     /// Rows to skip (default 0).
     offset: Option<String>,
-    /// `exact` adds `meta.total`.
+    /// `exact` adds `meta.total` (with `aggregate`: the number of groups).
     count: Option<String>,
+    /// Aggregates instead of rows: `alias:fn(column)`, comma separated, fn
+    /// one of count (`count()` counts rows), sum, avg, min, max.
+    aggregate: Option<String>,
+    /// With `aggregate`: the columns to group by, comma separated.
+    #[serde(rename = "groupBy")]
+    group_by: Option<String>,
 }
 
 /// The list route's parameters as the service takes them; an empty value
@@ -42,7 +51,17 @@ pub(crate) fn list_params(q: ListQuery) -> ListParams {
         limit: given(q.limit),
         offset: given(q.offset),
         count: given(q.count),
+        aggregate: given(q.aggregate),
+        group_by: given(q.group_by),
     }
+}
+
+/// The get route's query parameters.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GetQuery {
+    /// Columns to return, with related rows, as on the list route.
+    select: Option<String>,
 }
 
 /// A Data API error as an answer to `req`; a 405 names the methods the
@@ -98,28 +117,42 @@ pub async fn list(
 
 /// One row by primary key (composite keys: values joined with commas).
 #[utoipa::path(operation_id = "getRow", tag = "data", security(("bearer" = [])),
-    params(("schema" = String, Path), ("table" = String, Path), ("pk" = String, Path)),
-    responses((status = 200, description = "{ data: row }"), (status = 404, body = ErrorEnvelope)))]
+    params(("schema" = String, Path), ("table" = String, Path), ("pk" = String, Path), GetQuery),
+    responses((status = 200, description = "{ data: row }"), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 #[get("/{schema}/{table}/{pk}")]
 pub async fn get(
     state: web::Data<AppState>,
     caller: LazyCaller,
     req: HttpRequest,
     path: web::Path<(String, String, String)>,
+    query: web::Query<GetQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table, key) = path.into_inner();
+    let select = query.into_inner().select.filter(|s| !s.is_empty());
     let row = state
         .services
         .data
-        .get(caller.request(), &schema, &table, &key)
+        .get(caller.request(), (&schema, &table), &key, select.as_deref())
         .await
         .map_err(|e| data_error(e, &req))?;
     Ok(json_data(StatusCode::OK, &row))
 }
 
-/// Inserts a row (an object) or rows (an array) in one transaction.
+/// The create route's query parameters.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CreateQuery {
+    /// Upsert: the columns of the primary key or of a unique index, comma
+    /// separated; a row whose values of them are taken updates that row
+    /// (needs create and update grants).
+    #[serde(rename = "onConflict")]
+    on_conflict: Option<String>,
+}
+
+/// Inserts a row (an object) or rows (an array) in one transaction; with
+/// `onConflict`, updates the rows whose unique key is taken instead.
 #[utoipa::path(operation_id = "createRow", tag = "data", security(("bearer" = [])),
-    params(("schema" = String, Path), ("table" = String, Path)),
+    params(("schema" = String, Path), ("table" = String, Path), CreateQuery),
     request_body(content = Object, description = "{ data: row or [row] }"),
     responses((status = 201, description = "{ data: row or [row] }"), (status = 400, body = ErrorEnvelope),
         (status = 403, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
@@ -129,6 +162,7 @@ pub async fn create(
     caller: LazyCaller,
     req: HttpRequest,
     path: web::Path<(String, String)>,
+    query: web::Query<CreateQuery>,
     body: Result<Data<Value>, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table) = path.into_inner();
@@ -140,12 +174,18 @@ pub async fn create(
         .await
         .map_err(|e| data_error(e, &req))?;
     let body = body?;
-    let rows = state
-        .services
-        .data
-        .create(caller.request(), &schema, &table, &body.0)
-        .await
-        .map_err(|e| data_error(e, &req))?;
+    let data = &state.services.data;
+    let rows = match query.into_inner().on_conflict.filter(|c| !c.is_empty()) {
+        Some(key) => {
+            data.upsert(caller.request(), (&schema, &table), &body.0, &key)
+                .await
+        }
+        None => {
+            data.create(caller.request(), &schema, &table, &body.0)
+                .await
+        }
+    }
+    .map_err(|e| data_error(e, &req))?;
     Ok(json_data(StatusCode::CREATED, &rows))
 }
 

@@ -51,6 +51,7 @@ pub async fn read(
         limit: given(q.limit),
         offset: given(q.offset),
         count: given(q.count),
+        ..ListParams::default()
     };
     let page = state
         .services

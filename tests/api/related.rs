@@ -1,0 +1,564 @@
+//! API.md 13 through HTTP with a non-administrator: related rows (embeds),
+//! aggregates, full-text search and upserts, each under the grants, row
+//! filters and column limits of every table it touches.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use testkit::{TestApp, spawn_app};
+
+use crate::data::{create_role, create_table, encode, expose, grant, member};
+
+/// Authors, their posts and the posts' comments; answers the resource ids.
+async fn blog(app: &TestApp, admin: &str) -> (String, String, String) {
+    let key = json!({ "name": "id", "dataType": "bigint", "primaryKey": true });
+    let authors = create_table(
+        app,
+        admin,
+        "app",
+        "authors",
+        json!([key,
+        { "name": "name", "dataType": "text" },
+        { "name": "email", "dataType": "text" },
+        { "name": "team", "dataType": "text" }]),
+    )
+    .await;
+    let posts = create_table(app, admin, "app", "posts", json!([key,
+        { "name": "author_id", "dataType": "bigint", "foreignKey": { "targetTable": "authors", "targetColumn": "id" } },
+        { "name": "title", "dataType": "text" },
+        { "name": "body", "dataType": "text" },
+        { "name": "score", "dataType": "integer" },
+        { "name": "status", "dataType": "text" }])).await;
+    let comments = create_table(app, admin, "app", "comments", json!([key,
+        { "name": "post_id", "dataType": "bigint", "foreignKey": { "targetTable": "posts", "targetColumn": "id" } },
+        { "name": "author_id", "dataType": "bigint", "foreignKey": { "targetTable": "authors", "targetColumn": "id" } },
+        { "name": "text", "dataType": "text" },
+        { "name": "approved", "dataType": "boolean" }])).await;
+    for resource in [&authors, &posts, &comments] {
+        expose(app, admin, resource, &["GET", "POST", "PATCH", "DELETE"]).await;
+    }
+    let rows = |path: &str, rows: Value| {
+        let path = path.to_owned();
+        async move {
+            let answer = app.post(&path, admin, json!({ "data": rows })).await;
+            assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
+        }
+    };
+    rows(
+        "/api/data/app/authors",
+        json!([
+        { "id": 1, "name": "Ada", "email": "ada@x.test", "team": "red" },
+        { "id": 2, "name": "Bob", "email": "bob@x.test", "team": "blue" }]),
+    )
+    .await;
+    rows("/api/data/app/posts", json!([
+        { "id": 10, "author_id": 1, "title": "Rust web servers", "body": "a fast web server in rust", "score": 5, "status": "open" },
+        { "id": 11, "author_id": 2, "title": "Java", "body": "java and rust compared", "score": 3, "status": "open" },
+        { "id": 12, "author_id": 1, "title": "Closed", "body": "nothing", "score": 7, "status": "closed" },
+        { "id": 13, "author_id": null, "title": "Orphan", "body": "web", "score": null, "status": "open" }])).await;
+    rows(
+        "/api/data/app/comments",
+        json!([
+        { "id": 102, "post_id": 10, "author_id": 2, "text": "second", "approved": true },
+        { "id": 101, "post_id": 10, "author_id": 1, "text": "first", "approved": true },
+        { "id": 103, "post_id": 10, "author_id": 2, "text": "hidden", "approved": false },
+        { "id": 104, "post_id": 11, "author_id": 1, "text": "on java", "approved": true }]),
+    )
+    .await;
+    (authors, posts, comments)
+}
+
+#[tokio::test]
+async fn embeds_follow_foreign_keys_under_each_tables_grants() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (authors, posts, comments) = blog(&app, &admin).await;
+    let role = create_role(&app, &admin, "readers").await;
+    grant(
+        &app,
+        &admin,
+        &role,
+        &posts,
+        "read",
+        Value::Null,
+        Value::Null,
+    )
+    .await;
+    // Red authors only, and never their email.
+    grant(
+        &app,
+        &admin,
+        &role,
+        &authors,
+        "read",
+        json!({ "team": { "eq": "red" } }),
+        json!(["id", "name", "team"]),
+    )
+    .await;
+    grant(
+        &app,
+        &admin,
+        &role,
+        &comments,
+        "read",
+        json!({ "approved": { "eq": true } }),
+        Value::Null,
+    )
+    .await;
+    let (_, reader) = member(&app, &admin, "reader@x.test", &role).await;
+
+    let select = encode(
+        "id,title,author:author_id(name,email),comments:app.comments!post_id(id,text,by:author_id(*))",
+    );
+    let list = app
+        .get(
+            &format!("/api/data/app/posts?select={select}&sort=id"),
+            &reader,
+        )
+        .await;
+    assert_eq!(list.status, StatusCode::OK, "{:?}", list.body);
+    assert_eq!(
+        list.data(),
+        &json!([
+            { "id": 10, "title": "Rust web servers", "author": { "name": "Ada" },
+              "comments": [
+                { "id": 101, "text": "first", "by": { "id": 1, "name": "Ada", "team": "red" } },
+                { "id": 102, "text": "second", "by": null }] },
+            { "id": 11, "title": "Java", "author": null,
+              "comments": [{ "id": 104, "text": "on java", "by": { "id": 1, "name": "Ada", "team": "red" } }] },
+            { "id": 12, "title": "Closed", "author": { "name": "Ada" }, "comments": [] },
+            { "id": 13, "title": "Orphan", "author": null, "comments": [] }
+        ])
+    );
+    // The get route takes the same select; the count path builds the same JSON.
+    let one = app
+        .get(
+            &format!(
+                "/api/data/app/posts/10?select={}",
+                encode("id,author:author_id(*)")
+            ),
+            &reader,
+        )
+        .await;
+    assert_eq!(
+        one.data(),
+        &json!({ "id": 10, "author": { "id": 1, "name": "Ada", "team": "red" } })
+    );
+    let counted = app
+        .get(
+            &format!("/api/data/app/posts?select={select}&sort=id&count=exact"),
+            &reader,
+        )
+        .await;
+    assert_eq!(counted.data(), list.data());
+    assert_eq!(counted.body["meta"]["total"], 4);
+
+    // Each embed is what the caller could read of that table one by one.
+    for post in list.data().as_array().unwrap() {
+        let shown: Vec<i64> = post["comments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_i64().unwrap())
+            .collect();
+        let filter = encode(&json!({ "post_id": { "eq": post["id"] } }).to_string());
+        let direct = app
+            .get(
+                &format!("/api/data/app/comments?filter={filter}&sort=id"),
+                &reader,
+            )
+            .await;
+        let direct: Vec<i64> = direct
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_i64().unwrap())
+            .collect();
+        assert_eq!(shown, direct);
+    }
+
+    // Refusals: a bad shape or name 400, no grant 403, hidden 404.
+    for (select, field_part) in [
+        ("id,author_id(name)", "alias"),
+        ("id,a:title(id)", "not a foreign key"),
+        ("id,a:nope(id)", "not a column"),
+        ("id,c:app.comments!author_id(id)", "not a foreign key"),
+        ("id,c:app.comments!post_id(nope)", "not a column"),
+        (
+            "id,a:author_id(x:author_id(y:author_id(z:author_id(id))))",
+            "3 deep",
+        ),
+    ] {
+        let answer = app
+            .get(
+                &format!("/api/data/app/posts?select={}", encode(select)),
+                &reader,
+            )
+            .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::BAD_REQUEST,
+            "{select}: {:?}",
+            answer.body
+        );
+        assert_eq!(answer.body["errors"][0]["code"], "INVALID_QUERY");
+        assert!(
+            answer.body["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains(field_part),
+            "{select}: {:?}",
+            answer.body
+        );
+    }
+    let other = create_role(&app, &admin, "posts only").await;
+    grant(
+        &app,
+        &admin,
+        &other,
+        &posts,
+        "read",
+        Value::Null,
+        Value::Null,
+    )
+    .await;
+    let (_, posts_only) = member(&app, &admin, "posts@x.test", &other).await;
+    let denied = app
+        .get(
+            &format!(
+                "/api/data/app/posts?select={}",
+                encode("id,a:author_id(name)")
+            ),
+            &posts_only,
+        )
+        .await;
+    assert_eq!(denied.status, StatusCode::FORBIDDEN, "{:?}", denied.body);
+    expose(&app, &admin, &authors, &[]).await;
+    let hidden = app
+        .get(
+            &format!(
+                "/api/data/app/posts?select={}",
+                encode("id,a:author_id(name)")
+            ),
+            &reader,
+        )
+        .await;
+    assert_eq!(hidden.status, StatusCode::NOT_FOUND, "{:?}", hidden.body);
+    // CSV is rows only; an administrator sees everything embedded.
+    expose(&app, &admin, &authors, &["GET"]).await;
+    let all = app
+        .get(
+            &format!(
+                "/api/data/app/posts/11?select={}",
+                encode("id,author:author_id(email)")
+            ),
+            &admin,
+        )
+        .await;
+    assert_eq!(
+        all.data(),
+        &json!({ "id": 11, "author": { "email": "bob@x.test" } })
+    );
+}
+
+#[tokio::test]
+async fn aggregates_group_the_rows_the_caller_reads() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (_, posts, _) = blog(&app, &admin).await;
+    let role = create_role(&app, &admin, "counters").await;
+    // Open posts only, and the score hidden on Bob's.
+    grant(
+        &app,
+        &admin,
+        &role,
+        &posts,
+        "read",
+        json!({ "status": { "eq": "open" } }),
+        json!(["id", "author_id", "title", "status"]),
+    )
+    .await;
+    grant(
+        &app,
+        &admin,
+        &role,
+        &posts,
+        "read",
+        json!({ "and": [{ "status": { "eq": "open" } }, { "author_id": { "eq": 1 } }] }),
+        Value::Null,
+    )
+    .await;
+    let (_, counter) = member(&app, &admin, "counter@x.test", &role).await;
+
+    let aggregate = |query: &str| {
+        let app = &app;
+        let counter = counter.clone();
+        let query = query.to_owned();
+        async move {
+            app.get(&format!("/api/data/app/posts?{query}"), &counter)
+                .await
+        }
+    };
+    let grouped = aggregate(&format!(
+        "aggregate={}&groupBy=author_id&sort=-n&count=exact",
+        encode("n:count(),total:sum(score),best:max(score),titles:count(title)")
+    ))
+    .await;
+    assert_eq!(grouped.status, StatusCode::OK, "{:?}", grouped.body);
+    // Computed from the caller's own list: hidden scores count as null.
+    let list = app.get("/api/data/app/posts?limit=1000", &counter).await;
+    let rows = list.data().as_array().unwrap();
+    let mut expected: Vec<Value> = Vec::new();
+    for author in [json!(1), json!(2), Value::Null] {
+        let mine: Vec<&Value> = rows.iter().filter(|r| r["author_id"] == author).collect();
+        let scores: Vec<i64> = mine
+            .iter()
+            .filter_map(|r| r.get("score").and_then(Value::as_i64))
+            .collect();
+        expected.push(json!({
+            "author_id": author, "n": mine.len(),
+            "total": if scores.is_empty() { Value::Null } else { json!(scores.iter().sum::<i64>()) },
+            "best": scores.iter().max(), "titles": mine.len(),
+        }));
+    }
+    let mut got = grouped.data().as_array().unwrap().clone();
+    got.sort_by_key(|g| g["author_id"].as_i64().unwrap_or(i64::MAX));
+    assert_eq!(got, expected, "{:?}", grouped.body);
+    assert_eq!(grouped.body["meta"]["total"], 3);
+    // One row without groupBy, the caller's filter first.
+    let filter = encode(&json!({ "title": { "ilike": "%a%" } }).to_string());
+    let all = aggregate(&format!(
+        "aggregate={}&filter={filter}",
+        encode("n:count(),avg:avg(score)")
+    ))
+    .await;
+    assert_eq!(all.data()[0]["n"], 2, "Java and Orphan: {:?}", all.body);
+    assert_eq!(all.data()[0]["avg"], Value::Null, "{:?}", all.body);
+    // Scores show on Ada's open posts only.
+    let sum = aggregate(&format!("aggregate={}", encode("s:sum(score)"))).await;
+    assert_eq!(sum.data(), &json!([{ "s": 5 }]));
+    for (query, field) in [
+        (format!("aggregate={}", encode("s:sum(title)")), "aggregate"),
+        (format!("aggregate={}", encode("s:sum(nope)")), "aggregate"),
+        (format!("aggregate={}", encode("s:median(id)")), "aggregate"),
+        (
+            format!("aggregate={}&select=id", encode("n:count()")),
+            "select",
+        ),
+        (
+            format!("aggregate={}&sort=title", encode("n:count()")),
+            "sort",
+        ),
+        ("groupBy=status".to_owned(), "groupBy"),
+    ] {
+        let answer = aggregate(&query).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::BAD_REQUEST,
+            "{query}: {:?}",
+            answer.body
+        );
+        assert_eq!(answer.body["errors"][0]["code"], "INVALID_QUERY");
+        assert_eq!(answer.body["errors"][0]["field"], field, "{query}");
+    }
+}
+
+#[tokio::test]
+async fn search_matches_words_and_holds_in_grant_filters() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (_, posts, _) = blog(&app, &admin).await;
+    let index = app
+        .post(
+            "/admin/api/schema/app/tables/posts/indexes",
+            &admin,
+            json!({ "data": { "columns": ["body"], "method": "search" } }),
+        )
+        .await;
+    assert!(index.status.is_success(), "{:?}", index.body);
+    let role = create_role(&app, &admin, "rustaceans").await;
+    grant(
+        &app,
+        &admin,
+        &role,
+        &posts,
+        "read",
+        json!({ "body": { "search": "rust" } }),
+        Value::Null,
+    )
+    .await;
+    let (_, reader) = member(&app, &admin, "rust@x.test", &role).await;
+    let find = |query: &str| {
+        let filter = encode(&json!({ "body": { "search": query } }).to_string());
+        let (app, reader) = (&app, reader.clone());
+        async move {
+            let answer = app
+                .get(
+                    &format!("/api/data/app/posts?filter={filter}&sort=id"),
+                    &reader,
+                )
+                .await;
+            assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+            answer
+                .data()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].as_i64().unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(find("web").await, vec![10]);
+    assert_eq!(find("rust -java").await, vec![10]);
+    assert_eq!(find("\"web server\"").await, vec![10]);
+    assert_eq!(find("java or server").await, vec![10, 11]);
+    let on_number = app
+        .get(
+            &format!(
+                "/api/data/app/posts?filter={}",
+                encode(r#"{"score":{"search":"5"}}"#)
+            ),
+            &reader,
+        )
+        .await;
+    assert_eq!(on_number.status, StatusCode::BAD_REQUEST);
+    assert_eq!(on_number.body["errors"][0]["code"], "INVALID_QUERY");
+    // The search index serves the operator's expression.
+    app.db
+        .sql("CREATE FUNCTION public.search_plan() RETURNS text LANGUAGE plpgsql AS $$ \
+              DECLARE line text; plan text := ''; BEGIN SET LOCAL enable_seqscan = off; \
+              FOR line IN EXPLAIN SELECT id FROM app.posts AS r WHERE to_tsvector('simple', r.body) \
+                @@ websearch_to_tsquery('simple', CAST('rust' AS text)) LOOP plan := plan || line; END LOOP; \
+              RETURN plan; END $$")
+        .await;
+    let plan = app.db.sql("SELECT public.search_plan()").await.unwrap();
+    assert!(plan.contains("posts_body_idx"), "{plan}");
+}
+
+#[tokio::test]
+async fn upserts_need_both_grants_and_write_all_or_nothing() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (authors, _, _) = blog(&app, &admin).await;
+    let role = create_role(&app, &admin, "editors").await;
+    grant(
+        &app,
+        &admin,
+        &role,
+        &authors,
+        "create",
+        Value::Null,
+        Value::Null,
+    )
+    .await;
+    let (_, editor) = member(&app, &admin, "editor@x.test", &role).await;
+    let upsert = |rows: Value, key: &str| {
+        let (app, editor, key) = (&app, editor.clone(), key.to_owned());
+        async move {
+            app.post(
+                &format!("/api/data/app/authors?onConflict={key}"),
+                &editor,
+                json!({ "data": rows }),
+            )
+            .await
+        }
+    };
+    let no_update = upsert(json!({ "id": 1, "name": "Ada L" }), "id").await;
+    assert_eq!(
+        no_update.status,
+        StatusCode::FORBIDDEN,
+        "{:?}",
+        no_update.body
+    );
+    // Updates reach red authors only, and never the team.
+    grant(
+        &app,
+        &admin,
+        &role,
+        &authors,
+        "update",
+        json!({ "team": { "eq": "red" } }),
+        json!(["id", "name", "email"]),
+    )
+    .await;
+    grant(
+        &app,
+        &admin,
+        &role,
+        &authors,
+        "read",
+        Value::Null,
+        Value::Null,
+    )
+    .await;
+    let written = upsert(
+        json!([
+        { "id": 1, "name": "Ada L", "email": "ada@x.test" },
+        { "id": 3, "name": "Cy", "email": "cy@x.test" }]),
+        "id",
+    )
+    .await;
+    assert_eq!(written.status, StatusCode::CREATED, "{:?}", written.body);
+    assert_eq!(
+        written.data(),
+        &json!([
+        { "id": 1, "name": "Ada L", "email": "ada@x.test", "team": "red" },
+        { "id": 3, "name": "Cy", "email": "cy@x.test", "team": null }])
+    );
+    // Bob is blue: nothing of the request is written.
+    let blue = upsert(
+        json!([{ "id": 4, "name": "Dee" }, { "id": 2, "name": "Bobby" }]),
+        "id",
+    )
+    .await;
+    assert_eq!(blue.status, StatusCode::FORBIDDEN, "{:?}", blue.body);
+    let four = app.get("/api/data/app/authors/4", &admin).await;
+    assert_eq!(four.status, StatusCode::NOT_FOUND);
+    // A column the update grants leave out, a key that is not unique, the same row twice.
+    let team = upsert(json!({ "id": 1, "name": "Ada", "team": "blue" }), "id").await;
+    assert_eq!(team.status, StatusCode::BAD_REQUEST, "{:?}", team.body);
+    assert_eq!(team.body["errors"][0]["field"], "team");
+    let not_unique = upsert(json!({ "id": 1, "name": "Ada" }), "name").await;
+    assert_eq!(not_unique.status, StatusCode::BAD_REQUEST);
+    assert_eq!(not_unique.body["errors"][0]["code"], "INVALID_QUERY");
+    assert_eq!(not_unique.body["errors"][0]["field"], "onConflict");
+    let twice = upsert(
+        json!([{ "id": 5, "name": "E" }, { "id": 5, "name": "F" }]),
+        "id",
+    )
+    .await;
+    assert_eq!(twice.status, StatusCode::BAD_REQUEST, "{:?}", twice.body);
+    // A unique index other than the key serves too.
+    let index = app
+        .post(
+            "/admin/api/schema/app/tables/authors/indexes",
+            &admin,
+            json!({ "data": { "columns": ["email"], "unique": true } }),
+        )
+        .await;
+    assert!(index.status.is_success(), "{:?}", index.body);
+    let by_email = upsert(
+        json!({ "id": 9, "email": "cy@x.test", "name": "Cyrus" }),
+        "email",
+    )
+    .await;
+    assert_eq!(
+        by_email.status,
+        StatusCode::FORBIDDEN,
+        "Cy has no team: {:?}",
+        by_email.body
+    );
+    let by_email = upsert(
+        json!({ "id": 1, "email": "ada@x.test", "name": "Ada" }),
+        "email",
+    )
+    .await;
+    assert_eq!(by_email.status, StatusCode::CREATED, "{:?}", by_email.body);
+    assert_eq!(by_email.data()["name"], "Ada");
+    let audit = app.get("/admin/api/audit?action=data.upsert", &admin).await;
+    assert!(
+        audit.data().as_array().is_some_and(|a| !a.is_empty()),
+        "{:?}",
+        audit.body
+    );
+}
