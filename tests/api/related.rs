@@ -562,3 +562,150 @@ async fn upserts_need_both_grants_and_write_all_or_nothing() {
         audit.body
     );
 }
+
+#[tokio::test]
+async fn a_batch_writes_everything_or_nothing_with_references() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let key =
+        json!({ "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" });
+    let orders = create_table(
+        &app,
+        &admin,
+        "app",
+        "orders",
+        json!([key,
+        { "name": "customer", "dataType": "text", "nullable": false }]),
+    )
+    .await;
+    let items = create_table(&app, &admin, "app", "order_items", json!([key,
+        { "name": "order_id", "dataType": "bigint", "foreignKey": { "targetTable": "orders", "targetColumn": "id" } },
+        { "name": "sku", "dataType": "text" },
+        { "name": "qty", "dataType": "integer", "check": "qty > 0", "checkMessage": "Quantities are positive" }])).await;
+    let role = create_role(&app, &admin, "shop").await;
+    for resource in [&orders, &items] {
+        expose(&app, &admin, resource, &["GET", "POST", "PATCH", "DELETE"]).await;
+        for action in ["read", "create", "update", "delete"] {
+            grant(
+                &app,
+                &admin,
+                &role,
+                resource,
+                action,
+                Value::Null,
+                Value::Null,
+            )
+            .await;
+        }
+    }
+    let (_, shop) = member(&app, &admin, "shop@x.test", &role).await;
+    let batch = |operations: Value| {
+        let (app, shop) = (&app, shop.clone());
+        async move {
+            app.post("/api/batch", &shop, json!({ "data": operations }))
+                .await
+        }
+    };
+    let done = batch(json!([
+        { "method": "POST", "path": "/api/data/app/orders", "body": { "data": { "customer": "Ada" } } },
+        { "method": "POST", "path": "/api/data/app/order_items",
+          "body": { "data": [{ "order_id": "{{0.data.id}}", "sku": "A", "qty": 1 }, { "order_id": "{{0.data.id}}", "sku": "B", "qty": 2 }] } },
+        { "method": "PATCH", "path": "/api/data/app/order_items/{{1.data.1.id}}", "body": { "data": { "qty": 3 } } },
+        { "method": "GET", "path": "/api/data/app/orders/{{0.data.id}}",
+          "query": { "select": "id,customer,items:app.order_items!order_id(sku,qty)" } },
+        { "method": "DELETE", "path": "/api/data/app/order_items/{{1.data.0.id}}" },
+        { "method": "GET", "path": "/api/data/app/order_items", "query": { "aggregate": "n:count()" } }
+    ])).await;
+    assert_eq!(done.status, StatusCode::OK, "{:?}", done.body);
+    let answers = done.data().as_array().unwrap();
+    let statuses: Vec<i64> = answers
+        .iter()
+        .map(|a| a["status"].as_i64().unwrap())
+        .collect();
+    assert_eq!(statuses, vec![201, 201, 200, 200, 204, 200]);
+    let order = answers[0]["data"]["id"].clone();
+    assert_eq!(
+        answers[3]["data"],
+        json!({ "id": order, "customer": "Ada",
+        "items": [{ "sku": "A", "qty": 1 }, { "sku": "B", "qty": 3 }] })
+    );
+    assert_eq!(answers[4]["data"], Value::Null);
+    assert_eq!(answers[5]["data"], json!([{ "n": 1 }]));
+
+    // The third operation breaks a check: nothing of the batch is written.
+    let count = || async {
+        app.get("/api/data/app/orders?aggregate=n:count()", &shop)
+            .await
+            .data()[0]["n"]
+            .clone()
+    };
+    let before = count().await;
+    let refused = batch(json!([
+        { "method": "POST", "path": "/api/data/app/orders", "body": { "data": { "customer": "Bob" } } },
+        { "method": "POST", "path": "/api/data/app/order_items", "body": { "data": { "order_id": "{{0.data.id}}", "qty": 1 } } },
+        { "method": "POST", "path": "/api/data/app/order_items", "body": { "data": { "order_id": "{{0.data.id}}", "qty": 0 } } }
+    ])).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        refused.body
+    );
+    assert_eq!(refused.body["errors"][0]["code"], "CHECK_VIOLATION");
+    assert_eq!(refused.body["meta"]["index"], 2);
+    assert_eq!(count().await, before);
+    let missing = batch(json!([
+        { "method": "DELETE", "path": "/api/data/app/orders/999999" }
+    ]))
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{:?}", missing.body);
+    assert_eq!(missing.body["meta"]["index"], 0);
+
+    // Bad operations are 400 INVALID_PAYLOAD on their field, before anything runs.
+    for (operations, field) in [
+        (
+            json!([{ "method": "GET", "path": "/admin/api/users" }]),
+            "[0].path",
+        ),
+        (
+            json!([{ "method": "PUT", "path": "/api/data/app/orders/1" }]),
+            "[0].method",
+        ),
+        (
+            json!([{ "method": "GET", "path": "/api/data/app/orders" },
+                { "method": "GET", "path": "/api/data/app/orders/{{1.data.id}}" }]),
+            "[1].path",
+        ),
+        (
+            json!([{ "method": "POST", "path": "/api/data/app/orders", "body": { "data": { "customer": "{{5.data.x}}" } } }]),
+            "[0].body.data.customer",
+        ),
+        (json!([]), "data"),
+    ] {
+        let answer = batch(operations.clone()).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::BAD_REQUEST,
+            "{operations}: {:?}",
+            answer.body
+        );
+        assert_eq!(
+            answer.body["errors"][0]["code"], "INVALID_PAYLOAD",
+            "{operations}"
+        );
+        assert_eq!(answer.body["errors"][0]["field"], field, "{operations}");
+    }
+    assert_eq!(count().await, before);
+    // Without a grant the operation is refused like its route.
+    let stranger = create_role(&app, &admin, "nothing").await;
+    let (_, nobody) = member(&app, &admin, "nobody@x.test", &stranger).await;
+    let denied = app
+        .post(
+            "/api/batch",
+            &nobody,
+            json!({ "data": [{ "method": "GET", "path": "/api/data/app/orders" }] }),
+        )
+        .await;
+    assert_eq!(denied.status, StatusCode::FORBIDDEN, "{:?}", denied.body);
+    assert_eq!(denied.body["meta"]["index"], 0);
+}

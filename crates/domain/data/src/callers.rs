@@ -71,6 +71,7 @@ impl Effect {
     /// Whether `error`, met with a remembered caller, is tried again.
     pub fn retries(self, error: &DataError) -> bool {
         match error {
+            DataError::At { error, .. } => self.retries(error),
             _ if !error.retried() => false,
             _ if self == Effect::Reads => true,
             DataError::Store(e) => matches!(e, StoreError::Stale),

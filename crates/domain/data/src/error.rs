@@ -36,6 +36,33 @@ pub enum DataError {
     /// The store failed or refused.
     #[error(transparent)]
     Store(StoreError),
+    /// One part of a request failed: a batch's operation, an import's line.
+    #[error("{error}")]
+    At {
+        /// Where: `{ "index": n }` or `{ "line": n }`, the envelope's `meta`.
+        place: Place,
+        /// Why.
+        error: Box<DataError>,
+    },
+}
+
+/// The part of a request an error comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// A batch's operation, counted from 0.
+    Index(usize),
+    /// A CSV record, counted from 1 (the header).
+    Line(u64),
+}
+
+impl DataError {
+    /// This error, as the failure of the part of the request at `place`.
+    pub fn at(self, place: Place) -> Self {
+        DataError::At {
+            place,
+            error: Box::new(self),
+        }
+    }
 }
 
 impl DataError {
@@ -49,7 +76,11 @@ impl DataError {
     /// Whether the statement found the shared state it was planned on
     /// changed (nothing was answered or written): plan it again.
     pub fn is_stale(&self) -> bool {
-        matches!(self, DataError::Store(kernel::StoreError::Stale))
+        match self {
+            DataError::Store(kernel::StoreError::Stale) => true,
+            DataError::At { error, .. } => error.is_stale(),
+            _ => false,
+        }
     }
 }
 
@@ -70,6 +101,7 @@ impl ErrorCode for DataError {
             DataError::MethodNotAllowed { .. } => Code::MethodNotAllowed,
             DataError::Check(_) => Code::CheckViolation,
             DataError::Store(e) => e.code(),
+            DataError::At { error, .. } => error.code(),
         }
     }
 
@@ -78,6 +110,7 @@ impl ErrorCode for DataError {
             DataError::Store(e) => e.message(),
             DataError::Auth(e) => e.message(),
             DataError::NotFound => "Not found".into(),
+            DataError::At { error, .. } => error.message(),
             other => other.to_string().into(),
         }
     }
@@ -86,6 +119,28 @@ impl ErrorCode for DataError {
         match self {
             DataError::Query(e) | DataError::Payload(e) => Some(&e.field),
             DataError::Store(e) => e.field(),
+            DataError::At { error, .. } => error.field(),
+            _ => None,
+        }
+    }
+
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            DataError::At { error, .. } => error.retry_after(),
+            _ => None,
+        }
+    }
+
+    fn meta(&self) -> Option<serde_json::Value> {
+        match self {
+            DataError::At {
+                place: Place::Index(index),
+                ..
+            } => Some(serde_json::json!({ "index": index })),
+            DataError::At {
+                place: Place::Line(line),
+                ..
+            } => Some(serde_json::json!({ "line": line })),
             _ => None,
         }
     }

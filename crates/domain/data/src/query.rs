@@ -271,9 +271,36 @@ pub struct Write<'a> {
     pub audit: AuditEvent,
 }
 
+/// A transaction of the Data API's store: a batch's operations, or an
+/// import's rows, all written or none. Dropped without [`commit`], it
+/// rolls back.
+///
+/// [`commit`]: DataTransaction::commit
+#[async_trait]
+pub trait DataTransaction: Send {
+    /// Runs a read in the transaction (it sees the transaction's writes).
+    async fn read(
+        &mut self,
+        table: &Table,
+        read: &Read<'_>,
+        context: &Context,
+    ) -> Result<Found, StoreError>;
+    /// Runs writes in the transaction, as [`DataStore::write`] answers them.
+    async fn write(
+        &mut self,
+        table: &Table,
+        writes: &[Write<'_>],
+        context: &Context,
+    ) -> Result<Vec<Option<String>>, StoreError>;
+    /// Commits everything done in it.
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}
+
 /// Persistence of the Data API.
 #[async_trait]
 pub trait DataStore: Send + Sync + 'static {
+    /// Opens a transaction.
+    async fn begin(&self) -> Result<Box<dyn DataTransaction>, StoreError>;
     /// A registered table with its grants (cached); `None` when there is none.
     async fn table(&self, schema: &str, name: &str) -> Result<Option<Arc<Table>>, StoreError>;
     /// Every registered table (for the per-role OpenAPI document).

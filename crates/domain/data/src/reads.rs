@@ -10,10 +10,10 @@ use permissions::{Access, Action, Plane, Principal};
 use crate::aggregate::{aggregates, group_by};
 use crate::callers::{Caller, DataRequest, Effect};
 use crate::checks::{key_of, masks, number, parse_filter, readable_columns, scoped, sort};
-use crate::error::{DataError, query_error, read_error};
+use crate::error::{DataError, query_error};
 use crate::query::{AggregateQuery, Found, ListQuery, Predicate, Read};
 use crate::select::{self, Item, Selection};
-use crate::service::{DataService, Target};
+use crate::service::{DataService, Target, Via};
 use crate::table::Table;
 
 pub use kernel::page::{LIMIT_DEFAULT, LIMIT_MAX};
@@ -139,6 +139,19 @@ impl DataService {
         target: Target<'_>,
         params: &ListParams,
     ) -> Result<Page, DataError> {
+        self.list_via(caller, auth_version, target, params, Via::Pool)
+            .await
+    }
+
+    /// [`DataService::list_as`] with its statement run where `via` says.
+    pub(crate) async fn list_via(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        params: &ListParams,
+        via: Via<'_>,
+    ) -> Result<Page, DataError> {
         let table = self.open(target, "GET").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
         let filter = params
@@ -203,11 +216,7 @@ impl DataService {
             }
         };
         let context = self.context(caller, auth_version, &table).await?;
-        let Found { json, total } = self
-            .store
-            .read(&table, &read, &context)
-            .await
-            .map_err(read_error)?;
+        let Found { json, total } = self.read_via(via, &table, &read, &context).await?;
         Ok(Page {
             rows: json.unwrap_or_else(|| "[]".to_owned()),
             limit,
@@ -265,6 +274,19 @@ impl DataService {
         key: &str,
         select: Option<&str>,
     ) -> Result<String, DataError> {
+        self.get_via(caller, auth_version, target, (key, select), Via::Pool)
+            .await
+    }
+
+    /// [`DataService::get_as`] with its statement run where `via` says.
+    pub(crate) async fn get_via(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        (key, select): (&str, Option<&str>),
+        via: Via<'_>,
+    ) -> Result<String, DataError> {
         let table = self.open(target, "GET").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
         let items = select.map(select::parse).transpose()?;
@@ -277,11 +299,7 @@ impl DataService {
             embeds,
         };
         let context = self.context(caller, auth_version, &table).await?;
-        let found = self
-            .store
-            .read(&table, &read, &context)
-            .await
-            .map_err(read_error)?;
+        let found = self.read_via(via, &table, &read, &context).await?;
         found.json.ok_or(DataError::NotFound)
     }
 }

@@ -5,13 +5,16 @@
 
 use std::sync::Arc;
 
+use tokio::sync::Mutex;
+
 use auth::SignInService;
 use kernel::{Clock, Versions};
 use permissions::{Access, Action, Plane, zone};
 
 use crate::callers::{Caller, DataRequest, Effect, KnownCallers};
 use crate::error::DataError;
-use crate::query::{Context, DataStore};
+use crate::error::read_error;
+use crate::query::{Context, DataStore, DataTransaction, Found, Read};
 use crate::table::Table;
 
 /// The Data API.
@@ -21,6 +24,15 @@ pub struct DataService {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) auth: SignInService,
     pub(crate) callers: Arc<KnownCallers>,
+}
+
+/// Where a request's statements run.
+#[derive(Clone, Copy)]
+pub(crate) enum Via<'x> {
+    /// The pool, each statement on its own.
+    Pool,
+    /// A transaction that a batch's operations or an import's rows share.
+    Transaction(&'x Mutex<Box<dyn DataTransaction>>),
 }
 
 /// The table an operation runs on, and whether it must be exposed.
@@ -152,6 +164,21 @@ impl DataService {
                 allowed: table.exposed_methods.clone(),
             })
         }
+    }
+
+    /// Runs `read` where `via` says.
+    pub(crate) async fn read_via(
+        &self,
+        via: Via<'_>,
+        table: &Table,
+        read: &Read<'_>,
+        context: &Context,
+    ) -> Result<Found, DataError> {
+        match via {
+            Via::Pool => self.store.read(table, read, context).await,
+            Via::Transaction(txn) => txn.lock().await.read(table, read, context).await,
+        }
+        .map_err(read_error)
     }
 
     /// The variables of a statement on `table`, planned on the caller's

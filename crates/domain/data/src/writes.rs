@@ -11,7 +11,7 @@ use crate::callers::{Caller, DataRequest, Effect};
 use crate::checks::{checked_columns, cover, key_of, readable_columns, scoped};
 use crate::error::{DataError, payload_error, query_error};
 use crate::query::{Change, Context, Output, Shown, Upsert, Write};
-use crate::service::{DataService, Target};
+use crate::service::{DataService, Target, Via};
 use crate::table::{Column, Table};
 
 impl DataService {
@@ -103,6 +103,19 @@ impl DataService {
         body: &Value,
         on_conflict: Option<&str>,
     ) -> Result<String, DataError> {
+        self.insert_via(caller, auth_version, target, (body, on_conflict), Via::Pool)
+            .await
+    }
+
+    /// [`DataService::insert_as`] with its statements run where `via` says.
+    pub(crate) async fn insert_via(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        (body, on_conflict): (&Value, Option<&str>),
+        via: Via<'_>,
+    ) -> Result<String, DataError> {
         let table = self.open(target, "POST").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Create)?;
         let update = on_conflict
@@ -177,7 +190,7 @@ impl DataService {
             run_keys = Some(keys);
         }
         let context = self.context(caller, auth_version, &table).await?;
-        let written = self.write(&table, &writes, &context).await?;
+        let written = self.write(via, &table, &writes, &context).await?;
         let mut rows = written.iter().flatten().map(|array| items(array));
         Ok(if single {
             rows.next().unwrap_or_default().to_owned()
@@ -195,6 +208,19 @@ impl DataService {
         target: Target<'_>,
         key: &str,
         body: &Value,
+    ) -> Result<String, DataError> {
+        self.update_via(caller, auth_version, target, (key, body), Via::Pool)
+            .await
+    }
+
+    /// [`DataService::update_as`] with its statement run where `via` says.
+    pub(crate) async fn update_via(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        (key, body): (&str, &Value),
+        via: Via<'_>,
     ) -> Result<String, DataError> {
         let table = self.open(target, "PATCH").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Update)?;
@@ -219,7 +245,7 @@ impl DataService {
             audit: self.audit(caller, &table, "data.update"),
         };
         let context = self.context(caller, auth_version, &table).await?;
-        let written = self.write(&table, &[write], &context).await?;
+        let written = self.write(via, &table, &[write], &context).await?;
         let row = written
             .into_iter()
             .flatten()
@@ -237,6 +263,19 @@ impl DataService {
         target: Target<'_>,
         key: &str,
     ) -> Result<(), DataError> {
+        self.delete_via(caller, auth_version, target, key, Via::Pool)
+            .await
+    }
+
+    /// [`DataService::delete_as`] with its statement run where `via` says.
+    pub(crate) async fn delete_via(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        key: &str,
+        via: Via<'_>,
+    ) -> Result<(), DataError> {
         let table = self.open(target, "DELETE").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Delete)?;
         let write = Write {
@@ -250,7 +289,7 @@ impl DataService {
         };
         let context = self.context(caller, auth_version, &table).await?;
         match self
-            .write(&table, &[write], &context)
+            .write(via, &table, &[write], &context)
             .await?
             .pop()
             .flatten()
@@ -262,24 +301,26 @@ impl DataService {
 
     async fn write(
         &self,
+        via: Via<'_>,
         table: &Table,
         writes: &[Write<'_>],
         context: &Context,
     ) -> Result<Vec<Option<String>>, DataError> {
-        self.store
-            .write(table, writes, context)
-            .await
-            .map_err(|e| match e {
-                StoreError::CheckViolation { constraint } => DataError::Check(
-                    table
-                        .check_messages
-                        .get(&constraint)
-                        .cloned()
-                        .unwrap_or_else(|| format!("A value breaks the rule {constraint}")),
-                ),
-                StoreError::RowDenied => DataError::Denied(Denied::NoGrant),
-                other => DataError::Store(other),
-            })
+        match via {
+            Via::Pool => self.store.write(table, writes, context).await,
+            Via::Transaction(txn) => txn.lock().await.write(table, writes, context).await,
+        }
+        .map_err(|e| match e {
+            StoreError::CheckViolation { constraint } => DataError::Check(
+                table
+                    .check_messages
+                    .get(&constraint)
+                    .cloned()
+                    .unwrap_or_else(|| format!("A value breaks the rule {constraint}")),
+            ),
+            StoreError::RowDenied => DataError::Denied(Denied::NoGrant),
+            other => DataError::Store(other),
+        })
     }
 
     /// How a write answers: the rows as the caller's read grants show them,

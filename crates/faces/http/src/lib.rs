@@ -189,6 +189,7 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 .service(view_routes::dashboards)
                 .service(view_routes::dashboard),
         )
+        .service(documented::scope("/api/batch").service(data_routes::batch))
         .service(
             documented::scope("/api/data")
                 .service(data_routes::list)

@@ -13,9 +13,11 @@ mod write;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use data::{Context, DataStore, Found, Read, Table, Write};
+use data::{Context, DataStore, DataTransaction, Found, Read, Table, Write};
 use kernel::StoreError;
-use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, TransactionTrait};
+use sea_orm::{
+    ConnectionTrait, DatabaseTransaction, DbBackend, QueryResult, Statement, TransactionTrait,
+};
 
 use crate::json_rows::{compact, write_object};
 use crate::{PgStore, map_err, map_sqlx, rows};
@@ -109,8 +111,96 @@ fn json_of(row: &QueryResult) -> Result<Option<String>, StoreError> {
     Ok(body.map(compact))
 }
 
+/// A Data API transaction on one of the pool's connections.
+struct PgDataTransaction {
+    store: PgStore,
+    txn: DatabaseTransaction,
+}
+
+impl PgStore {
+    /// Runs a read on `conn` with its JSON built by PostgreSQL.
+    async fn read_json(
+        &self,
+        conn: &impl ConnectionTrait,
+        table: &Table,
+        read: &Read<'_>,
+        context: &Context,
+    ) -> Result<Found, StoreError> {
+        let statement = match read {
+            Read::Aggregate(query) => aggregate_sql(table, query, context),
+            _ => Rows::of(read).sql(table, context, true),
+        };
+        let row = self
+            .row(conn, statement)
+            .await?
+            .ok_or_else(|| StoreError::Internal("a read answered no row".into()))?;
+        let json = json_of(&row)?;
+        Ok(match read {
+            // One row: the object itself, or nothing.
+            Read::One { .. } => Found {
+                json: json.map(|array| {
+                    let items = array.trim();
+                    items[1..items.len() - 1].to_owned()
+                }),
+                total: None,
+            },
+            _ => Found {
+                json,
+                total: rows::column(&row, "total")?,
+            },
+        })
+    }
+
+    /// Runs the statements of `writes` on `conn`, one after the other.
+    async fn write_on(
+        &self,
+        conn: &impl ConnectionTrait,
+        table: &Table,
+        writes: &[Write<'_>],
+        context: &Context,
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        let mut out = Vec::with_capacity(writes.len());
+        for write in writes {
+            out.push(self.body(conn, write_sql(table, write, context)?).await?);
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl DataTransaction for PgDataTransaction {
+    async fn read(
+        &mut self,
+        table: &Table,
+        read: &Read<'_>,
+        context: &Context,
+    ) -> Result<Found, StoreError> {
+        self.store.read_json(&self.txn, table, read, context).await
+    }
+
+    async fn write(
+        &mut self,
+        table: &Table,
+        writes: &[Write<'_>],
+        context: &Context,
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        self.store.write_on(&self.txn, table, writes, context).await
+    }
+
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.txn.commit().await.map_err(map_err)
+    }
+}
+
 #[async_trait]
 impl DataStore for PgStore {
+    async fn begin(&self) -> Result<Box<dyn DataTransaction>, StoreError> {
+        Ok(Box::new(PgDataTransaction {
+            store: self.clone(),
+            txn: self.db.begin().await.map_err(map_err)?,
+        }))
+    }
+
     async fn table(&self, schema: &str, name: &str) -> Result<Option<Arc<Table>>, StoreError> {
         Ok(self
             .catalog()
@@ -144,20 +234,8 @@ impl DataStore for PgStore {
         context: &Context,
     ) -> Result<Found, StoreError> {
         let rows = Rows::of(read);
-        let built_by_postgres = match read {
-            Read::List(query) if query.count => Some(rows.sql(table, context, true)),
-            Read::Aggregate(query) => Some(aggregate_sql(table, query, context)),
-            _ => None,
-        };
-        if let Some(statement) = built_by_postgres {
-            let row = self
-                .row(&self.db, statement)
-                .await?
-                .ok_or_else(|| StoreError::Internal("a read answered no row".into()))?;
-            return Ok(Found {
-                json: json_of(&row)?,
-                total: rows::column(&row, "total")?,
-            });
+        if matches!(read, Read::Aggregate(_)) || matches!(read, Read::List(q) if q.count) {
+            return self.read_json(&self.db, table, read, context).await;
         }
         let (sql, values) = rows.sql(table, context, false);
         let found = self.reads.rows(&sql, values).await.map_err(map_sqlx)?;
@@ -194,20 +272,14 @@ impl DataStore for PgStore {
         writes: &[Write<'_>],
         context: &Context,
     ) -> Result<Vec<Option<String>>, StoreError> {
-        let mut statements = writes
-            .iter()
-            .map(|w| write_sql(table, w, context))
-            .collect::<Result<Vec<_>, _>>()?;
-        if statements.len() == 1
-            && let Some(statement) = statements.pop()
-        {
-            return Ok(vec![self.body(&self.db, statement).await?]);
+        if let [write] = writes {
+            return Ok(vec![
+                self.body(&self.db, write_sql(table, write, context)?)
+                    .await?,
+            ]);
         }
         let txn = self.db.begin().await.map_err(map_err)?;
-        let mut out = Vec::with_capacity(statements.len());
-        for statement in statements {
-            out.push(self.body(&txn, statement).await?);
-        }
+        let out = self.write_on(&txn, table, writes, context).await?;
         txn.commit().await.map_err(map_err)?;
         Ok(out)
     }

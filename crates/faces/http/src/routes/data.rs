@@ -261,3 +261,34 @@ pub async fn other_method(
         "This table is not exposed for this method",
     ))
 }
+
+/// Data API row routes run in order as the caller, in one transaction:
+/// `{ data: [ { method, path, query?, body? } ] }`, 1 to 100 operations; a
+/// later body or path may use `{{n.data.<path>}}` of operation n's answer.
+#[utoipa::path(operation_id = "batch", tag = "data", security(("bearer" = [])),
+    request_body(content = Object, description = "{ data: [ { method, path, query?, body? } ] }"),
+    responses((status = 200, description = "{ data: [ { status, data } ] }"),
+        (status = 400, description = "a bad operation, with meta.index when one was run", body = ErrorEnvelope),
+        (status = 403, description = "an operation refused, with meta.index; nothing written", body = ErrorEnvelope),
+        (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+#[post("")]
+pub async fn batch(
+    state: web::Data<AppState>,
+    caller: LazyCaller,
+    body: Data<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let answers = state.services.data.batch(caller.request(), &body.0).await?;
+    let mut out = String::from("[");
+    for (i, answer) in answers.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // Each answer's data is JSON text written by the store.
+        out.push_str(&format!(
+            "{{\"status\":{},\"data\":{}}}",
+            answer.status, answer.data
+        ));
+    }
+    out.push(']');
+    Ok(json_data(StatusCode::OK, &out))
+}

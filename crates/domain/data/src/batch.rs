@@ -1,0 +1,397 @@
+//! `POST /api/batch` (API.md 13): up to [`OPERATIONS_MAX`] Data API row
+//! routes run in order, as the caller, in one transaction. A string that is
+//! exactly `{{n.data.<path>}}` in a later body or path segment stands for
+//! that value of operation n's answer.
+
+use permissions::Plane;
+use serde_json::{Map, Value};
+use tokio::sync::Mutex;
+
+use crate::callers::{Caller, DataRequest, Effect};
+use crate::error::{DataError, Place, payload_error};
+use crate::reads::ListParams;
+use crate::service::{DataService, Target, Via};
+
+/// Most operations in one batch.
+pub const OPERATIONS_MAX: usize = 100;
+
+/// One operation's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    /// The status the route would have answered.
+    pub status: u16,
+    /// Its `data`: JSON text (`null` for a delete).
+    pub data: String,
+}
+
+/// One operation as sent, checked for shape.
+#[derive(Debug)]
+struct Operation<'b> {
+    method: Method,
+    /// The path's segments after `/api/data/`: schema, table, maybe a key.
+    segments: Vec<&'b str>,
+    query: Option<&'b Map<String, Value>>,
+    body: Option<&'b Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Get,
+    Post,
+    Patch,
+    Delete,
+}
+
+impl DataService {
+    /// Runs the operations of `body` (the `data` of the request) as the
+    /// bearer's caller in one transaction: every answer, or the first
+    /// refusal (`meta.index`) with nothing written.
+    pub async fn batch(
+        &self,
+        request: DataRequest<'_>,
+        body: &Value,
+    ) -> Result<Vec<Answered>, DataError> {
+        let operations = parse(body)?;
+        self.as_caller(request, Plane::Api, Effect::Writes, async |caller, v| {
+            let txn = Mutex::new(self.store.begin().await?);
+            let mut answers: Vec<Value> = Vec::with_capacity(operations.len());
+            let mut out = Vec::with_capacity(operations.len());
+            for (index, operation) in operations.iter().enumerate() {
+                let answered = self
+                    .run(
+                        caller,
+                        v,
+                        operation,
+                        index,
+                        &answers,
+                        Via::Transaction(&txn),
+                    )
+                    .await
+                    .map_err(|e| e.at(Place::Index(index)))?;
+                let data: Value = serde_json::from_str(&answered.data)
+                    .map_err(|e| DataError::Store(kernel::StoreError::Internal(e.to_string())))?;
+                answers.push(serde_json::json!({ "data": data }));
+                out.push(answered);
+            }
+            txn.into_inner().commit().await?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn run(
+        &self,
+        caller: Caller<'_>,
+        version: i64,
+        operation: &Operation<'_>,
+        index: usize,
+        answers: &[Value],
+        via: Via<'_>,
+    ) -> Result<Answered, DataError> {
+        let segments = operation
+            .segments
+            .iter()
+            .map(|s| match reference(s) {
+                Some(path) => resolve(path, answers, &format!("[{index}].path")).map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                }),
+                None => Ok((*s).to_owned()),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let target = Target::exposed(&segments[0], &segments[1]);
+        let text = |name: &str| -> Option<String> {
+            operation
+                .query
+                .and_then(|q| q.get(name))
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        let data = || -> Result<Value, DataError> {
+            let body = operation
+                .body
+                .and_then(|b| b.get("data"))
+                .ok_or_else(|| payload_error(format!("[{index}].body.data"), "is required"))?;
+            substitute(body, answers, &format!("[{index}].body.data"))
+        };
+        let answered = |status: u16, data: String| Answered { status, data };
+        Ok(match (operation.method, segments.get(2)) {
+            (Method::Get, None) => {
+                let params = ListParams {
+                    select: text("select"),
+                    filter: text("filter"),
+                    sort: text("sort"),
+                    limit: text("limit"),
+                    offset: text("offset"),
+                    count: text("count"),
+                    aggregate: text("aggregate"),
+                    group_by: text("groupBy"),
+                };
+                let page = self.list_via(caller, version, target, &params, via).await?;
+                answered(200, page.rows)
+            }
+            (Method::Get, Some(key)) => {
+                let select = text("select");
+                let row = self
+                    .get_via(caller, version, target, (key, select.as_deref()), via)
+                    .await?;
+                answered(200, row)
+            }
+            (Method::Post, None) => {
+                let conflict = text("onConflict");
+                let rows = self
+                    .insert_via(
+                        caller,
+                        version,
+                        target,
+                        (&data()?, conflict.as_deref()),
+                        via,
+                    )
+                    .await?;
+                answered(201, rows)
+            }
+            (Method::Patch, Some(key)) => {
+                let row = self
+                    .update_via(caller, version, target, (key, &data()?), via)
+                    .await?;
+                answered(200, row)
+            }
+            (Method::Delete, Some(key)) => {
+                self.delete_via(caller, version, target, key, via).await?;
+                answered(204, "null".to_owned())
+            }
+            // Refused when parsed.
+            _ => {
+                return Err(payload_error(
+                    format!("[{index}].method"),
+                    "is not a method of this path",
+                ));
+            }
+        })
+    }
+}
+
+/// The operations of a batch, each a Data API row route, every reference
+/// to an earlier operation.
+fn parse(body: &Value) -> Result<Vec<Operation<'_>>, DataError> {
+    let items = body
+        .as_array()
+        .ok_or_else(|| payload_error("data", "must be an array of operations"))?;
+    if items.is_empty() || items.len() > OPERATIONS_MAX {
+        return Err(payload_error(
+            "data",
+            format!("must hold 1 to {OPERATIONS_MAX} operations"),
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let at = |name: &str| format!("[{index}].{name}");
+            let object = item
+                .as_object()
+                .ok_or_else(|| payload_error(format!("[{index}]"), "must be an object"))?;
+            let path = object
+                .get("path")
+                .and_then(Value::as_str)
+                .ok_or_else(|| payload_error(at("path"), "must be a string"))?;
+            let segments: Vec<&str> = path
+                .strip_prefix("/api/data/")
+                .map(|rest| rest.split('/').collect())
+                .filter(|s: &Vec<&str>| {
+                    (2..=3).contains(&s.len()) && s.iter().all(|p| !p.is_empty())
+                })
+                .ok_or_else(|| {
+                    payload_error(
+                        at("path"),
+                        "must be a Data API row route: /api/data/{schema}/{table}[/{pk}]",
+                    )
+                })?;
+            for segment in &segments {
+                if let Some(path) = reference(segment) {
+                    check_reference(path, index, &at("path"))?;
+                }
+            }
+            let method = match object.get("method").and_then(Value::as_str) {
+                Some("GET") => Method::Get,
+                Some("POST") if segments.len() == 2 => Method::Post,
+                Some("PATCH") if segments.len() == 3 => Method::Patch,
+                Some("DELETE") if segments.len() == 3 => Method::Delete,
+                _ => {
+                    return Err(payload_error(
+                        at("method"),
+                        "must be GET or POST on a table, GET, PATCH or DELETE on a row",
+                    ));
+                }
+            };
+            let query = match object.get("query") {
+                None | Some(Value::Null) => None,
+                Some(Value::Object(query)) if query.values().all(Value::is_string) => Some(query),
+                Some(_) => {
+                    return Err(payload_error(
+                        at("query"),
+                        "must be an object of string values",
+                    ));
+                }
+            };
+            let body = object.get("body").filter(|b| !b.is_null());
+            if let Some(body) = body {
+                references_in(body, index, &at("body"))?;
+            }
+            Ok(Operation {
+                method,
+                segments,
+                query,
+                body,
+            })
+        })
+        .collect()
+}
+
+/// `n.data.<path>` of a string that is exactly `{{n.data.<path>}}`.
+fn reference(text: &str) -> Option<&str> {
+    text.strip_prefix("{{")?.strip_suffix("}}").map(str::trim)
+}
+
+/// Refuses a reference to the operation itself, a later one or none.
+fn check_reference(path: &str, index: usize, field: &str) -> Result<(), DataError> {
+    let mut parts = path.split('.');
+    let earlier = parts
+        .next()
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| n < index);
+    if earlier && parts.next() == Some("data") {
+        Ok(())
+    } else {
+        Err(payload_error(
+            field.to_owned(),
+            format!("{{{{{path}}}}} must be {{{{n.data...}}}} of an earlier operation"),
+        ))
+    }
+}
+
+fn references_in(value: &Value, index: usize, field: &str) -> Result<(), DataError> {
+    match value {
+        Value::String(s) => match reference(s) {
+            Some(path) => check_reference(path, index, field),
+            None => Ok(()),
+        },
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| references_in(v, index, &format!("{field}[{i}]"))),
+        Value::Object(map) => map
+            .iter()
+            .try_for_each(|(k, v)| references_in(v, index, &format!("{field}.{k}"))),
+        _ => Ok(()),
+    }
+}
+
+/// The value at `n.data.<path>` of the answers so far.
+fn resolve<'a>(path: &str, answers: &'a [Value], field: &str) -> Result<&'a Value, DataError> {
+    let mut parts = path.split('.');
+    let mut at = parts
+        .next()
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| answers.get(n));
+    for part in parts {
+        at = at.and_then(|value| match value {
+            Value::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
+            other => other.get(part),
+        });
+    }
+    at.ok_or_else(|| payload_error(field.to_owned(), format!("{{{{{path}}}}} names no value")))
+}
+
+/// `value` with every reference replaced by what it names, keeping its type.
+fn substitute(value: &Value, answers: &[Value], field: &str) -> Result<Value, DataError> {
+    Ok(match value {
+        Value::String(s) => match reference(s) {
+            Some(path) => resolve(path, answers, field)?.clone(),
+            None => value.clone(),
+        },
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| substitute(v, answers, &format!("{field}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), substitute(v, answers, &format!("{field}.{k}"))?)))
+                .collect::<Result<_, DataError>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn refused(body: Value) -> String {
+        match parse(&body) {
+            Err(DataError::Payload(e)) => e.field.to_string(),
+            other => panic!("{body}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn operations_are_row_routes_referring_back() {
+        assert_eq!(refused(json!([])), "data");
+        assert_eq!(
+            refused(json!([{ "method": "GET", "path": "/admin/api/users" }])),
+            "[0].path"
+        );
+        assert_eq!(
+            refused(json!([{ "method": "PUT", "path": "/api/data/app/t" }])),
+            "[0].method"
+        );
+        assert_eq!(
+            refused(json!([{ "method": "PATCH", "path": "/api/data/app/t" }])),
+            "[0].method"
+        );
+        assert_eq!(
+            refused(json!([{ "method": "GET", "path": "/api/data/app/t/{{0.data.id}}" }])),
+            "[0].path"
+        );
+        assert_eq!(
+            refused(json!([{ "method": "GET", "path": "/api/data/app/t" },
+                { "method": "POST", "path": "/api/data/app/t", "body": { "data": { "a": ["{{2.data.id}}"] } } }])),
+            "[1].body.data.a[0]"
+        );
+        assert_eq!(
+            refused(
+                json!([{ "method": "GET", "path": "/api/data/app/t", "query": { "limit": 5 } }])
+            ),
+            "[0].query"
+        );
+        let many: Vec<Value> = (0..101)
+            .map(|_| json!({ "method": "GET", "path": "/api/data/a/b" }))
+            .collect();
+        assert_eq!(refused(Value::Array(many)), "data");
+        assert!(
+            parse(
+                &json!([{ "method": "POST", "path": "/api/data/app/t", "body": { "data": {} } },
+            { "method": "DELETE", "path": "/api/data/app/t/{{0.data.id}}" }])
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn references_keep_their_json_type() {
+        let answers = vec![json!({ "data": { "id": 7, "tags": ["a"], "none": null } })];
+        let body = json!({ "order_id": "{{0.data.id}}", "tag": "{{ 0.data.tags.0 }}", "n": "{{0.data.none}}", "x": "{{0.data}}x" });
+        let out = substitute(&body, &answers, "data").unwrap();
+        assert_eq!(
+            out,
+            json!({ "order_id": 7, "tag": "a", "n": null, "x": "{{0.data}}x" })
+        );
+        assert!(substitute(&json!("{{0.data.missing}}"), &answers, "data").is_err());
+    }
+}
