@@ -13,6 +13,7 @@ mod audit;
 mod binary;
 mod browser;
 mod concurrency;
+mod csv;
 mod data;
 mod envelope;
 mod faults;

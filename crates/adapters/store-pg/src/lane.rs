@@ -44,6 +44,11 @@ impl ReadLane {
         }
     }
 
+    /// The pool the lane takes its connections from.
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// The rows of `sql` with `values` bound. A kept connection found
     /// broken (the server restarted, or ended the session) is given up and
     /// the read, which changes nothing, runs again on one from the pool.

@@ -36,6 +36,9 @@ pub enum DataError {
     /// The store failed or refused.
     #[error(transparent)]
     Store(StoreError),
+    /// The body is larger than the limit, in bytes.
+    #[error("the body is larger than {0} bytes")]
+    TooLarge(u64),
     /// One part of a request failed: a batch's operation, an import's line.
     #[error("{error}")]
     At {
@@ -101,6 +104,7 @@ impl ErrorCode for DataError {
             DataError::MethodNotAllowed { .. } => Code::MethodNotAllowed,
             DataError::Check(_) => Code::CheckViolation,
             DataError::Store(e) => e.code(),
+            DataError::TooLarge(_) => Code::PayloadTooLarge,
             DataError::At { error, .. } => error.code(),
         }
     }

@@ -5,14 +5,16 @@
 //! `callers` (the request, the caller it resolves to, the retry on stale
 //! state), `reads` (list, get, a role's preview), `writes` (insert, update,
 //! delete), `select` (columns and embeds of related rows), `aggregate`
-//! (groups and aggregates), `batch` (operations in one transaction), `watch` (realtime admission), `checks` (parameters and bodies
+//! (groups and aggregates), `batch` (operations in one transaction), `import` (CSV in), `csv`, `watch` (realtime admission), `checks` (parameters and bodies
 //! against real columns and grants), `query` (what the store is handed).
 
 mod aggregate;
 mod batch;
 mod callers;
 mod checks;
+pub mod csv;
 mod error;
+mod import;
 mod query;
 mod reads;
 mod role_view;
@@ -26,9 +28,10 @@ pub use batch::{Answered, OPERATIONS_MAX};
 pub use callers::{Caller, DataRequest, Effect, until_current};
 pub use checks::{check_filter, masks, number, parse_filter, sort, user_column};
 pub use error::{DataError, Place, query_error, read_error};
+pub use import::Import;
 pub use query::{
-    Aggregate, AggregateQuery, Change, Context, DataStore, DataTransaction, EMBED_ROWS_MAX, Embed,
-    Found, Function, ListQuery, Output, Predicate, Read, Shown, Upsert, Write,
+    Aggregate, AggregateQuery, Change, Chunks, Context, DataStore, DataTransaction, EMBED_ROWS_MAX,
+    Embed, Found, Function, ListQuery, Output, Predicate, Read, Shown, Upsert, Write,
 };
 pub use reads::{LIMIT_DEFAULT, LIMIT_MAX, ListParams, Page, RoleSubject, rows_seen_by};
 pub use role_view::RoleView;

@@ -292,19 +292,44 @@ pub trait DataTransaction: Send {
         writes: &[Write<'_>],
         context: &Context,
     ) -> Result<Vec<Option<String>>, StoreError>;
+    /// [`DataTransaction::write`], and when it fails, what it did is undone
+    /// and the transaction goes on (a savepoint).
+    async fn try_write(
+        &mut self,
+        table: &Table,
+        writes: &[Write<'_>],
+        context: &Context,
+    ) -> Result<Vec<Option<String>>, StoreError>;
     /// Commits everything done in it.
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
 
+/// CSV text in pieces, from a bounded channel: memory stays bounded
+/// whatever the size of the answer. An error ends it.
+pub type Chunks = tokio::sync::mpsc::Receiver<Result<Vec<u8>, StoreError>>;
+
 /// Persistence of the Data API.
 #[async_trait]
 pub trait DataStore: Send + Sync + 'static {
+    /// The rows of `query` as CSV: the header record of the selected
+    /// columns, then each row, every matching one when `all` (else
+    /// `query.limit`). The statement first checks that `context.versions`
+    /// are current; a failure before the first row fails the call.
+    async fn export(
+        &self,
+        table: &Table,
+        query: &ListQuery<'_>,
+        all: bool,
+        context: &Context,
+    ) -> Result<Chunks, StoreError>;
     /// Opens a transaction.
     async fn begin(&self) -> Result<Box<dyn DataTransaction>, StoreError>;
     /// A registered table with its grants (cached); `None` when there is none.
     async fn table(&self, schema: &str, name: &str) -> Result<Option<Arc<Table>>, StoreError>;
     /// Every registered table (for the per-role OpenAPI document).
     async fn tables(&self) -> Result<Vec<Arc<Table>>, StoreError>;
+    /// The `data.import_max_bytes` setting.
+    async fn import_max_bytes(&self) -> Result<u64, StoreError>;
     /// The `system.timezone` setting, with the settings version it was read at.
     async fn system_timezone(&self) -> Result<(Option<String>, i64), StoreError>;
     /// Runs a read in one statement. The statement first checks that

@@ -10,8 +10,8 @@ use permissions::{Access, Action, Plane, Principal};
 use crate::aggregate::{aggregates, group_by};
 use crate::callers::{Caller, DataRequest, Effect};
 use crate::checks::{key_of, masks, number, parse_filter, readable_columns, scoped, sort};
-use crate::error::{DataError, query_error};
-use crate::query::{AggregateQuery, Found, ListQuery, Predicate, Read};
+use crate::error::{DataError, query_error, read_error};
+use crate::query::{AggregateQuery, Chunks, Context, Found, ListQuery, Predicate, Read};
 use crate::select::{self, Item, Selection};
 use crate::service::{DataService, Target, Via};
 use crate::table::Table;
@@ -143,6 +143,40 @@ impl DataService {
             .await
     }
 
+    /// `GET /api/data/{schema}/{table}` with `Accept: text/csv`: the rows as
+    /// CSV, every matching one unless `limit` is given, streamed.
+    pub async fn export(
+        &self,
+        request: DataRequest<'_>,
+        (schema, name): (&str, &str),
+        params: &ListParams,
+    ) -> Result<Chunks, DataError> {
+        let target = Target::exposed(schema, name);
+        let all = params.limit.is_none();
+        self.as_caller(request, Plane::Api, Effect::Reads, async |caller, v| {
+            self.list_in(
+                caller,
+                v,
+                target,
+                params,
+                async |table, read, context, _| match read {
+                    Read::List(query) if query.embeds.is_empty() => self
+                        .store
+                        .export(table, query, all, context)
+                        .await
+                        .map_err(read_error),
+                    Read::Aggregate(_) => Err(query_error(
+                        "aggregate",
+                        "aggregates are answered in JSON only",
+                    )),
+                    _ => Err(query_error("select", "embeds are answered in JSON only")),
+                },
+            )
+            .await
+        })
+        .await
+    }
+
     /// [`DataService::list_as`] with its statement run where `via` says.
     pub(crate) async fn list_via(
         &self,
@@ -152,6 +186,34 @@ impl DataService {
         params: &ListParams,
         via: Via<'_>,
     ) -> Result<Page, DataError> {
+        self.list_in(
+            caller,
+            auth_version,
+            target,
+            params,
+            async |table, read, context, (limit, offset)| {
+                let Found { json, total } = self.read_via(via, table, read, context).await?;
+                Ok(Page {
+                    rows: json.unwrap_or_else(|| "[]".to_owned()),
+                    limit,
+                    offset,
+                    total,
+                })
+            },
+        )
+        .await
+    }
+
+    /// Plans a list read from `params` and has `answer` run it (with the
+    /// page's limit and offset).
+    async fn list_in<T>(
+        &self,
+        caller: Caller<'_>,
+        auth_version: i64,
+        target: Target<'_>,
+        params: &ListParams,
+        answer: impl AsyncFnOnce(&Table, &Read<'_>, &Context, (u32, u64)) -> Result<T, DataError>,
+    ) -> Result<T, DataError> {
         let table = self.open(target, "GET").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Read)?;
         let filter = params
@@ -216,13 +278,7 @@ impl DataService {
             }
         };
         let context = self.context(caller, auth_version, &table).await?;
-        let Found { json, total } = self.read_via(via, &table, &read, &context).await?;
-        Ok(Page {
-            rows: json.unwrap_or_else(|| "[]".to_owned()),
-            limit,
-            offset,
-            total,
-        })
+        answer(&table, &read, &context, (limit, offset)).await
     }
 
     /// The related tables the embeds of `items` reach.

@@ -310,22 +310,12 @@ impl DataService {
             Via::Pool => self.store.write(table, writes, context).await,
             Via::Transaction(txn) => txn.lock().await.write(table, writes, context).await,
         }
-        .map_err(|e| match e {
-            StoreError::CheckViolation { constraint } => DataError::Check(
-                table
-                    .check_messages
-                    .get(&constraint)
-                    .cloned()
-                    .unwrap_or_else(|| format!("A value breaks the rule {constraint}")),
-            ),
-            StoreError::RowDenied => DataError::Denied(Denied::NoGrant),
-            other => DataError::Store(other),
-        })
+        .map_err(|e| write_error(table, e))
     }
 
     /// How a write answers: the rows as the caller's read grants show them,
     /// the key columns alone where they show nothing.
-    fn returning<'t>(&self, caller: &Principal, table: &'t Table) -> Shown<'t> {
+    pub(crate) fn returning<'t>(&self, caller: &Principal, table: &'t Table) -> Shown<'t> {
         let keys: Vec<Output<'t>> = table
             .key_columns()
             .map(|column| Output { column, mask: None })
@@ -344,7 +334,12 @@ impl DataService {
         }
     }
 
-    fn audit(&self, caller: Caller<'_>, table: &Table, action: &'static str) -> AuditEvent {
+    pub(crate) fn audit(
+        &self,
+        caller: Caller<'_>,
+        table: &Table,
+        action: &'static str,
+    ) -> AuditEvent {
         AuditEvent::new(
             caller.principal.actor(),
             action,
@@ -352,6 +347,22 @@ impl DataService {
             caller.ip.map(str::to_owned),
         )
         .with_details(json!({ "schema": table.schema, "table": table.name }))
+    }
+}
+
+/// A store failure of a write on `table`: a failed check with its message,
+/// a row outside the grants as a refusal.
+pub(crate) fn write_error(table: &Table, error: StoreError) -> DataError {
+    match error {
+        StoreError::CheckViolation { constraint } => DataError::Check(
+            table
+                .check_messages
+                .get(&constraint)
+                .cloned()
+                .unwrap_or_else(|| format!("A value breaks the rule {constraint}")),
+        ),
+        StoreError::RowDenied => DataError::Denied(Denied::NoGrant),
+        other => DataError::Store(other),
     }
 }
 

@@ -137,6 +137,35 @@ impl<T: DeserializeOwned + 'static> FromRequest for Data<T> {
     }
 }
 
+/// The Data API create route's body: JSON `{ "data": ... }`, or CSV
+/// (`Content-Type: text/csv`) left unread, to be streamed.
+pub enum CreateBody {
+    /// The `data` of a JSON body.
+    Json(serde_json::Value),
+    /// A CSV body, not read yet.
+    Csv(Payload),
+}
+
+impl FromRequest for CreateBody {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let csv = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("text/csv"));
+        if csv {
+            let payload = payload.take();
+            return Box::pin(async move { Ok(CreateBody::Csv(payload)) });
+        }
+        let json = Data::<serde_json::Value>::from_request(req, payload);
+        Box::pin(async move { json.await.map(|body| CreateBody::Json(body.0)) })
+    }
+}
+
 /// The client's address: the peer, or the `X-Forwarded-For` hop a trusted proxy vouches for.
 pub fn client_ip(req: &HttpRequest, trusted: &[IpAddr]) -> Option<String> {
     let peer = req.peer_addr()?.ip();

@@ -6,6 +6,7 @@
 
 mod catalog;
 mod changes;
+mod export;
 mod sql;
 mod view_sql;
 mod write;
@@ -13,7 +14,7 @@ mod write;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use data::{Context, DataStore, DataTransaction, Found, Read, Table, Write};
+use data::{Chunks, Context, DataStore, DataTransaction, Found, ListQuery, Read, Table, Write};
 use kernel::StoreError;
 use sea_orm::{
     ConnectionTrait, DatabaseTransaction, DbBackend, QueryResult, Statement, TransactionTrait,
@@ -187,6 +188,28 @@ impl DataTransaction for PgDataTransaction {
         self.store.write_on(&self.txn, table, writes, context).await
     }
 
+    async fn try_write(
+        &mut self,
+        table: &Table,
+        writes: &[Write<'_>],
+        context: &Context,
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        let txn = &self.txn;
+        let savepoint =
+            |sql: &'static str| async move { txn.execute_unprepared(sql).await.map_err(map_err) };
+        savepoint("SAVEPOINT data_write").await?;
+        match self.store.write_on(txn, table, writes, context).await {
+            Ok(out) => {
+                savepoint("RELEASE SAVEPOINT data_write").await?;
+                Ok(out)
+            }
+            Err(error) => {
+                savepoint("ROLLBACK TO SAVEPOINT data_write").await?;
+                Err(error)
+            }
+        }
+    }
+
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
         self.txn.commit().await.map_err(map_err)
     }
@@ -194,6 +217,16 @@ impl DataTransaction for PgDataTransaction {
 
 #[async_trait]
 impl DataStore for PgStore {
+    async fn export(
+        &self,
+        table: &Table,
+        query: &ListQuery<'_>,
+        all: bool,
+        context: &Context,
+    ) -> Result<Chunks, StoreError> {
+        self.export_csv(table, query, all, context).await
+    }
+
     async fn begin(&self) -> Result<Box<dyn DataTransaction>, StoreError> {
         Ok(Box::new(PgDataTransaction {
             store: self.clone(),
@@ -220,6 +253,10 @@ impl DataStore for PgStore {
             .collect();
         tables.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
         Ok(tables)
+    }
+
+    async fn import_max_bytes(&self) -> Result<u64, StoreError> {
+        Ok(self.versioned_settings().await?.0.data_import_max_bytes())
     }
 
     async fn system_timezone(&self) -> Result<(Option<String>, i64), StoreError> {

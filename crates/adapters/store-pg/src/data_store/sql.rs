@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use data::{
-    AggregateQuery, Column, Context, EMBED_ROWS_MAX, Embed, Kind, Output, Predicate, Read, Table,
-    user_column,
+    AggregateQuery, Column, Context, EMBED_ROWS_MAX, Embed, Kind, ListQuery, Output, Predicate,
+    Read, Table, user_column,
 };
 use kernel::Versions;
 use kernel::filter::{Filter, Op, Operand};
@@ -383,15 +383,7 @@ pub(super) struct Rows<'q, 'a> {
 impl Rows<'_, '_> {
     pub(super) fn of<'q, 'a>(read: &'q Read<'a>) -> Rows<'q, 'a> {
         match read {
-            Read::List(query) => Rows {
-                select: &query.select,
-                embeds: &query.embeds,
-                predicate: &query.predicate,
-                sort: &query.sort,
-                masks: &query.masks,
-                limit: u64::from(query.limit),
-                offset: query.offset,
-            },
+            Read::List(query) => Rows::of_list(query),
             Read::One {
                 select,
                 embeds,
@@ -414,6 +406,65 @@ impl Rows<'_, '_> {
                 limit: u64::from(query.limit),
                 offset: query.offset,
             },
+        }
+    }
+
+    /// A list read's rows.
+    pub(super) fn of_list<'q, 'a>(query: &'q ListQuery<'a>) -> Rows<'q, 'a> {
+        Rows {
+            select: &query.select,
+            embeds: &query.embeds,
+            predicate: &query.predicate,
+            sort: &query.sort,
+            masks: &query.masks,
+            limit: u64::from(query.limit),
+            offset: query.offset,
+        }
+    }
+
+    /// The statement with every column as PostgreSQL's text (CSV out),
+    /// failing when the versions are stale; every row from the offset
+    /// when `all`, else at most the limit.
+    pub(super) fn text_sql(
+        &self,
+        table: &Table,
+        context: &Context,
+        all: bool,
+    ) -> (String, sea_orm::sea_query::Values) {
+        let sql = Sql {
+            table,
+            context,
+            rel: Rel::Alias("r"),
+            masks: self.masks,
+        };
+        let mut rows = Query::select();
+        for output in self.select {
+            rows.expr(Func::cast_as(sql.output(output), Alias::new("text")));
+        }
+        if self.select.is_empty() {
+            rows.expr(Expr::cust("''"));
+        }
+        rows.from_as(table_ref(table), Alias::new("r")).and_where(
+            sql.predicate(self.predicate)
+                .and(current(context.versions, true)),
+        );
+        self.order(&sql, &mut rows);
+        let mut out = SqlWriterValues::new("$", true);
+        PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
+        // Writing to a string cannot fail.
+        let _ = match all {
+            true => write!(out, " OFFSET {}", self.offset),
+            false => write!(out, " LIMIT {} OFFSET {}", self.limit, self.offset),
+        };
+        out.into_parts()
+    }
+
+    fn order(&self, sql: &Sql<'_>, rows: &mut SelectStatement) {
+        for (column, descending) in self.sort {
+            rows.order_by_expr(
+                sql.shown(column),
+                if *descending { Order::Desc } else { Order::Asc },
+            );
         }
     }
 
@@ -450,12 +501,7 @@ impl Rows<'_, '_> {
         }
         rows.from_as(table_ref(table), Alias::new("r"))
             .and_where(condition.clone());
-        for (column, descending) in self.sort {
-            rows.order_by_expr(
-                sql.shown(column),
-                if *descending { Order::Desc } else { Order::Asc },
-            );
-        }
+        self.order(&sql, &mut rows);
         let (limit, offset) = (self.limit, self.offset);
         let mut out = SqlWriterValues::new("$", true);
         // Writing to a string cannot fail.

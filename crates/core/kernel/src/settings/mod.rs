@@ -156,6 +156,11 @@ impl Settings {
         self.bool("mcp.enabled")
     }
 
+    /// `data.import_max_bytes`: the largest CSV body an import takes.
+    pub fn data_import_max_bytes(&self) -> u64 {
+        u64::try_from(self.int("data.import_max_bytes")).unwrap_or(104_857_600)
+    }
+
     /// `files.max_bytes`.
     pub fn files_max_bytes(&self) -> u64 {
         u64::try_from(self.int("files.max_bytes")).unwrap_or(26_214_400)

@@ -153,6 +153,13 @@ pub(super) const KEYS: &[Key] = &[
             max: i64::MAX,
         },
     ),
+    key(
+        "data.import_max_bytes",
+        Rule::Int {
+            min: 1024,
+            max: i64::MAX,
+        },
+    ),
 ];
 
 pub(super) const OAUTH_PROVIDERS: [&str; 3] = ["google", "github", "oidc"];
@@ -215,6 +222,7 @@ pub fn default_of(name: &str) -> Value {
         "workflows.public_rate_limit_per_minute" => json!(60),
         "workflows.run_retention_days" => json!(30),
         "files.max_bytes" => json!(26_214_400),
+        "data.import_max_bytes" => json!(104_857_600),
         "realtime.replay_seconds" => json!(300),
         "realtime.max_subscribers" => json!(10_000),
         "auth.registration_enabled"

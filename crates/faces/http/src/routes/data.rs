@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::{Data, LazyCaller};
+use futures_util::StreamExt;
+
+use crate::extract::{CreateBody, Data, LazyCaller};
 use crate::respond::{json_data, json_page};
 
 /// The list route's query parameters.
@@ -91,10 +93,37 @@ fn data_error(err: DataError, req: &HttpRequest) -> ApiError {
     }
 }
 
-/// Rows of a table: `{ data: [row], meta: { limit, offset, total? } }`.
+/// Whether the client asks for CSV: `text/csv` is in `Accept` before any
+/// JSON type.
+fn wants_csv(req: &HttpRequest) -> bool {
+    let Some(accept) = req
+        .headers()
+        .get(actix_web::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    accept
+        .split(',')
+        .map(|part| {
+            part.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .find(|essence| essence == "text/csv" || essence.ends_with("json"))
+        .is_some_and(|essence| essence == "text/csv")
+}
+
+/// Rows of a table: `{ data: [row], meta: { limit, offset, total? } }`, or
+/// with `Accept: text/csv` the rows as CSV (every matching row unless
+/// `limit` is given), streamed.
 #[utoipa::path(operation_id = "listRows", tag = "data", security(("bearer" = [])),
     params(("schema" = String, Path), ("table" = String, Path), ListQuery),
-    responses((status = 200, description = "{ data: [row], meta }"), (status = 400, body = ErrorEnvelope),
+    responses((status = 200, description = "{ data: [row], meta }; with Accept: text/csv, the rows as CSV (RFC 4180, header row, NULL as an empty unquoted field)",
+            content((Object = "application/json"), (String = "text/csv"))),
+        (status = 400, body = ErrorEnvelope),
         (status = 403, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope), (status = 405, body = ErrorEnvelope)))]
 #[get("/{schema}/{table}")]
 pub async fn list(
@@ -106,6 +135,15 @@ pub async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table) = path.into_inner();
     let params = list_params(query.into_inner());
+    if wants_csv(&req) {
+        let chunks = state
+            .services
+            .data
+            .export(caller.request(), (&schema, &table), &params)
+            .await
+            .map_err(|e| data_error(e, &req))?;
+        return Ok(csv_response(chunks));
+    }
     let page = state
         .services
         .data
@@ -113,6 +151,25 @@ pub async fn list(
         .await
         .map_err(|e| data_error(e, &req))?;
     Ok(json_page(page))
+}
+
+/// A 200 `text/csv` answer streaming `chunks`; an error after the first
+/// byte ends the connection early.
+fn csv_response(chunks: data::Chunks) -> HttpResponse {
+    let stream = futures_util::stream::unfold(chunks, |mut chunks| async move {
+        let piece = chunks
+            .recv()
+            .await?
+            .map(actix_web::web::Bytes::from)
+            .map_err(|e| {
+                tracing::error!(error = ?e, "a CSV export failed");
+                actix_web::error::ErrorInternalServerError("the export failed")
+            });
+        Some((piece, chunks))
+    });
+    HttpResponse::Ok()
+        .content_type("text/csv; charset=utf-8")
+        .streaming(stream)
 }
 
 /// One row by primary key (composite keys: values joined with commas).
@@ -150,12 +207,17 @@ pub struct CreateQuery {
 }
 
 /// Inserts a row (an object) or rows (an array) in one transaction; with
-/// `onConflict`, updates the rows whose unique key is taken instead.
+/// `onConflict`, updates the rows whose unique key is taken instead. A
+/// `text/csv` body (a header row naming columns) inserts every row in one
+/// transaction, streamed: `{ data: { inserted } }`, or the first bad row's
+/// error with `meta.line`.
 #[utoipa::path(operation_id = "createRow", tag = "data", security(("bearer" = [])),
     params(("schema" = String, Path), ("table" = String, Path), CreateQuery),
-    request_body(content = Object, description = "{ data: row or [row] }"),
-    responses((status = 201, description = "{ data: row or [row] }"), (status = 400, body = ErrorEnvelope),
-        (status = 403, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+    request_body(description = "{ data: row or [row] }, or CSV with a header row",
+        content((Object = "application/json"), (String = "text/csv"))),
+    responses((status = 201, description = "{ data: row or [row] }; CSV: { data: { inserted } }"), (status = 400, body = ErrorEnvelope),
+        (status = 403, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope),
+        (status = 413, description = "a CSV body over data.import_max_bytes", body = ErrorEnvelope)))]
 #[post("/{schema}/{table}")]
 pub async fn create(
     state: web::Data<AppState>,
@@ -163,7 +225,7 @@ pub async fn create(
     req: HttpRequest,
     path: web::Path<(String, String)>,
     query: web::Query<CreateQuery>,
-    body: Result<Data<Value>, ApiError>,
+    body: Result<CreateBody, ApiError>,
 ) -> Result<HttpResponse, ApiError> {
     let (schema, table) = path.into_inner();
     // Exposure and grants are decided before the body is looked at.
@@ -173,17 +235,33 @@ pub async fn create(
         .check_method(caller.request(), &schema, &table, "POST")
         .await
         .map_err(|e| data_error(e, &req))?;
-    let body = body?;
     let data = &state.services.data;
+    let body = match body? {
+        CreateBody::Json(body) => body,
+        CreateBody::Csv(mut payload) => {
+            let mut import = data
+                .begin_import(caller.request(), (&schema, &table))
+                .await
+                .map_err(|e| data_error(e, &req))?;
+            while let Some(piece) = payload.next().await {
+                let piece = piece.map_err(|_| {
+                    ApiError::new(kernel::Code::InvalidPayload, "The body could not be read")
+                })?;
+                import.feed(&piece).await?;
+            }
+            let inserted = import.finish().await?;
+            return Ok(json_data(
+                StatusCode::CREATED,
+                &format!("{{\"inserted\":{inserted}}}"),
+            ));
+        }
+    };
     let rows = match query.into_inner().on_conflict.filter(|c| !c.is_empty()) {
         Some(key) => {
-            data.upsert(caller.request(), (&schema, &table), &body.0, &key)
+            data.upsert(caller.request(), (&schema, &table), &body, &key)
                 .await
         }
-        None => {
-            data.create(caller.request(), &schema, &table, &body.0)
-                .await
-        }
+        None => data.create(caller.request(), &schema, &table, &body).await,
     }
     .map_err(|e| data_error(e, &req))?;
     Ok(json_data(StatusCode::CREATED, &rows))

@@ -1,0 +1,106 @@
+//! CSV out of the Data API: one statement selecting each column as
+//! PostgreSQL's text, its rows streamed from the server as they come and
+//! written as CSV in pieces through a bounded channel, so memory stays
+//! bounded whatever the number of rows.
+
+use data::{Chunks, Context, ListQuery, Table, csv};
+use futures_util::TryStreamExt;
+use kernel::StoreError;
+use sea_orm::sqlx::{self, Row as _};
+use sea_query_sqlx::SqlxValues;
+use tokio::sync::{mpsc, oneshot};
+
+use super::sql::Rows;
+use crate::{PgStore, map_sqlx};
+
+/// Pieces of CSV waiting for the client, at most.
+const PIECES_WAITING: usize = 4;
+/// Bytes of CSV gathered before a piece is sent.
+const PIECE_BYTES: usize = 64 * 1024;
+
+impl PgStore {
+    /// Streams the rows of `query` as CSV (see [`data::DataStore::export`]).
+    pub(super) async fn export_csv(
+        &self,
+        table: &Table,
+        query: &ListQuery<'_>,
+        all: bool,
+        context: &Context,
+    ) -> Result<Chunks, StoreError> {
+        let (sql, values) = Rows::of_list(query).text_sql(table, context, all);
+        let mut header = Vec::new();
+        for (i, output) in query.select.iter().enumerate() {
+            csv::write_field(&mut header, i == 0, Some(&output.column.name));
+        }
+        csv::end_record(&mut header);
+        let columns = query.select.len();
+        let pool = self.reads.pool().clone();
+        let (pieces, chunks) = mpsc::channel(PIECES_WAITING);
+        let (started, start) = oneshot::channel();
+        tokio::spawn(async move {
+            let mut connection = match pool.acquire().await {
+                Ok(connection) => connection,
+                Err(e) => {
+                    let _ = started.send(Err(map_sqlx(e)));
+                    return;
+                }
+            };
+            let mut rows = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
+                .fetch(&mut *connection);
+            // The first row, or the end, decides the answer's status.
+            let mut next = rows.try_next().await;
+            match &next {
+                Err(_) => {
+                    if let Err(e) = next {
+                        let _ = started.send(Err(map_sqlx(e)));
+                    }
+                    return;
+                }
+                Ok(_) => {
+                    if started.send(Ok(())).is_err() {
+                        return;
+                    }
+                }
+            }
+            let mut piece = header;
+            loop {
+                match next {
+                    Ok(Some(row)) => {
+                        for i in 0..columns {
+                            let field: Option<&str> = match row.try_get(i) {
+                                Ok(field) => field,
+                                Err(e) => {
+                                    let _ = pieces.send(Err(map_sqlx(e))).await;
+                                    return;
+                                }
+                            };
+                            csv::write_field(&mut piece, i == 0, field);
+                        }
+                        csv::end_record(&mut piece);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let _ = pieces.send(Err(map_sqlx(e))).await;
+                        return;
+                    }
+                }
+                if piece.len() >= PIECE_BYTES {
+                    let full =
+                        std::mem::replace(&mut piece, Vec::with_capacity(PIECE_BYTES + 1024));
+                    // The client went away: the statement ends with the stream.
+                    if pieces.send(Ok(full)).await.is_err() {
+                        return;
+                    }
+                }
+                next = rows.try_next().await;
+            }
+            if !piece.is_empty() {
+                let _ = pieces.send(Ok(piece)).await;
+            }
+        });
+        start
+            .await
+            .map_err(|_| StoreError::Internal("the export ended before it started".into()))??;
+        Ok(chunks)
+    }
+}

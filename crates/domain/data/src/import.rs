@@ -1,0 +1,283 @@
+//! CSV in (API.md 13): `POST /api/data/{schema}/{table}` with
+//! `Content-Type: text/csv`. The body is read in pieces as it arrives; its
+//! rows are checked as JSON inserts are and inserted in chunks, all in one
+//! transaction: every row, or none and the failing record's line.
+
+use permissions::{Access, Action, Plane, Principal};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+use crate::callers::{Caller, DataRequest};
+use crate::checks::{checked_columns, cover};
+use crate::csv::{Reader, Record};
+use crate::error::{DataError, Place, payload_error};
+use crate::query::{Change, Context, DataTransaction, Shown, Write};
+use crate::service::{DataService, Target};
+use crate::table::{Column, Kind, Table};
+use crate::writes::write_error;
+
+/// Rows inserted by one statement, at most.
+const CHUNK_ROWS: usize = 1000;
+/// Bytes of field text gathered before a chunk is inserted, at most.
+const CHUNK_BYTES: usize = 1 << 20;
+/// Longest field, in bytes.
+const FIELD_MAX: usize = 1 << 20;
+
+/// An import under way: created by [`DataService::begin_import`], fed the
+/// body's pieces, then finished. Dropped unfinished, nothing is inserted.
+pub struct Import {
+    service: DataService,
+    table: Arc<Table>,
+    principal: Principal,
+    ip: Option<String>,
+    context: Context,
+    txn: Box<dyn DataTransaction>,
+    reader: Reader,
+    /// The header's columns, by index into the table's, once read.
+    header: Option<Vec<usize>>,
+    pending: Vec<(u64, Map<String, Value>)>,
+    pending_bytes: usize,
+    bytes: u64,
+    max_bytes: u64,
+    inserted: u64,
+}
+
+impl DataService {
+    /// Starts a CSV import into `schema.name`: the caller resolved afresh
+    /// (so the body limit and grants are those of the moment) and refused
+    /// before the body is read when it may not create rows there.
+    pub async fn begin_import(
+        &self,
+        request: DataRequest<'_>,
+        (schema, name): (&str, &str),
+    ) -> Result<Import, DataError> {
+        let target = Target::exposed(schema, name);
+        let (table, principal, context) = self
+            .as_current_caller(request, Plane::Api, async |caller: Caller<'_>, v| {
+                let table = self.open(target, "POST").await?;
+                Access::evaluate(caller.principal, &table.scopes, Action::Create)?;
+                let context = self.context(caller, v, &table).await?;
+                Ok((table, caller.principal.clone(), context))
+            })
+            .await?;
+        let max_bytes = self.store.import_max_bytes().await?;
+        let txn = self.store.begin().await?;
+        Ok(Import {
+            service: self.clone(),
+            table,
+            principal,
+            ip: request.ip.map(str::to_owned),
+            context,
+            txn,
+            reader: Reader::new(FIELD_MAX),
+            header: None,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            bytes: 0,
+            max_bytes,
+            inserted: 0,
+        })
+    }
+}
+
+impl Import {
+    /// Reads the next piece of the body, inserting the chunks it completes.
+    pub async fn feed(&mut self, piece: &[u8]) -> Result<(), DataError> {
+        self.bytes += piece.len() as u64;
+        if self.bytes > self.max_bytes {
+            return Err(DataError::TooLarge(self.max_bytes));
+        }
+        let mut records = Vec::new();
+        let parsed = self.reader.feed(piece, &mut records);
+        self.take(records).await?;
+        parsed.map_err(|e| payload_error("data", e.message).at(Place::Line(e.line)))
+    }
+
+    /// Ends the body: inserts what is left and commits; answers the number
+    /// of rows inserted.
+    pub async fn finish(mut self) -> Result<u64, DataError> {
+        let mut records = Vec::new();
+        let reader = std::mem::replace(&mut self.reader, Reader::new(FIELD_MAX));
+        let parsed = reader.finish(&mut records);
+        self.take(records).await?;
+        parsed.map_err(|e| payload_error("data", e.message).at(Place::Line(e.line)))?;
+        if self.header.is_none() {
+            return Err(
+                payload_error("data", "must start with a header row naming columns")
+                    .at(Place::Line(1)),
+            );
+        }
+        self.flush().await?;
+        self.txn.commit().await?;
+        Ok(self.inserted)
+    }
+
+    async fn take(&mut self, records: Vec<Record>) -> Result<(), DataError> {
+        for record in records {
+            let line = record.line;
+            let Some(header) = &self.header else {
+                self.header = Some(
+                    self.header_of(record)
+                        .map_err(|e| e.at(Place::Line(line)))?,
+                );
+                continue;
+            };
+            // A blank line.
+            if header.len() > 1 && record.fields.len() == 1 && record.fields[0].is_none() {
+                continue;
+            }
+            let (row, bytes) =
+                row_of(&self.table, header, record).map_err(|e| e.at(Place::Line(line)))?;
+            self.pending_bytes += bytes;
+            self.pending.push((line, row));
+            if self.pending.len() >= CHUNK_ROWS || self.pending_bytes >= CHUNK_BYTES {
+                self.flush().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The header's columns: each a column of the table the caller may
+    /// write, as a JSON insert checks them.
+    fn header_of(&self, record: Record) -> Result<Vec<usize>, DataError> {
+        let names: Vec<String> = record
+            .fields
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect();
+        let mut checked = Map::new();
+        for name in &names {
+            if checked.insert(name.clone(), Value::Null).is_some() {
+                return Err(payload_error(name.clone(), "is named twice in the header"));
+            }
+        }
+        let access = Access::evaluate(&self.principal, &self.table.scopes, Action::Create)?;
+        let columns = checked_columns(&self.table, &access, &checked, "")?;
+        cover(&access, &columns, "")?;
+        // In the header's order, which the records follow.
+        Ok(names
+            .iter()
+            .filter_map(|name| self.table.columns.iter().position(|c| &c.name == name))
+            .collect())
+    }
+
+    /// Inserts the rows waiting; on a refusal, finds the first row refused
+    /// and answers its error with its line.
+    async fn flush(&mut self) -> Result<(), DataError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        let rows: Vec<&Map<String, Value>> = pending.iter().map(|(_, row)| row).collect();
+        let Some(header) = self.header.clone() else {
+            return Ok(());
+        };
+        if self.insert(&header, &rows).await.is_ok() {
+            self.inserted += rows.len() as u64;
+            return Ok(());
+        }
+        for (line, row) in &pending {
+            self.insert(&header, &[row])
+                .await
+                .map_err(|e| e.at(Place::Line(*line)))?;
+        }
+        // Refused together, accepted one by one: a conflict among them.
+        Err(
+            payload_error("data", "rows of this chunk conflict with each other")
+                .at(Place::Line(pending[0].0)),
+        )
+    }
+
+    /// Inserts `rows` (each naming the `header`'s columns) in a savepoint.
+    async fn insert(
+        &mut self,
+        header: &[usize],
+        rows: &[&Map<String, Value>],
+    ) -> Result<(), DataError> {
+        let table = &*self.table;
+        let access = Access::evaluate(&self.principal, &table.scopes, Action::Create)?;
+        let columns: Vec<&Column> = header.iter().map(|&i| &table.columns[i]).collect();
+        let narrowed = cover(&access, &columns, "")?;
+        let caller = Caller {
+            principal: &self.principal,
+            zone_header: None,
+            ip: self.ip.as_deref(),
+        };
+        let write = Write {
+            change: Change::Insert {
+                columns,
+                rows: rows.to_vec(),
+                upsert: None,
+            },
+            check: narrowed.row_filters(),
+            returning: Shown::default(),
+            guard_admin_power: !self.principal.admin,
+            audit: self.service.audit(caller, table, "data.import"),
+        };
+        self.txn
+            .try_write(table, &[write], &self.context)
+            .await
+            .map(|_| ())
+            .map_err(|e| write_error(table, e))
+    }
+}
+
+/// A record as the row a JSON insert would send, with its text's size.
+fn row_of(
+    table: &Table,
+    header: &[usize],
+    record: Record,
+) -> Result<(Map<String, Value>, usize), DataError> {
+    if record.fields.len() != header.len() {
+        return Err(payload_error(
+            "data",
+            format!(
+                "has {} fields where the header names {}",
+                record.fields.len(),
+                header.len()
+            ),
+        ));
+    }
+    let (mut row, mut bytes) = (Map::new(), 0);
+    for (&index, field) in header.iter().zip(record.fields) {
+        let column = &table.columns[index];
+        let value = match field {
+            None => Value::Null,
+            Some(text) => {
+                bytes += text.len();
+                let bad = || {
+                    payload_error(
+                        column.name.clone(),
+                        format!("must be {}", column.kind.describe()),
+                    )
+                };
+                match column.kind {
+                    Kind::Json | Kind::Jsonb => serde_json::from_str(&text)
+                        .map_err(|_| payload_error(column.name.clone(), "must be JSON"))?,
+                    Kind::Boolean => Value::Bool(boolean(&text).ok_or_else(bad)?),
+                    Kind::Integer | Kind::Number | Kind::Uuid => {
+                        let value = Value::String(text);
+                        if !column.kind.accepts(&value) {
+                            return Err(bad());
+                        }
+                        value
+                    }
+                    // The database parses the text as the column's type.
+                    _ => Value::String(text),
+                }
+            }
+        };
+        row.insert(column.name.clone(), value);
+    }
+    Ok((row, bytes))
+}
+
+/// A boolean as PostgreSQL reads one.
+fn boolean(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "t" | "true" | "y" | "yes" | "on" | "1" => Some(true),
+        "f" | "false" | "n" | "no" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}

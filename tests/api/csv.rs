@@ -1,0 +1,248 @@
+//! CSV out and in on the Data API (API.md 13), with a non-administrator.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use testkit::{TestApp, spawn_app};
+
+use crate::data::{create_role, create_table, encode, expose, grant, member};
+
+/// `app.people`, readable and writable by a new member; answers
+/// (resource, member's session).
+async fn people(app: &TestApp, admin: &str) -> (String, String) {
+    let people = create_table(app, admin, "app", "people", json!([
+        { "name": "id", "dataType": "bigint", "primaryKey": true },
+        { "name": "name", "dataType": "text", "check": "name <> 'bad'", "checkMessage": "No bad names" },
+        { "name": "team", "dataType": "text" },
+        { "name": "active", "dataType": "boolean" },
+        { "name": "tags", "dataType": "text[]" },
+        { "name": "meta", "dataType": "jsonb" },
+        { "name": "salary", "dataType": "numeric" }])).await;
+    expose(app, admin, &people, &["GET", "POST"]).await;
+    let role = create_role(app, admin, "hr").await;
+    // Red team rows only, and the salary hidden.
+    grant(
+        app,
+        admin,
+        &role,
+        &people,
+        "read",
+        json!({ "team": { "eq": "red" } }),
+        json!(["id", "name", "team", "active", "tags", "meta"]),
+    )
+    .await;
+    grant(
+        app,
+        admin,
+        &role,
+        &people,
+        "create",
+        json!({ "team": { "eq": "red" } }),
+        json!(["id", "name", "team", "active", "tags", "meta"]),
+    )
+    .await;
+    let (_, session) = member(app, admin, "hr@x.test", &role).await;
+    (people, session)
+}
+
+async fn import(app: &TestApp, bearer: &str, body: &'static str) -> testkit::Answer {
+    let response = app
+        .client
+        .post(format!("{}/api/data/app/people", app.address))
+        .bearer_auth(bearer)
+        .header("Content-Type", "text/csv")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    TestApp::answer(response).await
+}
+
+async fn export(app: &TestApp, bearer: &str, query: &str) -> (StatusCode, String, String) {
+    let response = app
+        .client
+        .get(format!("{}/api/data/app/people?{query}", app.address))
+        .bearer_auth(bearer)
+        .header("Accept", "text/csv")
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let kind = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, kind, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn csv_goes_in_all_or_nothing_and_comes_out_as_the_grants_show_it() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (_, hr) = people(&app, &admin).await;
+
+    let done = import(
+        &app,
+        &hr,
+        "id,name,team,active,tags,meta\r\n\
+        1,Ada,red,t,\"{a,b}\",\"{\"\"k\"\": 1}\"\r\n\
+        2,\"Bo, \"\"the\"\"\nsecond\",red,false,,\r\n\
+        3,\"\",red,,{},null\n",
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::CREATED, "{:?}", done.body);
+    assert_eq!(done.data(), &json!({ "inserted": 3 }));
+    let rows = app.get("/api/data/app/people?sort=id", &hr).await;
+    assert_eq!(
+        rows.data(),
+        &json!([
+        { "id": 1, "name": "Ada", "team": "red", "active": true, "tags": ["a", "b"], "meta": { "k": 1 } },
+        { "id": 2, "name": "Bo, \"the\"\nsecond", "team": "red", "active": false, "tags": null, "meta": null },
+        { "id": 3, "name": "", "team": "red", "active": null, "tags": [], "meta": null }])
+    );
+
+    // Any bad record: its error with its line (a quoted field spanning
+    // lines is one record), and nothing inserted.
+    for (body, line, code, field) in [
+        (
+            "id,name,team\n4,x,red\n5,\"two\nlines\",blue\n",
+            3,
+            "PERMISSION_DENIED",
+            Value::Null,
+        ),
+        (
+            "id,name,team\n4,x,red\n5,bad,red\n",
+            3,
+            "CHECK_VIOLATION",
+            Value::Null,
+        ),
+        (
+            "id,name,team\n4,x,red\nfive,y,red\n",
+            3,
+            "INVALID_PAYLOAD",
+            json!("id"),
+        ),
+        (
+            "id,name,team\n4,x,red\n1,dup,red\n",
+            3,
+            "CONFLICT",
+            Value::Null,
+        ),
+        (
+            "id,name,salary\n4,x,1\n",
+            1,
+            "INVALID_PAYLOAD",
+            json!("salary"),
+        ),
+        ("id,name,nope\n", 1, "INVALID_PAYLOAD", json!("nope")),
+        ("id,name,team\n4,x\n", 2, "INVALID_PAYLOAD", json!("data")),
+        (
+            "id,name,team\n4,\"x,red\n",
+            2,
+            "INVALID_PAYLOAD",
+            json!("data"),
+        ),
+        ("", 1, "INVALID_PAYLOAD", json!("data")),
+    ] {
+        let answer = import(&app, &hr, body).await;
+        assert!(answer.status.is_client_error(), "{body}: {:?}", answer.body);
+        assert_eq!(
+            answer.body["errors"][0]["code"], code,
+            "{body}: {:?}",
+            answer.body
+        );
+        assert_eq!(
+            answer.body["meta"]["line"], line,
+            "{body}: {:?}",
+            answer.body
+        );
+        if !field.is_null() {
+            assert_eq!(answer.body["errors"][0]["field"], field, "{body}");
+        }
+    }
+    let count = app
+        .get("/api/data/app/people?aggregate=n:count()", &admin)
+        .await;
+    assert_eq!(count.data()[0]["n"], 3);
+
+    // Out: RFC 4180, the caller's rows and columns, NULL empty, "" empty text.
+    let (status, kind, text) = export(&app, &hr, "sort=id").await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(kind.starts_with("text/csv"), "{kind}");
+    assert_eq!(
+        text,
+        "id,name,team,active,tags,meta\r\n\
+        1,Ada,red,true,\"{a,b}\",\"{\"\"k\"\": 1}\"\r\n\
+        2,\"Bo, \"\"the\"\"\nsecond\",red,false,,\r\n\
+        3,\"\",red,,{},\r\n"
+    );
+    let (_, _, some) = export(
+        &app,
+        &hr,
+        &format!(
+            "select=id,name&limit=1&offset=1&filter={}",
+            encode(r#"{"id":{"gte":1}}"#)
+        ),
+    )
+    .await;
+    assert_eq!(some, "id,name\r\n2,\"Bo, \"\"the\"\"\nsecond\"\r\n");
+    for (query, field) in [
+        ("aggregate=n:count()", "aggregate"),
+        ("select=id,t:team(id)", "select"),
+    ] {
+        let (status, _, text) = export(&app, &hr, query).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {text}");
+        let body: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(body["errors"][0]["field"], field, "{query}");
+    }
+}
+
+#[tokio::test]
+async fn a_large_export_streams_and_a_large_import_is_refused_whole() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (_, hr) = people(&app, &admin).await;
+    app.db
+        .sql("INSERT INTO app.people (id, name, team) SELECT n, 'person ' || n, 'red' FROM generate_series(1, 50000) AS n")
+        .await;
+    let (status, _, text) = export(&app, &hr, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        text.lines().count(),
+        50_001,
+        "every row, past any page size"
+    );
+    assert!(text.ends_with("50000,person 50000,red,,,\r\n"));
+    let limit = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "data.import_max_bytes": 1024 } }),
+        )
+        .await;
+    assert_eq!(limit.status, StatusCode::OK, "{:?}", limit.body);
+    let big: String = std::iter::once("id,name,team\n".to_owned())
+        .chain((60_001..60_200).map(|n| format!("{n},someone,red\n")))
+        .collect();
+    let response = app
+        .client
+        .post(format!("{}/api/data/app/people", app.address))
+        .bearer_auth(&hr)
+        .header("Content-Type", "text/csv")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    let answer = TestApp::answer(response).await;
+    assert_eq!(
+        answer.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{:?}",
+        answer.body
+    );
+    assert_eq!(answer.body["errors"][0]["code"], "PAYLOAD_TOO_LARGE");
+    let count = app
+        .get("/api/data/app/people?aggregate=n:count()", &admin)
+        .await;
+    assert_eq!(count.data()[0]["n"], 50_000);
+}
