@@ -2,13 +2,14 @@
 // clients generated from Tessera's OpenAPI documents. The openapi tests
 // generate `generated/admin` (from GET /admin/api/openapi) and
 // `generated/data` (from GET /admin/api/openapi/data?role=<id>, a role that
-// may read, insert, change and delete rows of app.notes) with
+// may read, insert, change and delete rows of app.notes, and read and insert
+// rows of app.comments, whose note_id points at a note) with
 // @hey-api/openapi-ts, the bare types with openapi-typescript, then
 // type-check this file against them.
 import { client as admin } from "./generated/admin/client.gen";
 import { createRole, listUsers, login } from "./generated/admin";
 import { client as data } from "./generated/data/client.gen";
-import { createAppNotes, listAppNotes, updateAppNotesRow } from "./generated/data";
+import { batch, createAppNotes, listAppNotes, updateAppNotesRow } from "./generated/data";
 // The types alone, from openapi-typescript (`generated/admin-types.ts`).
 import type { paths } from "./generated/admin-types";
 
@@ -45,4 +46,31 @@ export async function tour(baseUrl: string, email: string, password: string): Pr
   for (const note of open.data?.data ?? []) {
     console.log(note.id, note.title);
   }
+
+  // A note and its first comment in one transaction: the second operation
+  // takes the new note's id from the first one's answer.
+  const written = await batch({
+    body: {
+      data: [
+        { method: "POST", path: "/api/data/app/notes", body: { data: { title: "Plan the launch" } } },
+        {
+          method: "POST",
+          path: "/api/data/app/comments",
+          body: { data: { note_id: "{{0.data.id}}", body: "Start with the docs" } },
+        },
+      ],
+    },
+    throwOnError: true,
+  });
+  console.log(written.data.data.map((answer) => answer.status));
+
+  // Each note with its comments, in one request.
+  const withComments = await listAppNotes({
+    query: { select: "id,title,comments:app.comments!note_id(id,body)", limit: 50 },
+  });
+  console.log(withComments.data?.data);
+
+  // How many notes are done and how many are not.
+  const counts = await listAppNotes({ query: { aggregate: "notes:count()", groupBy: "done" } });
+  console.log(counts.data?.data);
 }

@@ -7,7 +7,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use testkit::spawn_app;
 
-use crate::data::{create_table, open_to_new_role};
+use crate::data::{create_table, expose, grant, open_to_new_role};
 
 #[tokio::test]
 async fn the_documents_follow_the_admin_api_rule() {
@@ -148,6 +148,27 @@ async fn the_documents_are_valid_and_generate_a_typed_client() {
         Value::Null,
     )
     .await;
+    // Comments on notes: the example embeds them, and writes a note with
+    // its first comment in one batch.
+    let comments = create_table(&app, &admin, "app", "comments", json!([
+        { "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" },
+        { "name": "note_id", "dataType": "bigint", "foreignKey": { "targetTable": "notes", "targetColumn": "id" } },
+        { "name": "body", "dataType": "text" },
+    ]))
+    .await;
+    expose(&app, &admin, &comments, &["GET", "POST"]).await;
+    for action in ["read", "create"] {
+        grant(
+            &app,
+            &admin,
+            &role,
+            &comments,
+            action,
+            Value::Null,
+            Value::Null,
+        )
+        .await;
+    }
     let admin_document = app.get("/admin/api/openapi", &admin).await;
     assert_eq!(admin_document.status, StatusCode::OK);
     let data_document = app

@@ -177,6 +177,26 @@ async fn embeds_follow_foreign_keys_under_each_tables_grants() {
         assert_eq!(shown, direct);
     }
 
+    // The role's document offers the embeds it may use.
+    let document = app
+        .get(&format!("/admin/api/openapi/data?role={role}"), &admin)
+        .await;
+    let select = document.body["paths"]["/api/data/app/posts"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "select")
+        .unwrap()["description"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(select.contains("authors:author_id(*)"), "{select}");
+    assert!(
+        select.contains("comments:app.comments!post_id(*)"),
+        "{select}"
+    );
+    assert!(document.body["paths"]["/api/batch"]["post"].is_object());
+
     // Refusals: a bad shape or name 400, no grant 403, hidden 404.
     for (select, field_part) in [
         ("id,author_id(name)", "alias"),

@@ -34,7 +34,7 @@ pub use query::{
     Embed, Found, Function, ListQuery, Output, Predicate, Read, Shown, Upsert, Write,
 };
 pub use reads::{LIMIT_DEFAULT, LIMIT_MAX, ListParams, Page, RoleSubject, rows_seen_by};
-pub use role_view::RoleView;
+pub use role_view::{RoleView, embeds_from};
 pub use service::{DataService, Target};
 pub use table::{Column, ForeignKey, Kind, SERVICE_SCHEMA, SERVICE_TABLES, Table, service_columns};
 pub use watch::Watch;

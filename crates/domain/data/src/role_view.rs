@@ -46,3 +46,39 @@ impl<'t> RoleView<'t> {
         (!methods.is_empty()).then_some(Self { table, methods })
     }
 }
+
+/// The embeds of related rows a role may put in `select` on `table`, as
+/// `alias:fk_column(*)` and `alias:schema.table!fk_column(*)`: each
+/// single-column foreign key whose column `readable_columns` holds, to a
+/// table in `readable`, and each foreign key of a table in `readable` to
+/// this one.
+pub fn embeds_from(
+    table: &Table,
+    readable_columns: &[&Column],
+    readable: &[&Table],
+) -> Vec<String> {
+    let reachable = |schema: &str, name: &str| {
+        readable
+            .iter()
+            .any(|t| t.schema == schema && t.name == name)
+    };
+    let to_one = table
+        .foreign_keys
+        .iter()
+        .filter(|k| readable_columns.iter().any(|c| c.name == k.column))
+        .filter(|k| reachable(&k.schema, &k.table))
+        .map(|k| format!("{}:{}(*)", k.table, k.column));
+    let to_many = readable.iter().flat_map(|other| {
+        other
+            .foreign_keys
+            .iter()
+            .filter(|k| k.schema == table.schema && k.table == table.name)
+            .map(move |k| {
+                format!(
+                    "{}:{}.{}!{}(*)",
+                    other.name, other.schema, other.name, k.column
+                )
+            })
+    });
+    to_one.chain(to_many).collect()
+}

@@ -45,14 +45,23 @@ pub async fn document(
     let mut paths = Map::new();
     let mut schemas = Map::new();
     let mut followable = Vec::new();
-    for table in &tables {
-        let Some(view) = RoleView::of(table, role_id, admin) else {
-            continue;
-        };
-        if view.methods.iter().any(|(method, _)| *method == "GET") {
-            followable.push(format!("{}.{}", table.schema, table.name));
+    let views: Vec<RoleView<'_>> = tables
+        .iter()
+        .filter_map(|table| RoleView::of(table, role_id, admin))
+        .collect();
+    let readable: Vec<&data::Table> = views
+        .iter()
+        .filter(|view| view.methods.iter().any(|(method, _)| *method == "GET"))
+        .map(|view| view.table)
+        .collect();
+    for view in &views {
+        if readable.iter().any(|t| std::ptr::eq(*t, view.table)) {
+            followable.push(format!("{}.{}", view.table.schema, view.table.name));
         }
-        describe(&view, &mut paths, &mut schemas);
+        describe(view, &readable, &mut paths, &mut schemas);
+    }
+    if !views.is_empty() {
+        describe_batch(&mut paths);
     }
     describe_realtime(&followable, &mut paths);
     let granted: Vec<Uuid> = state
@@ -205,7 +214,35 @@ fn answer(description: &str, schema: Value) -> Value {
     json!({ "description": description, "content": { "application/json": { "schema": schema } } })
 }
 
-fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
+/// `POST /api/batch`, for a role that may use some table.
+fn describe_batch(paths: &mut Map<String, Value>) {
+    let error = json!({ "$ref": "#/components/schemas/Errors" });
+    let operation = json!({ "type": "object", "required": ["method", "path"], "properties": {
+        "method": { "enum": ["GET", "POST", "PATCH", "DELETE"] },
+        "path": { "type": "string", "description": "A Data API row route, /api/data/{schema}/{table}[/{pk}]; a segment may be {{n.data.<path>}}" },
+        "query": { "type": "object", "additionalProperties": { "type": "string" } },
+        "body": { "type": "object", "description": "The route's body, { data }; a string value {{n.data.<path>}} takes that value of operation n's answer" } } });
+    paths.insert("/api/batch".into(), json!({ "post": {
+        "operationId": "batch",
+        "summary": "Data API operations in order, in one transaction",
+        "requestBody": { "required": true, "content": { "application/json": { "schema":
+            envelope(json!({ "type": "array", "items": operation, "minItems": 1, "maxItems": data::OPERATIONS_MAX })) } } },
+        "responses": {
+            "200": answer("Every operation's answer", envelope(json!({ "type": "array", "items": { "type": "object",
+                "properties": { "status": { "type": "integer" }, "data": {} } } }))),
+            "400": answer("A bad operation (meta.index once operations run); nothing written", error.clone()),
+            "403": answer("An operation refused (meta.index); nothing written", error.clone()),
+            "404": answer("An operation's table or row is unknown (meta.index); nothing written", error),
+        },
+    } }));
+}
+
+fn describe(
+    view: &RoleView<'_>,
+    readable: &[&data::Table],
+    paths: &mut Map<String, Value>,
+    schemas: &mut Map<String, Value>,
+) {
     let table = view.table;
     let name = format!("{}.{}", table.schema, table.name);
     let collection = format!("/api/data/{}/{}", table.schema, table.name);
@@ -226,30 +263,68 @@ fn describe(view: &RoleView<'_>, paths: &mut Map<String, Value>, schemas: &mut M
                     "data": { "type": "array", "items": row_ref },
                     "meta": { "type": "object", "properties": { "limit": { "type": "integer" }, "offset": { "type": "integer" }, "total": { "type": "integer" } } } } });
                 let text = json!({ "type": "string" });
+                let embeds = data::embeds_from(table, columns, readable);
+                let select = if embeds.is_empty() {
+                    "Columns, comma separated".to_owned()
+                } else {
+                    format!(
+                        "Columns, comma separated, and related rows (nested up to 3 deep; * or columns in the parentheses): {}",
+                        embeds.join(", ")
+                    )
+                };
+                let mut rows_answer = answer("The rows", list);
+                rows_answer["content"]["text/csv"] = json!({ "schema": { "type": "string",
+                    "description": "With Accept: text/csv: the rows as CSV (RFC 4180, header row, NULL as an empty unquoted field), every matching row unless limit is given" } });
                 on_collection.insert("get".into(), json!({
                     "summary": format!("List rows of {name}"),
                     "parameters": ([
-                        parameter("select", "Columns, comma separated", text.clone()),
-                        parameter("filter", "JSON filter", json!({ "type": "string", "contentMediaType": "application/json" })),
-                        parameter("sort", "Columns, comma separated; - for descending", text),
+                        parameter("select", &select, text.clone()),
+                        parameter("filter", "JSON filter (operators eq, neq, gt, gte, lt, lte, in, nin, like, ilike, isNull, search)", json!({ "type": "string", "contentMediaType": "application/json" })),
+                        parameter("sort", "Columns, comma separated; - for descending", text.clone()),
+                        parameter("aggregate", "Aggregates instead of rows: alias:fn(column), comma separated, fn count (count() counts rows), sum, avg, min or max", text.clone()),
+                        parameter("groupBy", "With aggregate: columns to group by, comma separated", text.clone()),
                     ].into_iter().chain(paging(&format!("1 to {LIMIT_MAX}, default {LIMIT_DEFAULT}"))).collect::<Vec<Value>>()),
-                    "responses": { "200": answer("The rows", list), "400": answer("Bad query", error.clone()) },
+                    "responses": { "200": rows_answer, "400": answer("Bad query", error.clone()) },
                 }));
                 if keyed {
                     on_item.insert("get".into(), json!({
                         "summary": format!("One row of {name}"),
-                        "parameters": [pk],
+                        "parameters": [pk, parameter("select", &select, text)],
                         "responses": { "200": answer("The row", envelope(row_ref.clone())), "404": answer("No such row", error.clone()) },
                     }));
                 }
             }
             "POST" => {
                 let input = object(columns, true);
+                let updates = view.methods.iter().any(|(method, _)| *method == "PATCH");
+                let mut parameters = Vec::new();
+                if updates && !table.unique_keys.is_empty() {
+                    let keys: Vec<String> = table
+                        .unique_keys
+                        .iter()
+                        .map(|key| {
+                            key.iter()
+                                .map(|&i| table.columns[i].name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        })
+                        .collect();
+                    parameters.push(parameter(
+                        "onConflict",
+                        &format!("Upsert on a unique key: {}", keys.join(" or ")),
+                        json!({ "type": "string" }),
+                    ));
+                }
                 on_collection.insert("post".into(), json!({
                     "summary": format!("Insert rows into {name}"),
-                    "requestBody": { "required": true, "content": { "application/json": { "schema":
-                        envelope(json!({ "oneOf": [input, { "type": "array", "items": input, "minItems": 1 }] })) } } },
-                    "responses": { "201": answer("The rows written", envelope(json!({}))), "400": answer("Bad row", error.clone()) },
+                    "parameters": parameters,
+                    "requestBody": { "required": true, "content": {
+                        "application/json": { "schema":
+                            envelope(json!({ "oneOf": [input, { "type": "array", "items": input, "minItems": 1 }] })) },
+                        "text/csv": { "schema": { "type": "string", "description": "CSV with a header row naming columns; all rows or none" } } } },
+                    "responses": { "201": answer("The rows written (CSV: { inserted })", envelope(json!({}))),
+                        "400": answer("Bad row (CSV: meta.line)", error.clone()),
+                        "413": answer("A CSV body over data.import_max_bytes", error.clone()) },
                 }));
             }
             "PATCH" if keyed => {
