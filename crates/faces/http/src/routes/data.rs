@@ -347,6 +347,7 @@ pub async fn other_method(
     request_body(content = Object, description = "{ data: [ { method, path, query?, body? } ] }"),
     responses((status = 200, description = "{ data: [ { status, data } ] }"),
         (status = 400, description = "a bad operation, with meta.index when one was run", body = ErrorEnvelope),
+        (status = 401, body = ErrorEnvelope),
         (status = 403, description = "an operation refused, with meta.index; nothing written", body = ErrorEnvelope),
         (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[post("")]

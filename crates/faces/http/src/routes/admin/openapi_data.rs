@@ -231,6 +231,8 @@ fn describe_batch(paths: &mut Map<String, Value>) {
             "200": answer("Every operation's answer", envelope(json!({ "type": "array", "items": { "type": "object",
                 "properties": { "status": { "type": "integer" }, "data": {} } } }))),
             "400": answer("A bad operation (meta.index once operations run); nothing written", error.clone()),
+            "401": answer("No valid credential", error.clone()),
+            "409": answer("An operation conflicts with a row (meta.index); nothing written", error.clone()),
             "403": answer("An operation refused (meta.index); nothing written", error.clone()),
             "404": answer("An operation's table or row is unknown (meta.index); nothing written", error),
         },
