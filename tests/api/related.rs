@@ -729,3 +729,269 @@ async fn a_batch_writes_everything_or_nothing_with_references() {
     assert_eq!(denied.status, StatusCode::FORBIDDEN, "{:?}", denied.body);
     assert_eq!(denied.body["meta"]["index"], 0);
 }
+
+#[tokio::test]
+async fn mcp_queries_take_the_same_embeds_and_aggregates() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (authors, posts, _) = blog(&app, &admin).await;
+    crate::mcp::enable(&app, &admin).await;
+    let role = create_role(&app, &admin, "agents").await;
+    grant(
+        &app,
+        &admin,
+        &role,
+        &posts,
+        "read",
+        Value::Null,
+        Value::Null,
+    )
+    .await;
+    grant(
+        &app,
+        &admin,
+        &role,
+        &authors,
+        "read",
+        json!({ "team": { "eq": "red" } }),
+        json!(["id", "name"]),
+    )
+    .await;
+    let (_, agent) = member(&app, &admin, "agent@x.test", &role).await;
+    let mut client = crate::mcp::Client::new(&app, &agent);
+    client.initialize().await;
+    let (failed, text) = client
+        .call("query_rows", json!({ "resource": "app.posts", "select": "id,author:author_id(*)", "sort": "id", "limit": 2 }))
+        .await;
+    assert!(!failed, "{text}");
+    let page: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        page["rows"],
+        json!([{ "id": 10, "author": { "id": 1, "name": "Ada" } },
+        { "id": 11, "author": null }])
+    );
+    let (failed, text) = client
+        .call("query_rows", json!({ "resource": "app.posts", "aggregate": "n:count(),best:max(score)", "groupBy": "status", "sort": "status" }))
+        .await;
+    assert!(!failed, "{text}");
+    let page: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        page["rows"],
+        json!([{ "status": "closed", "n": 1, "best": 7 }, { "status": "open", "n": 3, "best": 5 }])
+    );
+    let (failed, text) = client
+        .call(
+            "get_row",
+            json!({ "resource": "app.posts", "id": 12, "select": "title,author:author_id(name)" }),
+        )
+        .await;
+    assert!(!failed, "{text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        json!({ "title": "Closed", "author": { "name": "Ada" } })
+    );
+}
+
+/// Random read grants (row filters, column limits, two grants masking each
+/// other's columns) on the three tables: every embed equals what the same
+/// caller reads of that table by itself, and every aggregate what the test
+/// computes over the caller's own list.
+#[tokio::test]
+async fn embeds_and_aggregates_match_plain_reads_under_random_grants() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (authors, posts, comments) = blog(&app, &admin).await;
+    let mut rng = crate::data::Lcg(0x5eed_0039);
+    let words = ["rust", "java", "web", "server"];
+    let (mut post_rows, mut comment_rows) = (Vec::new(), Vec::new());
+    for id in 20..40 {
+        let author = if rng.next(5) == 0 {
+            Value::Null
+        } else {
+            json!(1 + rng.next(2))
+        };
+        let score = if rng.next(4) == 0 {
+            Value::Null
+        } else {
+            json!(rng.next(10))
+        };
+        let body = format!("{} {}", rng.pick(&words), rng.pick(&words));
+        post_rows.push(
+            json!({ "id": id, "author_id": author, "title": format!("t{id}"), "body": body,
+            "score": score, "status": *rng.pick(&["open", "closed"]) }),
+        );
+    }
+    for id in 200..260 {
+        comment_rows.push(
+            json!({ "id": id, "post_id": 20 + rng.next(20), "author_id": 1 + rng.next(2),
+            "text": format!("c{id}"), "approved": rng.next(2) == 0 }),
+        );
+    }
+    for (path, rows) in [
+        ("/api/data/app/posts", post_rows),
+        ("/api/data/app/comments", comment_rows),
+    ] {
+        let answer = app.post(path, &admin, json!({ "data": rows })).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
+    }
+    let tables = [
+        (
+            &authors,
+            vec!["name", "email", "team"],
+            vec![
+                json!({ "team": { "eq": "red" } }),
+                json!({ "team": { "neq": "blue" } }),
+                json!({ "id": { "lte": 1 } }),
+                Value::Null,
+            ],
+        ),
+        (
+            &posts,
+            vec!["author_id", "title", "body", "score", "status"],
+            vec![
+                json!({ "status": { "eq": "open" } }),
+                json!({ "score": { "gte": 4 } }),
+                json!({ "body": { "search": "rust" } }),
+                Value::Null,
+            ],
+        ),
+        (
+            &comments,
+            vec!["post_id", "author_id", "text", "approved"],
+            vec![
+                json!({ "approved": { "eq": true } }),
+                json!({ "author_id": { "eq": 2 } }),
+                json!({ "id": { "gt": 230 } }),
+                Value::Null,
+            ],
+        ),
+    ];
+    let (mut embeds_compared, mut groups_compared) = (0, 0);
+    for round in 0..8 {
+        let role = create_role(&app, &admin, &format!("random {round}")).await;
+        for (resource, columns, filters) in &tables {
+            for _ in 0..1 + rng.next(2) {
+                let mut chosen = vec!["id"];
+                chosen.extend(columns.iter().filter(|_| rng.next(3) > 0));
+                grant(
+                    &app,
+                    &admin,
+                    &role,
+                    resource,
+                    "read",
+                    rng.pick(filters).clone(),
+                    json!(chosen),
+                )
+                .await;
+            }
+        }
+        let (_, caller) = member(&app, &admin, &format!("random{round}@x.test"), &role).await;
+        let list = |path: &str| {
+            let (app, caller, path) = (&app, caller.clone(), path.to_owned());
+            async move {
+                let answer = app.get(&path, &caller).await;
+                assert_eq!(answer.status, StatusCode::OK, "{path}: {:?}", answer.body);
+                answer.data().as_array().unwrap().clone()
+            }
+        };
+        let own_authors = list("/api/data/app/authors?limit=1000").await;
+        let own_comments = list("/api/data/app/comments?limit=1000&sort=id").await;
+        let own_posts = list("/api/data/app/posts?limit=1000&sort=id").await;
+        let readable = |rows: &[Value], column: &str| rows.iter().any(|r| r.get(column).is_some());
+        let select = encode("*,author:author_id(*),comments:app.comments!post_id(*)");
+        let embedded = app
+            .get(
+                &format!("/api/data/app/posts?select={select}&limit=1000&sort=id"),
+                &caller,
+            )
+            .await;
+        if !own_posts.is_empty() && !readable(&own_posts, "author_id") {
+            assert_eq!(
+                embedded.status,
+                StatusCode::BAD_REQUEST,
+                "{:?}",
+                embedded.body
+            );
+        } else {
+            assert_eq!(embedded.status, StatusCode::OK, "{:?}", embedded.body);
+            let rows = embedded.data().as_array().unwrap();
+            assert_eq!(rows.len(), own_posts.len());
+            embeds_compared += rows.len();
+            for (row, plain) in rows.iter().zip(&own_posts) {
+                for (key, value) in plain.as_object().unwrap() {
+                    assert_eq!(&row[key], value, "round {round}: {key} of {plain}");
+                }
+                let author = own_authors
+                    .iter()
+                    .find(|a| !row["author_id"].is_null() && a.get("id") == Some(&row["author_id"]))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                assert_eq!(row["author"], author, "round {round}: author of {row}");
+                let mine: Vec<&Value> = own_comments
+                    .iter()
+                    .filter(|c| !row["id"].is_null() && c.get("post_id") == Some(&row["id"]))
+                    .collect();
+                assert_eq!(
+                    row["comments"],
+                    json!(mine),
+                    "round {round}: comments of post {}",
+                    row["id"]
+                );
+            }
+        }
+        let query = format!(
+            "aggregate={}&groupBy=status&limit=1000",
+            encode("n:count(),total:sum(score),top:max(score),titles:count(title)")
+        );
+        let grouped = app
+            .get(&format!("/api/data/app/posts?{query}"), &caller)
+            .await;
+        let needs = ["status", "score", "title"];
+        if !own_posts.is_empty() && needs.iter().any(|c| !readable(&own_posts, c)) {
+            assert_eq!(
+                grouped.status,
+                StatusCode::BAD_REQUEST,
+                "{:?}",
+                grouped.body
+            );
+            continue;
+        }
+        assert_eq!(grouped.status, StatusCode::OK, "{:?}", grouped.body);
+        for group in grouped.data().as_array().unwrap() {
+            groups_compared += 1;
+            let members: Vec<&Value> = own_posts
+                .iter()
+                .filter(|p| p["status"] == group["status"])
+                .collect();
+            let scores: Vec<i64> = members.iter().filter_map(|p| p["score"].as_i64()).collect();
+            assert_eq!(group["n"], json!(members.len()), "round {round}: {group}");
+            assert_eq!(
+                group["titles"],
+                json!(members.iter().filter(|p| !p["title"].is_null()).count())
+            );
+            assert_eq!(
+                group["total"],
+                if scores.is_empty() {
+                    Value::Null
+                } else {
+                    json!(scores.iter().sum::<i64>())
+                }
+            );
+            assert_eq!(
+                group["top"],
+                scores.iter().max().map_or(Value::Null, |m| json!(m))
+            );
+        }
+        let groups: std::collections::BTreeSet<String> =
+            own_posts.iter().map(|p| p["status"].to_string()).collect();
+        assert_eq!(
+            grouped.data().as_array().unwrap().len(),
+            groups.len(),
+            "round {round}"
+        );
+    }
+    assert!(
+        embeds_compared > 20 && groups_compared > 2,
+        "{embeds_compared} {groups_compared}"
+    );
+}
