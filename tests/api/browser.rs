@@ -970,6 +970,67 @@ async fn the_rows_page_inserts_edits_refuses_filters_and_deletes() {
     browser.client.close().await.unwrap();
 }
 
+/// The rows page's related rows, groups, search and CSV import: an order
+/// shows its customer, the orders group by status, a search finds words,
+/// and an imported file's rows appear (a bad file names its line).
+#[tokio::test]
+async fn the_rows_page_shows_related_rows_groups_searches_and_imports() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let key = json!({ "name": "id", "dataType": "bigint", "primaryKey": true });
+    let customers = crate::data::create_table(&app, &admin, "app", "customers",
+        json!([key, { "name": "name", "dataType": "text" }])).await;
+    let orders = crate::data::create_table(&app, &admin, "app", "orders", json!([key,
+        { "name": "customer_id", "dataType": "bigint", "foreignKey": { "targetTable": "customers", "targetColumn": "id" } },
+        { "name": "status", "dataType": "text" },
+        { "name": "note", "dataType": "text" }])).await;
+    for resource in [&customers, &orders] {
+        crate::data::expose(&app, &admin, resource, &["GET", "POST", "PATCH", "DELETE"]).await;
+    }
+    app.post("/api/data/app/customers", &admin, json!({ "data": { "id": 1, "name": "Ada" } })).await;
+    app.post("/api/data/app/orders", &admin, json!({ "data": [
+        { "id": 1, "customer_id": 1, "status": "open", "note": "rush delivery please" },
+        { "id": 2, "customer_id": 1, "status": "open", "note": "gift wrap" },
+        { "id": 3, "customer_id": null, "status": "paid", "note": "no rush" }] })).await;
+    let browser = Browser::start().await;
+    browser.sign_in_to(&app, "/admin/rows/app/orders").await;
+    wait_for_text(&browser, "#count", "of 3").await;
+
+    choose(&browser, "embed", "customer_id → app.customers").await;
+    wait_for_text(&browser, "#grid thead", "customers").await;
+    wait_for_text(&browser, "#grid tbody tr:nth-child(2) td[data-embed=customers]", "Ada").await;
+
+    choose(&browser, "group-by", "status").await;
+    browser.fill("aggregate", "orders:count()").await;
+    click(&browser, "#group button[type=submit]").await;
+    wait_for_text(&browser, "#group-grid thead", "orders").await;
+    wait_for_text(&browser, "#group-grid tbody", "paid").await;
+
+    choose(&browser, "filter-column", "note").await;
+    choose(&browser, "filter-op", "search").await;
+    browser.fill("filter-value", "rush -no").await;
+    click(&browser, "#filter button[type=submit]").await;
+    wait_for_text(&browser, "#count", "of 1").await;
+    click(&browser, "#filter-clear").await;
+
+    let good = std::env::temp_dir().join(format!("orders-{}.csv", uuid::Uuid::now_v7()));
+    std::fs::write(&good, "id,status,note\n4,open,\"from, a file\"\n5,paid,\n").unwrap();
+    let input = browser.wait_for("#import").await;
+    input.send_keys(good.to_str().unwrap()).await.unwrap();
+    wait_for_text(&browser, "#import-result", "Inserted 2 rows").await;
+    wait_for_text(&browser, "#count", "of 5").await;
+    let bad = std::env::temp_dir().join(format!("orders-{}.csv", uuid::Uuid::now_v7()));
+    std::fs::write(&bad, "id,status\n6,open\nseven,open\n").unwrap();
+    let input = browser.wait_for("#import").await;
+    input.send_keys(bad.to_str().unwrap()).await.unwrap();
+    wait_for_text(&browser, "#grid-error", "Line 3").await;
+    let _ = std::fs::remove_file(good);
+    let _ = std::fs::remove_file(bad);
+    let stored = app.get("/api/data/app/orders?aggregate=n:count()", &admin).await;
+    assert_eq!(stored.data()[0]["n"], 5);
+    finish(browser, "rows-related.png").await;
+}
+
 /// Waits up to 10 s for the element at `css` to contain `text`.
 async fn wait_for_text(browser: &Browser, css: &str, text: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -1,12 +1,14 @@
 // The rows page of the console: a table's rows through the Data API with
-// paging, sorting, a filter builder, insert, inline edits and delete; a
-// refused write shows its reason next to the cell or the new row.
+// paging, sorting, a filter builder (full-text search included), insert,
+// inline edits and delete; a refused write shows its reason next to the
+// cell or the new row. Related rows are shown through embeds, groups through
+// aggregates, and the rows go out and in as CSV.
 "use strict";
 
 const PAGE = 50;
 const NUMERIC = /^(smallint|integer|bigint|numeric|real|double precision)/;
-const OPERATORS = ["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "isNull"];
-const grid = { schema: "", table: "", columns: [], key: [], offset: 0, sort: "", filter: null };
+const OPERATORS = ["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "isNull", "search"];
+const grid = { schema: "", table: "", columns: [], key: [], offset: 0, sort: "", filter: null, embeds: [] };
 
 function dataPath(suffix) {
   return `/api/data/${encodeURIComponent(grid.schema)}/${encodeURIComponent(grid.table)}${suffix || ""}`;
@@ -69,6 +71,9 @@ function dataRow(row) {
     if (result && result.status !== 204) return showAlert("grid-error", firstError(result).message);
     await load();
   });
+  for (const embed of grid.embeds) {
+    tr.append(element("td", shown(row[embed.alias]), { "data-embed": embed.alias }));
+  }
   const last = element("td");
   last.append(remove);
   tr.append(last);
@@ -97,6 +102,7 @@ function newRow() {
     showAlert("grid-error", "");
     await load();
   });
+  for (const _ of grid.embeds) tr.append(element("td"));
   const td = element("td");
   td.append(insert);
   tr.append(td);
@@ -114,14 +120,102 @@ function header() {
     th.append(button);
     tr.append(th);
   }
+  for (const embed of grid.embeds) tr.append(element("th", embed.alias, { title: embed.spec }));
   tr.append(element("th", ""));
   return tr;
 }
 
-async function load() {
-  const query = new URLSearchParams({ limit: String(PAGE), offset: String(grid.offset), count: "exact" });
+// The list route's query for the filter and sort shown.
+function listQuery() {
+  const query = new URLSearchParams();
   if (grid.sort) query.set("sort", grid.sort);
   if (grid.filter) query.set("filter", JSON.stringify(grid.filter));
+  return query;
+}
+
+// The table's foreign keys both ways, as embeds to choose from.
+function embedChoices(info) {
+  const choices = info.foreignKeys.map((key) => ({
+    alias: key.targetTable, spec: `${key.targetTable}:${key.column}(*)`,
+    label: `${key.column} → ${key.targetSchema}.${key.targetTable}`,
+  }));
+  for (const key of info.referencedBy) {
+    choices.push({ alias: key.table, spec: `${key.table}:${key.schema}.${key.table}!${key.column}(*)`,
+      label: `${key.schema}.${key.table} by ${key.column}` });
+  }
+  return choices;
+}
+
+// Groups of the rows shown, with the aggregates typed.
+async function group(event) {
+  event.preventDefault();
+  const query = listQuery();
+  query.delete("sort");
+  query.set("aggregate", document.getElementById("aggregate").value);
+  const by = document.getElementById("group-by").value;
+  if (by) query.set("groupBy", by);
+  const result = await api(dataPath("?" + query));
+  if (!result) return;
+  if (result.status !== 200) return showAlert("grid-error", refusal(result));
+  showAlert("grid-error", "");
+  const groups = result.answer.data;
+  const names = groups.length ? Object.keys(groups[0]) : [];
+  const table = document.getElementById("group-grid");
+  const head = element("tr");
+  for (const name of names) head.append(element("th", name));
+  table.tHead.replaceChildren(head);
+  table.tBodies[0].replaceChildren(...groups.map((row) => {
+    const tr = element("tr");
+    for (const name of names) tr.append(element("td", shown(row[name])));
+    return tr;
+  }));
+  document.getElementById("groups").hidden = false;
+}
+
+// Every row matching the filter, as a CSV file.
+async function exportCsv() {
+  const token = session();
+  if (!token) return;
+  const response = await fetch(BASE + dataPath("?" + listQuery()), {
+    headers: { Authorization: "Bearer " + token, Accept: "text/csv" },
+  });
+  if (response.status !== 200) {
+    const answer = await response.json().catch(() => null);
+    return showAlert("grid-error", firstError({ answer }).message);
+  }
+  const link = element("a", null, { href: URL.createObjectURL(await response.blob()), download: `${grid.schema}.${grid.table}.csv` });
+  document.body.append(link);
+  link.click();
+  link.remove();
+}
+
+// A CSV file's rows, inserted all or none.
+async function importCsv(event) {
+  const file = event.target.files[0];
+  const token = session();
+  if (!file || !token) return;
+  const response = await fetch(BASE + dataPath(), {
+    method: "POST", headers: { Authorization: "Bearer " + token, "Content-Type": "text/csv" }, body: file,
+  });
+  const answer = await response.json().catch(() => null);
+  const status = document.getElementById("import-result");
+  event.target.value = "";
+  if (response.status === 201) {
+    status.textContent = `Inserted ${answer.data.inserted} rows from ${file.name}.`;
+    showAlert("grid-error", "");
+    return load();
+  }
+  status.textContent = "";
+  const line = answer?.meta?.line ? `Line ${answer.meta.line}: ` : "";
+  showAlert("grid-error", `Nothing imported. ${line}${refusal({ answer })}`);
+}
+
+async function load() {
+  const query = listQuery();
+  query.set("limit", String(PAGE));
+  query.set("offset", String(grid.offset));
+  query.set("count", "exact");
+  if (grid.embeds.length) query.set("select", ["*", ...grid.embeds.map((e) => e.spec)].join(","));
   const result = await api(dataPath("?" + query));
   if (!result) return;
   const table = document.getElementById("grid");
@@ -166,6 +260,21 @@ async function rowsPage() {
     load();
   });
   document.getElementById("filter-clear").addEventListener("click", () => { grid.filter = null; grid.offset = 0; load(); });
+  const embedSelect = document.getElementById("embed");
+  const choices = embedChoices(info);
+  choices.forEach((choice, i) => embedSelect.append(element("option", choice.label, { value: String(i) })));
+  embedSelect.addEventListener("change", () => {
+    const choice = choices[Number(embedSelect.value)];
+    if (choice && !grid.embeds.includes(choice)) grid.embeds.push(choice);
+    embedSelect.value = "";
+    load();
+  });
+  const groupBy = document.getElementById("group-by");
+  for (const column of grid.columns) groupBy.append(element("option", column.name, { value: column.name }));
+  document.getElementById("group").addEventListener("submit", group);
+  document.getElementById("group-clear").addEventListener("click", () => { document.getElementById("groups").hidden = true; });
+  document.getElementById("export").addEventListener("click", exportCsv);
+  document.getElementById("import").addEventListener("change", importCsv);
   document.getElementById("prev").addEventListener("click", () => { grid.offset = Math.max(0, grid.offset - PAGE); load(); });
   document.getElementById("next").addEventListener("click", () => { grid.offset += PAGE; load(); });
   await load();
