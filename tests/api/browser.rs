@@ -978,8 +978,14 @@ async fn the_rows_page_shows_related_rows_groups_searches_and_imports() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
     let key = json!({ "name": "id", "dataType": "bigint", "primaryKey": true });
-    let customers = crate::data::create_table(&app, &admin, "app", "customers",
-        json!([key, { "name": "name", "dataType": "text" }])).await;
+    let customers = crate::data::create_table(
+        &app,
+        &admin,
+        "app",
+        "customers",
+        json!([key, { "name": "name", "dataType": "text" }]),
+    )
+    .await;
     let orders = crate::data::create_table(&app, &admin, "app", "orders", json!([key,
         { "name": "customer_id", "dataType": "bigint", "foreignKey": { "targetTable": "customers", "targetColumn": "id" } },
         { "name": "status", "dataType": "text" },
@@ -987,18 +993,33 @@ async fn the_rows_page_shows_related_rows_groups_searches_and_imports() {
     for resource in [&customers, &orders] {
         crate::data::expose(&app, &admin, resource, &["GET", "POST", "PATCH", "DELETE"]).await;
     }
-    app.post("/api/data/app/customers", &admin, json!({ "data": { "id": 1, "name": "Ada" } })).await;
-    app.post("/api/data/app/orders", &admin, json!({ "data": [
+    app.post(
+        "/api/data/app/customers",
+        &admin,
+        json!({ "data": { "id": 1, "name": "Ada" } }),
+    )
+    .await;
+    app.post(
+        "/api/data/app/orders",
+        &admin,
+        json!({ "data": [
         { "id": 1, "customer_id": 1, "status": "open", "note": "rush delivery please" },
         { "id": 2, "customer_id": 1, "status": "open", "note": "gift wrap" },
-        { "id": 3, "customer_id": null, "status": "paid", "note": "no rush" }] })).await;
+        { "id": 3, "customer_id": null, "status": "paid", "note": "no rush" }] }),
+    )
+    .await;
     let browser = Browser::start().await;
     browser.sign_in_to(&app, "/admin/rows/app/orders").await;
     wait_for_text(&browser, "#count", "of 3").await;
 
     choose(&browser, "embed", "customer_id → app.customers").await;
     wait_for_text(&browser, "#grid thead", "customers").await;
-    wait_for_text(&browser, "#grid tbody tr:nth-child(2) td[data-embed=customers]", "Ada").await;
+    wait_for_text(
+        &browser,
+        "#grid tbody tr:nth-child(2) td[data-embed=customers]",
+        "Ada",
+    )
+    .await;
 
     choose(&browser, "group-by", "status").await;
     browser.fill("aggregate", "orders:count()").await;
@@ -1026,7 +1047,9 @@ async fn the_rows_page_shows_related_rows_groups_searches_and_imports() {
     wait_for_text(&browser, "#grid-error", "Line 3").await;
     let _ = std::fs::remove_file(good);
     let _ = std::fs::remove_file(bad);
-    let stored = app.get("/api/data/app/orders?aggregate=n:count()", &admin).await;
+    let stored = app
+        .get("/api/data/app/orders?aggregate=n:count()", &admin)
+        .await;
     assert_eq!(stored.data()[0]["n"], 5);
     finish(browser, "rows-related.png").await;
 }

@@ -1,4 +1,4 @@
-//! `cargo xtask bench auth|data|views|workflows|files|realtime|console|schema`: the
+//! `cargo xtask bench auth|data|related|views|workflows|files|realtime|console|schema`: the
 //! credential resolver, the Data API, DataViews, workflows, files and
 //! realtime under load, measured with wrk (curl for files) against a release
 //! build, and the console's weight and first load in Chromium; the Data
@@ -29,6 +29,7 @@ const ADMIN_PASSWORD: &str = "bench-password-1";
 
 mod console;
 mod realtime;
+mod related;
 mod scale;
 mod schema;
 mod soak;
@@ -39,7 +40,8 @@ pub use soak::soak;
 pub fn suite(name: Option<&str>) -> Result {
     match name {
         Some("auth") => auth(),
-        Some("data") => data(),
+        Some("data") => data().and_then(|()| related::related()),
+        Some("related") => related::related(),
         Some("peer") => peer_only(),
         Some("workflows") => workflows(),
         Some("views") => views(),
@@ -50,6 +52,7 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("schema") => schema::schema(),
         None => auth()
             .and_then(|()| data())
+            .and_then(|()| related::related())
             .and_then(|()| views())
             .and_then(|()| workflows())
             .and_then(|()| files())
@@ -57,7 +60,7 @@ pub fn suite(name: Option<&str>) -> Result {
             .and_then(|()| console::console())
             .and_then(|()| schema::schema()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, scale, schema, views, workflows; scale is not in the default run)"
+            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, related, scale, schema, views, workflows; scale is not in the default run)"
         )),
     }
 }
