@@ -995,3 +995,48 @@ async fn embeds_and_aggregates_match_plain_reads_under_random_grants() {
         "{embeds_compared} {groups_compared}"
     );
 }
+
+/// A list with embeds is one statement: with the embedded table locked,
+/// the request waits in a statement that reads the listed table and every
+/// embedded one, and answers once the lock is gone.
+#[tokio::test]
+async fn a_list_with_embeds_is_one_statement() {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    blog(&app, &admin).await;
+    let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
+    // Warm the catalog, so the request's only statement is the read.
+    let select = encode("id,author:author_id(name),comments:app.comments!post_id(text)");
+    let path = format!("{}/api/data/app/posts?select={select}", app.address);
+    let warm = app.client.get(&path).bearer_auth(&admin).send().await.unwrap();
+    assert_eq!(warm.status(), StatusCode::OK);
+    let lock = db.begin().await.unwrap();
+    lock.execute_unprepared("LOCK TABLE app.comments IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let request = tokio::spawn(app.client.get(&path).bearer_auth(&admin).send());
+    let waiting = "SELECT string_agg(query, ' | ') FROM pg_stat_activity \
+        WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let statement = loop {
+        let row = db
+            .query_one_raw(Statement::from_string(DbBackend::Postgres, waiting))
+            .await
+            .unwrap()
+            .unwrap();
+        if let Some(text) = row.try_get_by_index::<Option<String>>(0).unwrap() {
+            break text;
+        }
+        assert!(std::time::Instant::now() < deadline, "no statement waited for the lock");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(!statement.contains(" | "), "one statement waits: {statement}");
+    for table in ["\"posts\"", "\"authors\"", "\"comments\""] {
+        assert!(statement.contains(table), "{table} not in {statement}");
+    }
+    lock.rollback().await.unwrap();
+    let answer = request.await.unwrap().unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    db.close().await.unwrap();
+}
