@@ -652,6 +652,20 @@ async fn a_batch_writes_everything_or_nothing_with_references() {
     assert_eq!(answers[4]["data"], Value::Null);
     assert_eq!(answers[5]["data"], json!([{ "n": 1 }]));
 
+    // Consecutive inserts into one table answer each operation its own rows.
+    let merged = batch(json!([
+        { "method": "POST", "path": "/api/data/app/orders", "body": { "data": { "customer": "Cy" } } },
+        { "method": "POST", "path": "/api/data/app/orders", "body": { "data": [{ "customer": "Di" }, { "customer": "Ed" }] } },
+        { "method": "POST", "path": "/api/data/app/orders", "body": { "data": { "customer": "Fa" } } }
+    ])).await;
+    assert_eq!(merged.status, StatusCode::OK, "{:?}", merged.body);
+    let answers = merged.data().as_array().unwrap();
+    assert_eq!(answers[0]["data"]["customer"], "Cy");
+    assert_eq!(answers[1]["data"].as_array().unwrap().len(), 2);
+    assert_eq!(answers[1]["data"][1]["customer"], "Ed");
+    assert_eq!(answers[2]["data"]["customer"], "Fa");
+    assert!(answers.iter().all(|a| a["status"] == 201));
+
     // The third operation breaks a check: nothing of the batch is written.
     let count = || async {
         app.get("/api/data/app/orders?aggregate=n:count()", &shop)
@@ -1009,7 +1023,13 @@ async fn a_list_with_embeds_is_one_statement() {
     // Warm the catalog, so the request's only statement is the read.
     let select = encode("id,author:author_id(name),comments:app.comments!post_id(text)");
     let path = format!("{}/api/data/app/posts?select={select}", app.address);
-    let warm = app.client.get(&path).bearer_auth(&admin).send().await.unwrap();
+    let warm = app
+        .client
+        .get(&path)
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(warm.status(), StatusCode::OK);
     let lock = db.begin().await.unwrap();
     lock.execute_unprepared("LOCK TABLE app.comments IN ACCESS EXCLUSIVE MODE")
@@ -1028,10 +1048,16 @@ async fn a_list_with_embeds_is_one_statement() {
         if let Some(text) = row.try_get_by_index::<Option<String>>(0).unwrap() {
             break text;
         }
-        assert!(std::time::Instant::now() < deadline, "no statement waited for the lock");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no statement waited for the lock"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
-    assert!(!statement.contains(" | "), "one statement waits: {statement}");
+    assert!(
+        !statement.contains(" | "),
+        "one statement waits: {statement}"
+    );
     for table in ["\"posts\"", "\"authors\"", "\"comments\""] {
         assert!(statement.contains(table), "{table} not in {statement}");
     }

@@ -3,6 +3,8 @@
 //! exactly `{{n.data.<path>}}` in a later body or path segment stands for
 //! that value of operation n's answer.
 
+use std::ops::Range;
+
 use permissions::Plane;
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
@@ -52,31 +54,111 @@ impl DataService {
         body: &Value,
     ) -> Result<Vec<Answered>, DataError> {
         let operations = parse(body)?;
+        let merged = runs(&operations);
         self.as_caller(request, Plane::Api, Effect::Writes, async |caller, v| {
-            let txn = Mutex::new(self.store.begin().await?);
-            let mut answers: Vec<Value> = Vec::with_capacity(operations.len());
-            let mut out = Vec::with_capacity(operations.len());
-            for (index, operation) in operations.iter().enumerate() {
-                let answered = self
-                    .run(
-                        caller,
-                        v,
-                        operation,
-                        index,
-                        &answers,
-                        Via::Transaction(&txn),
-                    )
-                    .await
-                    .map_err(|e| e.at(Place::Index(index)))?;
-                let data: Value = serde_json::from_str(&answered.data)
-                    .map_err(|e| DataError::Store(kernel::StoreError::Internal(e.to_string())))?;
-                answers.push(serde_json::json!({ "data": data }));
-                out.push(answered);
+            // Consecutive inserts into one table run as one statement; when
+            // that fails, the batch runs again one operation at a time, so
+            // the refusal names its operation.
+            if merged.iter().any(|run| run.len() > 1)
+                && let Ok(out) = self.run_all(caller, v, &operations, &merged).await
+            {
+                return Ok(out);
             }
-            txn.into_inner().commit().await?;
-            Ok(out)
+            let single: Vec<Range<usize>> = (0..operations.len()).map(|i| i..i + 1).collect();
+            self.run_all(caller, v, &operations, &single).await
         })
         .await
+    }
+
+    /// Runs `operations` in one transaction, each run of `runs` as one
+    /// statement (a run of several: inserts into one table, merged).
+    async fn run_all(
+        &self,
+        caller: Caller<'_>,
+        version: i64,
+        operations: &[Operation<'_>],
+        runs: &[Range<usize>],
+    ) -> Result<Vec<Answered>, DataError> {
+        let txn = Mutex::new(self.store.begin().await?);
+        let via = Via::Transaction(&txn);
+        let mut answers: Vec<Value> = Vec::with_capacity(operations.len());
+        let mut out = Vec::with_capacity(operations.len());
+        for run in runs {
+            let answered = if run.len() == 1 {
+                let index = run.start;
+                vec![
+                    self.run(caller, version, &operations[index], index, &answers, via)
+                        .await
+                        .map_err(|e| e.at(Place::Index(index)))?,
+                ]
+            } else {
+                self.insert_run(caller, version, &operations[run.clone()], &answers, via)
+                    .await
+                    .map_err(|e| e.at(Place::Index(run.start)))?
+            };
+            for answer in answered {
+                let data: Value = serde_json::from_str(&answer.data)
+                    .map_err(|e| DataError::Store(kernel::StoreError::Internal(e.to_string())))?;
+                answers.push(serde_json::json!({ "data": data }));
+                out.push(answer);
+            }
+        }
+        txn.into_inner().commit().await?;
+        Ok(out)
+    }
+
+    /// Inserts the rows of several POSTs into one table in one statement;
+    /// answers each operation's part of the rows written.
+    async fn insert_run(
+        &self,
+        caller: Caller<'_>,
+        version: i64,
+        operations: &[Operation<'_>],
+        answers: &[Value],
+        via: Via<'_>,
+    ) -> Result<Vec<Answered>, DataError> {
+        let mut rows = Vec::new();
+        let mut parts = Vec::with_capacity(operations.len());
+        for operation in operations {
+            let data = operation
+                .body
+                .and_then(|b| b.get("data"))
+                .map(|d| substitute(d, answers, "data"))
+                .transpose()?
+                .unwrap_or(Value::Null);
+            match data {
+                Value::Array(items) => {
+                    parts.push((items.len(), false));
+                    rows.extend(items);
+                }
+                row => {
+                    parts.push((1, true));
+                    rows.push(row);
+                }
+            }
+        }
+        let target = Target::exposed(operations[0].segments[0], operations[0].segments[1]);
+        let written = self
+            .insert_via(caller, version, target, (&Value::Array(rows), None), via)
+            .await?;
+        let items = split_array(&written);
+        let mut at = 0;
+        let mut out = Vec::with_capacity(parts.len());
+        for (count, single) in parts {
+            let mine = items.get(at..at + count).ok_or_else(|| {
+                DataError::Store(kernel::StoreError::Internal(
+                    "rows missing from an insert".into(),
+                ))
+            })?;
+            at += count;
+            let data = if single {
+                mine[0].to_owned()
+            } else {
+                format!("[{}]", mine.join(","))
+            };
+            out.push(Answered { status: 201, data });
+        }
+        Ok(out)
     }
 
     async fn run(
@@ -249,6 +331,86 @@ fn parse(body: &Value) -> Result<Vec<Operation<'_>>, DataError> {
         .collect()
 }
 
+/// The runs of operations that can run as one statement: consecutive POSTs
+/// to the same table, without `onConflict`, each inserting a row or a
+/// non-empty array of rows, none referring to another of its run.
+fn runs(operations: &[Operation<'_>]) -> Vec<Range<usize>> {
+    let mergeable = |operation: &Operation<'_>| {
+        operation.method == Method::Post
+            && operation
+                .query
+                .is_none_or(|q| !q.contains_key("onConflict"))
+            && operation.segments.iter().all(|s| reference(s).is_none())
+            && match operation.body.and_then(|b| b.get("data")) {
+                Some(Value::Object(_)) => true,
+                Some(Value::Array(items)) => {
+                    !items.is_empty() && items.iter().all(Value::is_object)
+                }
+                _ => false,
+            }
+    };
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for (index, operation) in operations.iter().enumerate() {
+        if let Some(last) = out.last_mut()
+            && last.end == index
+            && mergeable(operation)
+            && mergeable(&operations[last.start])
+            && operations[last.start].segments == operation.segments
+            && operation
+                .body
+                .is_none_or(|body| !refers_to(body, last.start))
+        {
+            last.end += 1;
+        } else {
+            out.push(index..index + 1);
+        }
+    }
+    out
+}
+
+/// Whether `value` refers to an operation from `first` on.
+fn refers_to(value: &Value, first: usize) -> bool {
+    match value {
+        Value::String(s) => reference(s)
+            .and_then(|path| path.split('.').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .is_some_and(|n| n >= first),
+        Value::Array(items) => items.iter().any(|v| refers_to(v, first)),
+        Value::Object(map) => map.values().any(|v| refers_to(v, first)),
+        _ => false,
+    }
+}
+
+/// The items of a compact JSON array's text, as texts.
+fn split_array(text: &str) -> Vec<&str> {
+    let inner = text
+        .trim()
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or("");
+    let (mut items, mut depth, mut start) = (Vec::new(), 0usize, 0);
+    let (mut in_string, mut escaped) = (false, false);
+    for (at, c) in inner.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_string => escaped = true,
+            '"' => in_string = !in_string,
+            _ if in_string => {}
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(&inner[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    if !inner.trim().is_empty() {
+        items.push(&inner[start..]);
+    }
+    items
+}
+
 /// `n.data.<path>` of a string that is exactly `{{n.data.<path>}}`.
 fn reference(text: &str) -> Option<&str> {
     text.strip_prefix("{{")?.strip_suffix("}}").map(str::trim)
@@ -381,6 +543,26 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn consecutive_inserts_into_one_table_run_together() {
+        let body = json!([
+            { "method": "POST", "path": "/api/data/app/a", "body": { "data": { "x": 1 } } },
+            { "method": "POST", "path": "/api/data/app/a", "body": { "data": [{ "x": 2 }, { "x": 3 }] } },
+            { "method": "POST", "path": "/api/data/app/a", "body": { "data": { "x": "{{1.data.0.x}}" } } },
+            { "method": "POST", "path": "/api/data/app/b", "body": { "data": { "x": "{{0.data.x}}" } } },
+            { "method": "POST", "path": "/api/data/app/b", "body": { "data": [] } },
+            { "method": "POST", "path": "/api/data/app/b", "query": { "onConflict": "x" }, "body": { "data": {} } },
+            { "method": "GET", "path": "/api/data/app/b" }
+        ]);
+        let operations = parse(&body).unwrap();
+        assert_eq!(runs(&operations), vec![0..2, 2..3, 3..4, 4..5, 5..6, 6..7]);
+        assert_eq!(
+            split_array(r#"[{"a":"x,]\"}"},[1,2],3]"#),
+            vec![r#"{"a":"x,]\"}"}"#, "[1,2]", "3"]
+        );
+        assert!(split_array("[]").is_empty());
     }
 
     #[test]
