@@ -44,7 +44,7 @@ async fn people(app: &TestApp, admin: &str) -> (String, String) {
     (people, session)
 }
 
-async fn import(app: &TestApp, bearer: &str, body: &'static str) -> testkit::Answer {
+async fn import(app: &TestApp, bearer: &str, body: impl Into<reqwest::Body>) -> testkit::Answer {
     let response = app
         .client
         .post(format!("{}/api/data/app/people", app.address))
@@ -160,6 +160,22 @@ async fn csv_goes_in_all_or_nothing_and_comes_out_as_the_grants_show_it() {
             assert_eq!(answer.body["errors"][0]["field"], field, "{body}");
         }
     }
+    let wide = format!("id,name\n1,{}\n", ",".repeat(5000));
+    let answer = import(&app, &hr, wide).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{:?}", answer.body);
+    assert_eq!(answer.body["meta"]["line"], 2);
+    let upsert = app
+        .client
+        .post(format!("{}/api/data/app/people?onConflict=id", app.address))
+        .bearer_auth(&hr)
+        .header("Content-Type", "text/csv")
+        .body("id,name\n1,x\n")
+        .send()
+        .await
+        .unwrap();
+    let upsert = TestApp::answer(upsert).await;
+    assert_eq!(upsert.status, StatusCode::BAD_REQUEST, "{:?}", upsert.body);
+    assert_eq!(upsert.body["errors"][0]["field"], "onConflict");
     let count = app
         .get("/api/data/app/people?aggregate=n:count()", &admin)
         .await;

@@ -253,6 +253,17 @@ async fn embeds_follow_foreign_keys_under_each_tables_grants() {
         )
         .await;
     assert_eq!(denied.status, StatusCode::FORBIDDEN, "{:?}", denied.body);
+    // Nothing of a table without a read grant is told, its columns included.
+    let guessed = app
+        .get(
+            &format!(
+                "/api/data/app/posts?select={}",
+                encode("id,c:app.comments!nope(id)")
+            ),
+            &posts_only,
+        )
+        .await;
+    assert_eq!(guessed.status, StatusCode::FORBIDDEN, "{:?}", guessed.body);
     expose(&app, &admin, &authors, &[]).await;
     let hidden = app
         .get(
@@ -354,6 +365,9 @@ async fn aggregates_group_the_rows_the_caller_reads() {
     .await;
     assert_eq!(all.data()[0]["n"], 2, "Java and Orphan: {:?}", all.body);
     assert_eq!(all.data()[0]["avg"], Value::Null, "{:?}", all.body);
+    // Aliases are the caller's to choose, `x` included.
+    let x = aggregate(&format!("aggregate={}", encode("x:count()"))).await;
+    assert_eq!(x.data(), &json!([{ "x": 3 }]), "{:?}", x.body);
     // Scores show on Ada's open posts only.
     let sum = aggregate(&format!("aggregate={}", encode("s:sum(score)"))).await;
     assert_eq!(sum.data(), &json!([{ "s": 5 }]));
@@ -538,6 +552,9 @@ async fn upserts_need_both_grants_and_write_all_or_nothing() {
     let team = upsert(json!({ "id": 1, "name": "Ada", "team": "blue" }), "id").await;
     assert_eq!(team.status, StatusCode::BAD_REQUEST, "{:?}", team.body);
     assert_eq!(team.body["errors"][0]["field"], "team");
+    let empty = upsert(json!({}), "id").await;
+    assert_eq!(empty.status, StatusCode::BAD_REQUEST, "{:?}", empty.body);
+    assert_eq!(empty.body["errors"][0]["code"], "INVALID_PAYLOAD");
     let not_unique = upsert(json!({ "id": 1, "name": "Ada" }), "name").await;
     assert_eq!(not_unique.status, StatusCode::BAD_REQUEST);
     assert_eq!(not_unique.body["errors"][0]["code"], "INVALID_QUERY");

@@ -64,6 +64,13 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
                     pg.message().to_owned(),
                 ));
             }
+            // A deadlock or a serialization failure between two writers.
+            "40P01" | "40001" => {
+                return StoreError::Conflict {
+                    field: None,
+                    message: "conflicted with a concurrent change; try again".into(),
+                };
+            }
             // An upsert naming one row twice.
             "21000" => {
                 return StoreError::Invalid(kernel::FieldError::new(

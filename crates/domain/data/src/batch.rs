@@ -26,6 +26,23 @@ pub struct Answered {
     pub data: String,
 }
 
+/// Why a run of the batch failed.
+enum Failed {
+    /// A merged insert was refused: which operation is to blame is found
+    /// by running the batch again one operation at a time.
+    Merged(DataError),
+    /// An operation run alone was refused: the batch's answer.
+    Alone(DataError),
+}
+
+impl Failed {
+    fn into_error(self) -> DataError {
+        match self {
+            Failed::Merged(error) | Failed::Alone(error) => error,
+        }
+    }
+}
+
 /// One operation as sent, checked for shape.
 #[derive(Debug)]
 struct Operation<'b> {
@@ -59,13 +76,17 @@ impl DataService {
             // Consecutive inserts into one table run as one statement; when
             // that fails, the batch runs again one operation at a time, so
             // the refusal names its operation.
-            if merged.iter().any(|run| run.len() > 1)
-                && let Ok(out) = self.run_all(caller, v, &operations, &merged).await
-            {
-                return Ok(out);
+            if merged.iter().any(|run| run.len() > 1) {
+                match self.run_all(caller, v, &operations, &merged).await {
+                    Ok(out) => return Ok(out),
+                    Err(Failed::Alone(error)) => return Err(error),
+                    Err(Failed::Merged(_)) => {}
+                }
             }
             let single: Vec<Range<usize>> = (0..operations.len()).map(|i| i..i + 1).collect();
-            self.run_all(caller, v, &operations, &single).await
+            self.run_all(caller, v, &operations, &single)
+                .await
+                .map_err(Failed::into_error)
         })
         .await
     }
@@ -78,8 +99,13 @@ impl DataService {
         version: i64,
         operations: &[Operation<'_>],
         runs: &[Range<usize>],
-    ) -> Result<Vec<Answered>, DataError> {
-        let txn = Mutex::new(self.store.begin().await?);
+    ) -> Result<Vec<Answered>, Failed> {
+        let txn = Mutex::new(
+            self.store
+                .begin()
+                .await
+                .map_err(|e| Failed::Alone(e.into()))?,
+        );
         let via = Via::Transaction(&txn);
         let mut answers: Vec<Value> = Vec::with_capacity(operations.len());
         let mut out = Vec::with_capacity(operations.len());
@@ -89,21 +115,27 @@ impl DataService {
                 vec![
                     self.run(caller, version, &operations[index], index, &answers, via)
                         .await
-                        .map_err(|e| e.at(Place::Index(index)))?,
+                        .map_err(|e| Failed::Alone(e.at(Place::Index(index))))?,
                 ]
             } else {
                 self.insert_run(caller, version, &operations[run.clone()], &answers, via)
                     .await
-                    .map_err(|e| e.at(Place::Index(run.start)))?
+                    .map_err(|e| Failed::Merged(e.at(Place::Index(run.start))))?
             };
             for answer in answered {
-                let data: Value = serde_json::from_str(&answer.data)
-                    .map_err(|e| DataError::Store(kernel::StoreError::Internal(e.to_string())))?;
+                let data: Value = serde_json::from_str(&answer.data).map_err(|e| {
+                    Failed::Alone(DataError::Store(kernel::StoreError::Internal(
+                        e.to_string(),
+                    )))
+                })?;
                 answers.push(serde_json::json!({ "data": data }));
                 out.push(answer);
             }
         }
-        txn.into_inner().commit().await?;
+        txn.into_inner()
+            .commit()
+            .await
+            .map_err(|e| Failed::Alone(e.into()))?;
         Ok(out)
     }
 

@@ -78,7 +78,14 @@ pub struct Reader {
     started: bool,
     /// Longest field accepted, in bytes.
     field_max: usize,
+    /// Bytes of the record being read.
+    record_bytes: usize,
 }
+
+/// Most fields in a record (PostgreSQL's most columns in a table).
+const FIELDS_MAX: usize = 1600;
+/// Longest record, in bytes.
+const RECORD_MAX: usize = 8 << 20;
 
 impl Reader {
     /// A reader refusing fields longer than `field_max` bytes.
@@ -91,6 +98,7 @@ impl Reader {
             line: 1,
             started: false,
             field_max,
+            record_bytes: 0,
         }
     }
 
@@ -174,11 +182,18 @@ impl Reader {
         if self.field.len() >= self.field_max {
             return Err(self.error("a field is too long"));
         }
+        self.record_bytes += 1;
+        if self.record_bytes > RECORD_MAX {
+            return Err(self.error("a record is too long"));
+        }
         self.field.push(byte);
         Ok(())
     }
 
     fn end_field(&mut self) -> Result<(), CsvError> {
+        if self.fields.len() >= FIELDS_MAX {
+            return Err(self.error("a record has too many fields"));
+        }
         let bytes = std::mem::take(&mut self.field);
         let field = if bytes.is_empty() && !self.quoted {
             None
@@ -197,6 +212,7 @@ impl Reader {
             line: self.line,
             fields: std::mem::take(&mut self.fields),
         });
+        self.record_bytes = 0;
         self.line += 1;
         Ok(())
     }
@@ -253,6 +269,10 @@ mod tests {
         assert_eq!(
             write(&[vec![None, Some(String::new()), Some("a\"b".into())]]),
             b",\"\",\"a\"\"b\"\r\n"
+        );
+        assert_eq!(
+            read(&[b','; 5000], 512).unwrap_err().message,
+            "a record has too many fields"
         );
     }
 

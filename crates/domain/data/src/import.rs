@@ -31,7 +31,8 @@ pub struct Import {
     principal: Principal,
     ip: Option<String>,
     context: Context,
-    txn: Box<dyn DataTransaction>,
+    /// Opened with the first chunk, so a body that never comes holds none.
+    txn: Option<Box<dyn DataTransaction>>,
     reader: Reader,
     /// The header's columns, by index into the table's, once read.
     header: Option<Vec<usize>>,
@@ -61,14 +62,13 @@ impl DataService {
             })
             .await?;
         let max_bytes = self.store.import_max_bytes().await?;
-        let txn = self.store.begin().await?;
         Ok(Import {
             service: self.clone(),
             table,
             principal,
             ip: request.ip.map(str::to_owned),
             context,
-            txn,
+            txn: None,
             reader: Reader::new(FIELD_MAX),
             header: None,
             pending: Vec::new(),
@@ -108,7 +108,9 @@ impl Import {
             );
         }
         self.flush().await?;
-        self.txn.commit().await?;
+        if let Some(txn) = self.txn.take() {
+            txn.commit().await?;
+        }
         Ok(self.inserted)
     }
 
@@ -215,8 +217,11 @@ impl Import {
             guard_admin_power: !self.principal.admin,
             audit: self.service.audit(caller, table, "data.import"),
         };
-        self.txn
-            .try_write(table, &[write], &self.context)
+        let txn = match &mut self.txn {
+            Some(txn) => txn,
+            None => self.txn.insert(self.service.store.begin().await?),
+        };
+        txn.try_write(table, &[write], &self.context)
             .await
             .map(|_| ())
             .map_err(|e| write_error(table, e))

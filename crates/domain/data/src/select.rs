@@ -320,7 +320,10 @@ fn embed_of<'a>(
             } => {
                 let target = related
                     .get(&(schema.clone(), table.clone()))
+                    .filter(|t| t.exposes("GET"))
                     .ok_or(DataError::NotFound)?;
+                // Nothing of a table the caller may not read is told.
+                Access::evaluate(principal, &target.scopes, Action::Read)?;
                 target.column(column).ok_or_else(|| {
                     query_error(
                         "select",

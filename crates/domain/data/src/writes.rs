@@ -152,6 +152,17 @@ impl DataService {
         let mut writes: Vec<Write<'_>> = Vec::new();
         let mut run_keys: Option<Vec<&String>> = None;
         for (row, path) in &rows {
+            if update.is_some() && row.is_empty() {
+                return Err(payload_error(
+                    if path.is_empty() {
+                        "data"
+                    } else {
+                        path.as_str()
+                    }
+                    .to_owned(),
+                    "an upserted row names its columns",
+                ));
+            }
             let columns = checked_columns(&table, &access, row, path)?;
             let upsert = match &update {
                 Some((update, conflict)) => Some(upsert_of(update, conflict, &columns, path)?),

@@ -54,7 +54,7 @@ const CATALOG_SQL: &str = "SELECT r.id, r.schema_name, r.table_name, r.exposed_m
     (SELECT json_agg((SELECT json_agg(a.attname) FROM unnest(i.indkey) AS u(attnum) \
         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.attnum)) \
      FROM pg_index i WHERE i.indrelid = c.oid AND i.indisunique AND i.indpred IS NULL \
-        AND i.indexprs IS NULL) AS unique_keys, \
+        AND i.indexprs IS NULL AND i.indimmediate AND i.indisvalid) AS unique_keys, \
     (SELECT json_agg(json_build_object('roleId', g.role_id, 'action', g.action, 'filter', g.filter, 'columns', g.columns)) \
      FROM svc.grants g WHERE g.resource_id = r.id) AS grants \
     FROM svc.resources r \

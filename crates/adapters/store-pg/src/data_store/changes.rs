@@ -52,12 +52,12 @@ pub(crate) fn changes_sql(
         }
         let _ = write!(
             out,
-            "SELECT \"e\".\"id\" AS \"event\", {} AS \"new\", row_to_json(\"x\")::text AS \"body\" \
+            "SELECT \"e\".\"id\" AS \"event\", {} AS \"new\", row_to_json(\"tessera:x\")::text AS \"body\" \
              FROM svc.realtime_events AS \"e\" CROSS JOIN LATERAL (",
             i == 0
         );
         PostgresQueryBuilder.prepare_select_statement(&image, &mut out);
-        let _ = out.write_str(") AS \"x\" WHERE \"e\".\"id\" = ANY(");
+        let _ = out.write_str(") AS \"tessera:x\" WHERE \"e\".\"id\" = ANY(");
         out.push_param(ids.to_vec().into(), &PostgresQueryBuilder);
         let _ = write!(out, ") AND \"e\".\"{side}\" IS NOT NULL");
     }

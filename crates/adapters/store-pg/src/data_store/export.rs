@@ -17,6 +17,12 @@ use crate::{PgStore, map_sqlx};
 const PIECES_WAITING: usize = 4;
 /// Bytes of CSV gathered before a piece is sent.
 const PIECE_BYTES: usize = 64 * 1024;
+/// Longest wait for the client to take a piece; past it the export ends
+/// and its connection goes back to the pool.
+const CLIENT_STALL: std::time::Duration = std::time::Duration::from_secs(30);
+/// Exports streaming at once on this instance, each on a connection of its
+/// own; one more is refused (503) rather than queued.
+static EXPORTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
 
 impl PgStore {
     /// Streams the rows of `query` as CSV (see [`data::DataStore::export`]).
@@ -34,10 +40,14 @@ impl PgStore {
         }
         csv::end_record(&mut header);
         let columns = query.select.len();
+        let permit = EXPORTS
+            .try_acquire()
+            .map_err(|_| StoreError::Unavailable("too many exports at once".into()))?;
         let pool = self.reads.pool().clone();
         let (pieces, chunks) = mpsc::channel(PIECES_WAITING);
         let (started, start) = oneshot::channel();
         tokio::spawn(async move {
+            let _permit = permit;
             let mut connection = match pool.acquire().await {
                 Ok(connection) => connection,
                 Err(e) => {
@@ -87,9 +97,11 @@ impl PgStore {
                 if piece.len() >= PIECE_BYTES {
                     let full =
                         std::mem::replace(&mut piece, Vec::with_capacity(PIECE_BYTES + 1024));
-                    // The client went away: the statement ends with the stream.
-                    if pieces.send(Ok(full)).await.is_err() {
-                        return;
+                    // The client went away or stopped reading: the statement
+                    // ends with the stream.
+                    match tokio::time::timeout(CLIENT_STALL, pieces.send(Ok(full))).await {
+                        Ok(Ok(())) => {}
+                        _ => return,
                     }
                 }
                 next = rows.try_next().await;

@@ -228,9 +228,15 @@ impl DataStore for PgStore {
     }
 
     async fn begin(&self) -> Result<Box<dyn DataTransaction>, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        // A client that stops sending (an import's body, say) does not hold
+        // the connection and its locks for longer than this.
+        txn.execute_unprepared("SET LOCAL idle_in_transaction_session_timeout = '60s'")
+            .await
+            .map_err(map_err)?;
         Ok(Box::new(PgDataTransaction {
             store: self.clone(),
-            txn: self.db.begin().await.map_err(map_err)?,
+            txn,
         }))
     }
 

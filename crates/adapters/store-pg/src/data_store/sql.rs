@@ -239,7 +239,7 @@ impl Sql<'_> {
             rel: Rel::Alias(EMBED_ALIASES[depth.min(EMBED_ALIASES.len() - 1)]),
             masks: &[],
         };
-        let (alias, rows) = (inner.rel_alias(), format!("j{depth}"));
+        let (alias, rows) = (inner.rel_alias(), format!("tessera:j{depth}"));
         let mut select = Query::select();
         for output in &embed.select {
             select.expr_as(inner.output(output), Alias::new(&output.column.name));
@@ -341,7 +341,8 @@ pub(super) fn build(
 const EMBED_ALIASES: [&str; 5] = ["r", "e1", "e2", "e3", "e4"];
 
 /// A compact JSON array of the rows, NULL when there are none.
-pub(super) const JSON_ARRAY: &str = "'[' || string_agg(row_to_json(\"x\")::text, ',') || ']'";
+pub(super) const JSON_ARRAY: &str =
+    "'[' || string_agg(row_to_json(\"tessera:x\")::text, ',') || ']'";
 
 /// The shared state is at `versions`, compared in one InitPlan on
 /// `svc.cache_version`: with `raise`, a mismatch fails the statement with
@@ -519,7 +520,7 @@ impl Rows<'_, '_> {
         PostgresQueryBuilder.prepare_select_statement(&count, &mut out);
         let _ = out.write_str(") AS \"total\" FROM (");
         PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
-        let _ = write!(out, " LIMIT {limit} OFFSET {offset}) AS \"x\"");
+        let _ = write!(out, " LIMIT {limit} OFFSET {offset}) AS \"tessera:x\"");
         out.into_parts()
     }
 
@@ -605,7 +606,7 @@ pub(super) fn aggregate_sql(
     PostgresQueryBuilder.prepare_select_statement(&groups, &mut out);
     let _ = write!(
         out,
-        " LIMIT {} OFFSET {}) AS \"x\"",
+        " LIMIT {} OFFSET {}) AS \"tessera:x\"",
         query.limit, query.offset
     );
     out.into_parts()

@@ -99,7 +99,7 @@ pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context) -> (String, Val
     PostgresQueryBuilder.prepare_select_statement(&page, &mut out);
     let _ = write!(
         out,
-        " LIMIT {} OFFSET {}) AS \"x\"",
+        " LIMIT {} OFFSET {}) AS \"tessera:x\"",
         query.limit, query.offset
     );
     out.into_parts()

@@ -77,13 +77,13 @@ pub(crate) fn write_sql(
         .to_owned();
     // A row shown by reach comes as one JSON column, `row`.
     let body = if write.returning.reach.is_some() {
-        "'[' || string_agg(\"x\".\"row\"::text, ',') || ']'"
+        "'[' || string_agg(\"tessera:x\".\"row\"::text, ',') || ']'"
     } else {
         JSON_ARRAY
     };
     let answer = Query::select()
         .expr_as(Expr::cust(body), Alias::new("body"))
-        .from_subquery(rows, Alias::new("x"))
+        .from_subquery(rows, Alias::new("tessera:x"))
         .to_owned();
     Ok(build(&answer.with(with)))
 }

@@ -195,6 +195,9 @@ pub async fn get(
     Ok(json_data(StatusCode::OK, &row))
 }
 
+/// Longest wait for the next piece of a CSV body.
+const BODY_STALL: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The create route's query parameters.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -238,12 +241,25 @@ pub async fn create(
     let data = &state.services.data;
     let body = match body? {
         CreateBody::Json(body) => body,
+        CreateBody::Csv(_) if query.on_conflict.as_deref().is_some_and(|c| !c.is_empty()) => {
+            return Err(ApiError::field(
+                kernel::Code::InvalidQuery,
+                "onConflict",
+                "An upsert takes JSON rows",
+            ));
+        }
         CreateBody::Csv(mut payload) => {
             let mut import = data
                 .begin_import(caller.request(), (&schema, &table))
                 .await
                 .map_err(|e| data_error(e, &req))?;
-            while let Some(piece) = payload.next().await {
+            // A body that stalls ends the import (nothing is inserted).
+            while let Some(piece) = actix_web::rt::time::timeout(BODY_STALL, payload.next())
+                .await
+                .map_err(|_| {
+                    ApiError::new(kernel::Code::InvalidPayload, "The body stopped arriving")
+                })?
+            {
                 let piece = piece.map_err(|_| {
                     ApiError::new(kernel::Code::InvalidPayload, "The body could not be read")
                 })?;
