@@ -262,3 +262,63 @@ async fn a_large_export_streams_and_a_large_import_is_refused_whole() {
         .await;
     assert_eq!(count.data()[0]["n"], 50_000);
 }
+
+/// A change of the shared state during an import (another session signs
+/// out, which moves the `auth` version) does not lose it: the caller is
+/// resolved again and the rows go on into the same transaction.
+#[tokio::test]
+async fn an_import_goes_on_when_the_shared_state_moves_under_it() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (_, hr) = people(&app, &admin).await;
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(4);
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|piece| (piece, receiver))
+    });
+    let request = tokio::spawn(
+        app.client
+            .post(format!("{}/api/data/app/people", app.address))
+            .bearer_auth(&hr)
+            .header("Content-Type", "text/csv")
+            .body(reqwest::Body::wrap_stream(stream))
+            .send(),
+    );
+    let rows = |from: u32, to: u32| -> String {
+        (from..to)
+            .map(|n| format!("{n},person {n},red\n"))
+            .collect()
+    };
+    sender
+        .send(Ok(format!("id,name,team\n{}", rows(1, 1500))))
+        .await
+        .unwrap();
+    // The first chunk is in; another session ends.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while app
+        .db
+        .sql("SELECT count(*)::text FROM app.people")
+        .await
+        .as_deref()
+        == Some("0")
+        && app
+            .db
+            .sql("SELECT count(*)::text FROM pg_stat_activity WHERE state = 'idle in transaction'")
+            .await
+            .as_deref()
+            == Some("0")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first chunk never went in"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let other = app.admin_session().await;
+    let out = app.post("/api/auth/logout", &other, json!({})).await;
+    assert!(out.status.is_success(), "{:?}", out.body);
+    sender.send(Ok(rows(1500, 3000))).await.unwrap();
+    drop(sender);
+    let answer = TestApp::answer(request.await.unwrap().unwrap()).await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
+    assert_eq!(answer.data(), &json!({ "inserted": 2999 }));
+}

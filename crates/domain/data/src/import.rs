@@ -30,12 +30,18 @@ pub struct Import {
     table: Arc<Table>,
     principal: Principal,
     ip: Option<String>,
+    /// The credential and zone, to resolve the caller again when the shared
+    /// state moves during the import.
+    bearer: String,
+    zone_header: Option<String>,
     context: Context,
     /// Opened with the first chunk, so a body that never comes holds none.
     txn: Option<Box<dyn DataTransaction>>,
     reader: Reader,
-    /// The header's columns, by index into the table's, once read.
+    /// The header's names, and their columns by index into the table's,
+    /// once read.
     header: Option<Vec<usize>>,
+    names: Vec<String>,
     pending: Vec<(u64, Map<String, Value>)>,
     pending_bytes: usize,
     bytes: u64,
@@ -52,31 +58,43 @@ impl DataService {
         request: DataRequest<'_>,
         (schema, name): (&str, &str),
     ) -> Result<Import, DataError> {
-        let target = Target::exposed(schema, name);
-        let (table, principal, context) = self
-            .as_current_caller(request, Plane::Api, async |caller: Caller<'_>, v| {
-                let table = self.open(target, "POST").await?;
-                Access::evaluate(caller.principal, &table.scopes, Action::Create)?;
-                let context = self.context(caller, v, &table).await?;
-                Ok((table, caller.principal.clone(), context))
-            })
-            .await?;
+        let (table, principal, context) = self.import_caller(request, (schema, name)).await?;
         let max_bytes = self.store.import_max_bytes().await?;
         Ok(Import {
             service: self.clone(),
             table,
             principal,
             ip: request.ip.map(str::to_owned),
+            bearer: request.bearer.to_owned(),
+            zone_header: request.zone_header.map(str::to_owned),
             context,
             txn: None,
             reader: Reader::new(FIELD_MAX),
             header: None,
+            names: Vec::new(),
             pending: Vec::new(),
             pending_bytes: 0,
             bytes: 0,
             max_bytes,
             inserted: 0,
         })
+    }
+
+    /// The caller of `request` resolved afresh, the table and the
+    /// statement's variables, refused unless it may create rows there.
+    async fn import_caller(
+        &self,
+        request: DataRequest<'_>,
+        (schema, name): (&str, &str),
+    ) -> Result<(Arc<Table>, Principal, Context), DataError> {
+        let target = Target::exposed(schema, name);
+        self.as_current_caller(request, Plane::Api, async |caller: Caller<'_>, v| {
+            let table = self.open(target, "POST").await?;
+            Access::evaluate(caller.principal, &table.scopes, Action::Create)?;
+            let context = self.context(caller, v, &table).await?;
+            Ok((table, caller.principal.clone(), context))
+        })
+        .await
     }
 }
 
@@ -118,10 +136,12 @@ impl Import {
         for record in records {
             let line = record.line;
             let Some(header) = &self.header else {
-                self.header = Some(
-                    self.header_of(record)
-                        .map_err(|e| e.at(Place::Line(line)))?,
-                );
+                self.names = record
+                    .fields
+                    .into_iter()
+                    .map(Option::unwrap_or_default)
+                    .collect();
+                self.header = Some(self.header_of().map_err(|e| e.at(Place::Line(line)))?);
                 continue;
             };
             // A blank line.
@@ -141,14 +161,9 @@ impl Import {
 
     /// The header's columns: each a column of the table the caller may
     /// write, as a JSON insert checks them.
-    fn header_of(&self, record: Record) -> Result<Vec<usize>, DataError> {
-        let names: Vec<String> = record
-            .fields
-            .into_iter()
-            .map(Option::unwrap_or_default)
-            .collect();
+    fn header_of(&self) -> Result<Vec<usize>, DataError> {
         let mut checked = Map::new();
-        for name in &names {
+        for name in &self.names {
             if checked.insert(name.clone(), Value::Null).is_some() {
                 return Err(payload_error(name.clone(), "is named twice in the header"));
             }
@@ -157,10 +172,29 @@ impl Import {
         let columns = checked_columns(&self.table, &access, &checked, "")?;
         cover(&access, &columns, "")?;
         // In the header's order, which the records follow.
-        Ok(names
+        Ok(self
+            .names
             .iter()
             .filter_map(|name| self.table.columns.iter().position(|c| &c.name == name))
             .collect())
+    }
+
+    /// The caller, table and grants as they are now, the header checked
+    /// against them again: after the shared state moved under the import.
+    async fn refresh(&mut self) -> Result<(), DataError> {
+        let request = DataRequest {
+            bearer: &self.bearer,
+            zone_header: self.zone_header.as_deref(),
+            ip: self.ip.as_deref(),
+        };
+        let target = (self.table.schema.clone(), self.table.name.clone());
+        let (table, principal, context) = self
+            .service
+            .import_caller(request, (&target.0, &target.1))
+            .await?;
+        (self.table, self.principal, self.context) = (table, principal, context);
+        self.header = Some(self.header_of()?);
+        Ok(())
     }
 
     /// Inserts the rows waiting; on a refusal, finds the first row refused
@@ -172,15 +206,12 @@ impl Import {
         let pending = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
         let rows: Vec<&Map<String, Value>> = pending.iter().map(|(_, row)| row).collect();
-        let Some(header) = self.header.clone() else {
-            return Ok(());
-        };
-        if self.insert(&header, &rows).await.is_ok() {
+        if self.insert_current(&rows).await.is_ok() {
             self.inserted += rows.len() as u64;
             return Ok(());
         }
         for (line, row) in &pending {
-            self.insert(&header, &[row])
+            self.insert_current(&[row])
                 .await
                 .map_err(|e| e.at(Place::Line(*line)))?;
         }
@@ -189,6 +220,20 @@ impl Import {
             payload_error("data", "rows of this chunk conflict with each other")
                 .at(Place::Line(pending[0].0)),
         )
+    }
+
+    /// Inserts `rows`; when the shared state moved under the import (the
+    /// statement found its versions stale and was undone), the caller is
+    /// resolved again and the rows inserted under the grants of now.
+    async fn insert_current(&mut self, rows: &[&Map<String, Value>]) -> Result<(), DataError> {
+        for _ in 0..2 {
+            let header = self.header.clone().unwrap_or_default();
+            match self.insert(&header, rows).await {
+                Err(error) if error.is_stale() => self.refresh().await?,
+                done => return done,
+            }
+        }
+        Err(DataError::Store(kernel::StoreError::Stale))
     }
 
     /// Inserts `rows` (each naming the `header`'s columns) in a savepoint.

@@ -379,6 +379,8 @@ pub(super) struct Rows<'q, 'a> {
     masks: &'q [Output<'a>],
     limit: u64,
     offset: u64,
+    /// The JSON statement also counts every matching row (`count=exact`).
+    count: bool,
 }
 
 impl Rows<'_, '_> {
@@ -397,6 +399,7 @@ impl Rows<'_, '_> {
                 masks: &[],
                 limit: 1,
                 offset: 0,
+                count: false,
             },
             Read::Aggregate(query) => Rows {
                 select: &[],
@@ -406,6 +409,7 @@ impl Rows<'_, '_> {
                 masks: &query.masks,
                 limit: u64::from(query.limit),
                 offset: query.offset,
+                count: query.count,
             },
         }
     }
@@ -420,6 +424,7 @@ impl Rows<'_, '_> {
             masks: &query.masks,
             limit: u64::from(query.limit),
             offset: query.offset,
+            count: query.count,
         }
     }
 
@@ -471,7 +476,7 @@ impl Rows<'_, '_> {
 
     /// The statement, its columns read as [`Cell`]s, or, with `json`, the
     /// JSON array of the rows built by PostgreSQL (`body`) with their
-    /// total (`total`).
+    /// total (`total`, counted only when the read asks for it).
     pub(super) fn sql(
         &self,
         table: &Table,
@@ -511,14 +516,20 @@ impl Rows<'_, '_> {
             let _ = write!(out, " LIMIT {limit} OFFSET {offset}");
             return out.into_parts();
         }
-        let count = Query::select()
-            .expr(Expr::cust("count(*)"))
-            .from_as(table_ref(table), Alias::new("r"))
-            .and_where(condition)
-            .to_owned();
-        let _ = write!(out, "SELECT {JSON_ARRAY} AS \"body\", (");
-        PostgresQueryBuilder.prepare_select_statement(&count, &mut out);
-        let _ = out.write_str(") AS \"total\" FROM (");
+        let _ = write!(out, "SELECT {JSON_ARRAY} AS \"body\", ");
+        if self.count {
+            let count = Query::select()
+                .expr(Expr::cust("count(*)"))
+                .from_as(table_ref(table), Alias::new("r"))
+                .and_where(condition)
+                .to_owned();
+            let _ = out.write_str("(");
+            PostgresQueryBuilder.prepare_select_statement(&count, &mut out);
+            let _ = out.write_str(")");
+        } else {
+            let _ = out.write_str("NULL::bigint");
+        }
+        let _ = out.write_str(" AS \"total\" FROM (");
         PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
         let _ = write!(out, " LIMIT {limit} OFFSET {offset}) AS \"tessera:x\"");
         out.into_parts()
