@@ -229,6 +229,19 @@ async fn a_large_export_streams_and_a_large_import_is_refused_whole() {
         "every row, past any page size"
     );
     assert!(text.ends_with("50000,person 50000,red,,,\r\n"));
+    let small = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "data.import_max_bytes": 1023 } }),
+        )
+        .await;
+    assert_eq!(
+        small.status,
+        StatusCode::BAD_REQUEST,
+        "an integer >= 1024: {:?}",
+        small.body
+    );
     let limit = app
         .patch(
             "/admin/api/settings",

@@ -131,6 +131,7 @@ impl ErrorCode for DataError {
     fn retry_after(&self) -> Option<u64> {
         match self {
             DataError::At { error, .. } => error.retry_after(),
+            DataError::Store(error) => error.retry_after(),
             _ => None,
         }
     }

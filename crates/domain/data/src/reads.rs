@@ -264,16 +264,25 @@ impl DataService {
         let read = match read {
             Some(aggregate) => Read::Aggregate(aggregate),
             None => {
-                let Selection { columns, embeds } =
-                    self.selection(&table, &access, items.as_deref(), &related, caller)?;
-                Read::List(ListQuery {
-                    select: columns,
-                    embeds,
+                // Without `select`, the readable columns `seen` holds.
+                let page = ListQuery {
                     sort: sort(&table, &access, params.sort.as_deref())?,
                     limit,
                     offset,
                     count,
                     ..seen
+                };
+                Read::List(match items.as_deref() {
+                    Some(items) => {
+                        let Selection { columns, embeds } =
+                            select::build(&table, &access, items, &related, caller.principal, 0)?;
+                        ListQuery {
+                            select: columns,
+                            embeds,
+                            ..page
+                        }
+                    }
+                    None => page,
                 })
             }
         };

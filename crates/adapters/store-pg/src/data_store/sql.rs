@@ -437,12 +437,7 @@ impl Rows<'_, '_> {
         context: &Context,
         all: bool,
     ) -> (String, sea_orm::sea_query::Values) {
-        let sql = Sql {
-            table,
-            context,
-            rel: Rel::Alias("r"),
-            masks: self.masks,
-        };
+        let sql = self.over(table, context);
         let mut rows = Query::select();
         for output in self.select {
             rows.expr(Func::cast_as(sql.output(output), Alias::new("text")));
@@ -465,6 +460,16 @@ impl Rows<'_, '_> {
         out.into_parts()
     }
 
+    /// Expressions over the listed rows, `r`, read through the masks.
+    fn over<'s>(&'s self, table: &'s Table, context: &'s Context) -> Sql<'s> {
+        Sql {
+            table,
+            context,
+            rel: Rel::Alias("r"),
+            masks: self.masks,
+        }
+    }
+
     fn order(&self, sql: &Sql<'_>, rows: &mut SelectStatement) {
         for (column, descending) in self.sort {
             rows.order_by_expr(
@@ -483,12 +488,7 @@ impl Rows<'_, '_> {
         context: &Context,
         json: bool,
     ) -> (String, sea_orm::sea_query::Values) {
-        let sql = Sql {
-            table,
-            context,
-            rel: Rel::Alias("r"),
-            masks: self.masks,
-        };
+        let sql = self.over(table, context);
         let condition = sql
             .predicate(self.predicate)
             .and(current(context.versions, json));
