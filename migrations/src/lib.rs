@@ -53,6 +53,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0017_schema_evolution",
         include_str!("../sql/0017_schema_evolution.sql"),
     ),
+    (
+        "m0018_workflow_schedules",
+        include_str!("../sql/0018_workflow_schedules.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -1164,6 +1164,14 @@ async fn set_text(browser: &Browser, id: &str, text: &str) {
         .unwrap();
 }
 
+/// Replaces the text of the input at `css` as a person types it (each key
+/// an input event).
+async fn type_into(browser: &Browser, css: &str, text: &str) {
+    let input = browser.client.find(Locator::Css(css)).await.unwrap();
+    input.clear().await.unwrap();
+    input.send_keys(text).await.unwrap();
+}
+
 /// Chooses the option showing `text` of the select `id`.
 async fn choose(browser: &Browser, id: &str, text: &str) {
     let option = format!("//select[@id='{id}']//option[text()='{text}']");
@@ -1370,6 +1378,102 @@ async fn the_workflows_page_refuses_in_place_publishes_tests_and_lists_runs() {
     wait_for_text(&browser, "#runs details table", "greet").await;
     assert!(run.text().await.unwrap().contains("(test)"));
     finish(browser, "workflow-runs.png").await;
+}
+
+/// The workflows page's constructs of API.md 15: a schedule typed in shows
+/// its next five runs (a bad one its refusal) and becomes the trigger; the
+/// published version runs now; a run is replayed; attempts and child runs
+/// are listed.
+#[tokio::test]
+async fn the_workflows_page_previews_a_schedule_runs_now_and_replays() {
+    let (app, admin, browser) = console_at("/admin/workflows").await;
+    wait_for_text(&browser, "#state", "New, not saved").await;
+    type_into(&browser, "#cron", "0 6 * * 1-5").await;
+    browser.wait_for("#next-runs li:nth-child(5)").await;
+    let ticks = browser
+        .client
+        .execute(
+            "return [...document.querySelectorAll('#next-runs li')].map((li) => li.dataset.at);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let ticks: Vec<String> = serde_json::from_value(ticks).unwrap();
+    assert_eq!(ticks.len(), 5);
+    assert!(ticks.iter().all(|t| t.ends_with("T06:00:00Z")), "{ticks:?}");
+    type_into(&browser, "#cron", "61 * * * *").await;
+    wait_for_text(&browser, "#schedule-error", "trigger.cron").await;
+    type_into(&browser, "#cron", "*/5 * * * *").await;
+    type_into(&browser, "#timezone", "Europe/Paris").await;
+    click(&browser, "#schedule button[type=submit]").await;
+    let shown = browser
+        .client
+        .execute(
+            "return document.getElementById('definition').value;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let mut definition: serde_json::Value = serde_json::from_str(shown.as_str().unwrap()).unwrap();
+    assert_eq!(definition["trigger"]["cron"], "*/5 * * * *");
+    assert_eq!(definition["trigger"]["timezone"], "Europe/Paris");
+
+    // A manual workflow calling a child, published, run now, then replayed.
+    app.post(
+        "/admin/api/workflows",
+        &admin,
+        json!({ "data": { "slug": "child", "trigger": { "type": "manual" },
+        "steps": [{ "id": "f", "type": "finish", "result": "{{start.data.n}}" }] } }),
+    )
+    .await;
+    let child = app.get("/admin/api/workflows", &admin).await.data()[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.post(
+        &format!("/admin/api/workflows/{child}/publish"),
+        &admin,
+        json!(null),
+    )
+    .await;
+    definition["slug"] = json!("caller");
+    definition["trigger"] = json!({ "type": "manual" });
+    definition["steps"] = json!([
+        { "id": "sub", "type": "call", "workflow": "child", "input": { "n": "{{start.data.n}}" } },
+        { "id": "done", "type": "finish", "result": "{{steps.sub.result.result}}" }
+    ]);
+    set_text(
+        &browser,
+        "definition",
+        &serde_json::to_string_pretty(&definition).unwrap(),
+    )
+    .await;
+    click(&browser, "#save").await;
+    wait_for_text(&browser, "#state", "Draft").await;
+    click(&browser, "#publish").await;
+    wait_for_text(&browser, "#state", "Published").await;
+    set_text(&browser, "test-input", r#"{ "body": { "n": 7 } }"#).await;
+    click(&browser, "#run-now").await;
+    status_shows(&browser, "started").await;
+    // The page lists the runs once started; the run ends within moments.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    click(&browser, "#refresh-runs").await;
+    let run = browser
+        .wait_for("#runs details[data-status=SUCCEEDED]")
+        .await;
+    run.find(Locator::Css("summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for_text(&browser, "#runs details table", "call").await;
+    click(&browser, "#runs details [data-replay]").await;
+    status_shows(&browser, "started").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    click(&browser, "#refresh-runs").await;
+    browser.wait_for("#runs details:nth-of-type(2)").await;
+    finish(browser, "workflow-schedule.png").await;
 }
 
 /// The DataViews page: a view saved from its JSON, previewed (SQL and rows)

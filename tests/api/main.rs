@@ -39,6 +39,7 @@ mod sql_console;
 mod tokens;
 mod trust;
 mod views;
+mod workflow_constructs;
 mod workflows;
 
 /// Id of the built-in `Users` role.

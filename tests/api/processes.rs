@@ -768,3 +768,127 @@ async fn a_write_through_one_process_reaches_subscribers_of_the_other() {
     assert_eq!(seen_on_b.id, seen_on_a.id);
     db.destroy().await;
 }
+
+/// Two processes on one database, a schedule ticking every second: each
+/// tick starts one run, none twice, none skipped while both run.
+#[tokio::test]
+async fn two_processes_run_each_schedule_tick_once() {
+    let db = TestDatabase::create().await;
+    let (_first, a) = serve(&db, &[]).await;
+    let (_second, _) = serve(&db, &[]).await;
+    let client = Client::new();
+    let (admin, admin_id) = administrator(&client, &a).await;
+    let id = workflow(
+        &client,
+        &a,
+        &admin,
+        "tick",
+        json!({ "type": "schedule", "cron": "* * * * * *", "executeAs": admin_id }),
+        json!([{ "id": "f", "type": "finish", "result": "{{start.data.scheduledAt}}" }]),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    expect(
+        &client,
+        Method::PATCH,
+        format!("{a}/admin/api/workflows/{id}"),
+        &admin,
+        Some(json!({ "data": { "enabled": false } })),
+        StatusCode::OK,
+    )
+    .await;
+    let counts = db
+        .sql(
+            "SELECT count(*) || ' ' || count(DISTINCT scheduled_at) || ' ' || \
+             (extract(epoch FROM max(scheduled_at) - min(scheduled_at))::int + 1) \
+             FROM svc.workflow_runs",
+        )
+        .await
+        .unwrap();
+    let [runs, distinct, span]: [i64; 3] = counts
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap();
+    assert!(runs >= 4, "{counts}");
+    assert_eq!(runs, distinct, "no tick twice: {counts}");
+    assert_eq!(runs, span, "no tick skipped: {counts}");
+    db.destroy().await;
+}
+
+/// kill -9 while a retry waits its backoff: the process that takes the run
+/// over makes the next attempt once, after the backoff, and never repeats
+/// the attempt that had finished.
+#[tokio::test]
+async fn a_retry_backoff_survives_kill_9() {
+    let db = TestDatabase::create().await;
+    let leases = [("TESSERA_WORKFLOW_LEASE_SECONDS", "1".to_owned())];
+    let (mut first, a) = serve(&db, &leases).await;
+    let client = Client::new();
+    let (admin, _) = administrator(&client, &a).await;
+    expect(
+        &client,
+        Method::PATCH,
+        format!("{a}/admin/api/settings"),
+        &admin,
+        Some(json!({ "data": { "workflows.http_allow_private": true } })),
+        StatusCode::OK,
+    )
+    .await;
+    let (target, seen) = crate::workflow_constructs::flaky(1).await;
+    let id = workflow(
+        &client,
+        &a,
+        &admin,
+        "flaky-partner",
+        json!({ "type": "manual" }),
+        json!([
+            { "id": "call", "type": "http", "url": format!("{target}/x"),
+              "retry": { "attempts": 3, "backoffMs": 4000 } },
+            { "id": "done", "type": "finish", "result": "{{steps.call.result.body}}" }
+        ]),
+    )
+    .await;
+    expect(
+        &client,
+        Method::POST,
+        format!("{a}/admin/api/workflows/{id}/run"),
+        &admin,
+        Some(json!({ "data": { "input": {} } })),
+        StatusCode::ACCEPTED,
+    )
+    .await;
+    // The first attempt failed and its record is stored: kill during the wait.
+    until_zero(
+        &db,
+        "SELECT count(*)::text FROM svc.workflow_runs WHERE steps -> 0 -> 'attempts' IS NULL",
+        Duration::from_secs(10),
+    )
+    .await;
+    first.kill().await.unwrap();
+    let (_second, _) = serve(&db, &leases).await;
+    until_zero(
+        &db,
+        "SELECT count(*)::text FROM svc.workflow_runs WHERE status <> 'SUCCEEDED'",
+        Duration::from_secs(20),
+    )
+    .await;
+    let at = seen.lock().unwrap().clone();
+    assert_eq!(
+        at.len(),
+        2,
+        "one failed attempt, then one after the backoff"
+    );
+    assert!(
+        at[1] - at[0] >= Duration::from_millis(4000),
+        "{:?}",
+        at[1] - at[0]
+    );
+    assert_eq!(
+        db.sql("SELECT result::text || ' ' || jsonb_array_length(steps -> 0 -> 'attempts') FROM svc.workflow_runs")
+            .await,
+        Some("{\"n\": 2} 2".into())
+    );
+    db.destroy().await;
+}

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::data::{create_role, create_table, expose, grant, member};
 
 /// The administrator's user id.
-async fn admin_id(app: &TestApp, admin: &str) -> String {
+pub(crate) async fn admin_id(app: &TestApp, admin: &str) -> String {
     app.get("/api/auth/me", admin).await.data()["id"]
         .as_str()
         .unwrap()
@@ -21,7 +21,13 @@ async fn admin_id(app: &TestApp, admin: &str) -> String {
 }
 
 /// Creates and publishes a workflow; answers its id.
-async fn published(app: &TestApp, admin: &str, slug: &str, trigger: Value, steps: Value) -> String {
+pub(crate) async fn published(
+    app: &TestApp,
+    admin: &str,
+    slug: &str,
+    trigger: Value,
+    steps: Value,
+) -> String {
     let created = app
         .post(
             "/admin/api/workflows",
@@ -92,7 +98,7 @@ async fn settled(app: &TestApp, bearer: &str, run: &str) -> Answer {
 }
 
 /// The workflow's runs, as the history lists them.
-async fn history(app: &TestApp, admin: &str, workflow: &str) -> Vec<Value> {
+pub(crate) async fn history(app: &TestApp, admin: &str, workflow: &str) -> Vec<Value> {
     let answer = app
         .get(&format!("/admin/api/workflows/{workflow}/runs"), admin)
         .await;

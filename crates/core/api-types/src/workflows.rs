@@ -98,6 +98,27 @@ pub struct RunStep {
     pub started_at: DateTime<Utc>,
     /// When it ended.
     pub finished_at: Option<DateTime<Utc>>,
+    /// Inside loops: each enclosing iteration's index, outermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub iteration: Vec<usize>,
+    /// With `retry`: each attempt.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<RunAttempt>,
+    /// A call step's child run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub child_run_id: Option<Uuid>,
+}
+
+/// One attempt of a step with `retry`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAttempt {
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// When it ended.
+    pub finished_at: DateTime<Utc>,
+    /// Why it failed; null when it succeeded.
+    pub error: Option<RunError>,
 }
 
 /// A stored run, as the history lists it.
@@ -124,6 +145,41 @@ pub struct WorkflowRun {
     pub finished_at: Option<DateTime<Utc>>,
     /// Each step's outcome.
     pub steps: Vec<RunStep>,
+    /// The run whose call step started this one.
+    pub parent_run_id: Option<Uuid>,
+    /// The tick of a scheduled run.
+    pub scheduled_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /admin/api/workflows/{id}/run` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ManualRunRequest {
+    /// The run's `start.data`.
+    #[serde(default)]
+    pub input: Value,
+}
+
+/// A run just started: `{ run }`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StartedRun {
+    /// The run, RUNNING.
+    pub run: WorkflowRun,
+}
+
+/// `POST /admin/api/workflows/schedule-preview` body: a schedule trigger.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulePreviewRequest {
+    /// `{ type: "schedule", cron, timezone?, catchUp?, executeAs }`.
+    pub trigger: Value,
+}
+
+/// The next ticks of a schedule.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SchedulePreview {
+    /// The next five ticks, RFC 3339 in UTC.
+    pub next: Vec<DateTime<Utc>>,
 }
 
 /// `POST /admin/api/workflows/{id}/test` body: the trigger input.

@@ -8,16 +8,20 @@ use kernel::FieldError;
 use kernel::filter::{Filter, Op, Operand};
 use serde_json::Value;
 
-use crate::template;
+use crate::template::{self, Context};
 
 /// Whether `test` (rendered against `context` first) holds. `$USER.*` reads
 /// `context.user`; `$PERIOD.*` is cut in UTC.
-pub fn holds(test: &Value, context: &Value, now: DateTime<Utc>) -> Result<bool, FieldError> {
+pub fn holds<C: Context + ?Sized>(
+    test: &Value,
+    context: &C,
+    now: DateTime<Utc>,
+) -> Result<bool, FieldError> {
     let filter = Filter::parse(&template::render(test, context), "if")?;
     Ok(eval(&filter, context, now))
 }
 
-fn eval(filter: &Filter, context: &Value, now: DateTime<Utc>) -> bool {
+fn eval<C: Context + ?Sized>(filter: &Filter, context: &C, now: DateTime<Utc>) -> bool {
     match filter {
         Filter::And(items) => items.iter().all(|f| eval(f, context, now)),
         Filter::Or(items) => items.iter().any(|f| eval(f, context, now)),
@@ -27,16 +31,20 @@ fn eval(filter: &Filter, context: &Value, now: DateTime<Utc>) -> bool {
             op,
             operand,
         } => {
-            let left = template::lookup(context, column).unwrap_or(&Value::Null);
+            let left = context.value_at(column).unwrap_or(&Value::Null);
             compare(left, *op, operand, context, now)
         }
     }
 }
 
-fn value_of(operand: &Operand, context: &Value, now: DateTime<Utc>) -> Value {
+fn value_of<C: Context + ?Sized>(operand: &Operand, context: &C, now: DateTime<Utc>) -> Value {
     match operand {
         Operand::Literal(v) => v.clone(),
-        Operand::User(column) => context["user"][column.as_str()].clone(),
+        Operand::User(column) => context
+            .value_at("user")
+            .and_then(|user| user.get(column.as_str()))
+            .cloned()
+            .unwrap_or(Value::Null),
         Operand::Period(name) => Value::String(period(name, now).to_rfc3339()),
         Operand::List(items) => {
             Value::Array(items.iter().map(|i| value_of(i, context, now)).collect())
@@ -70,7 +78,13 @@ fn equal(left: &Value, right: &Value) -> bool {
     order(left, right).map_or(left == right, Ordering::is_eq)
 }
 
-fn compare(left: &Value, op: Op, operand: &Operand, context: &Value, now: DateTime<Utc>) -> bool {
+fn compare<C: Context + ?Sized>(
+    left: &Value,
+    op: Op,
+    operand: &Operand,
+    context: &C,
+    now: DateTime<Utc>,
+) -> bool {
     let right = value_of(operand, context, now);
     match op {
         Op::IsNull => right.as_bool() == Some(left.is_null()),

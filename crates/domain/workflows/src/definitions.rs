@@ -84,6 +84,32 @@ impl WorkflowService {
                     return Err(FieldError::new("trigger.executeAs", "no such active user").into());
                 }
             }
+            Trigger::Schedule(schedule) => {
+                if !self.store.user_exists(schedule.execute_as).await? {
+                    return Err(FieldError::new("trigger.executeAs", "no such active user").into());
+                }
+            }
+            Trigger::Manual => {}
+        }
+        let calls = definition.calls();
+        if !calls.is_empty() {
+            let slugs: Vec<String> = self
+                .store
+                .workflows()
+                .await?
+                .into_iter()
+                .map(|w| w.slug)
+                .collect();
+            if let Some((field, slug)) = calls
+                .iter()
+                .find(|(_, slug)| !slugs.iter().any(|s| s == slug))
+            {
+                return Err(FieldError::new(
+                    field.clone(),
+                    format!("no workflow has the slug {slug}"),
+                )
+                .into());
+            }
         }
         Ok(definition)
     }
@@ -147,11 +173,24 @@ impl WorkflowService {
             enabled: input.enabled,
             draft,
         };
+        let enabled_again = input.enabled == Some(true) && !current.enabled;
         let event = AuditEvent::new(caller.actor(), "workflow.update", Some(id.to_string()), ip);
-        self.store
+        let updated = self
+            .store
             .update_workflow(id, changes, event)
             .await?
-            .ok_or(WorkflowError::NotFound)
+            .ok_or(WorkflowError::NotFound)?;
+        // Ticks passed while disabled are not made up: the schedule starts afresh.
+        if enabled_again
+            && let Some(definition) = updated
+                .published
+                .as_ref()
+                .and_then(|p| Definition::from_stored(p).ok())
+            && let Some(first) = self.first_tick(&definition).await?
+        {
+            self.store.set_schedule(id, Some(first)).await?;
+        }
+        Ok(updated)
     }
 
     /// Deletes a workflow, its grants and its runs.
@@ -186,11 +225,12 @@ impl WorkflowService {
                 resource_id: event.resource_id,
                 events: event.events.iter().map(|e| e.as_str().to_owned()).collect(),
             }),
-            Trigger::Webhook(_) => None,
+            _ => None,
         };
+        let first_tick = self.first_tick(&definition).await?;
         let event = AuditEvent::new(caller.actor(), "workflow.publish", Some(id.to_string()), ip);
         self.store
-            .publish(id, definition.to_json(), target, event)
+            .publish(id, definition.to_json(), target, first_tick, event)
             .await?
             .ok_or(WorkflowError::NotFound)
     }
@@ -215,13 +255,11 @@ impl WorkflowService {
                 "body": input.remove("body").unwrap_or(Value::Null),
                 "meta": input.remove("meta").unwrap_or_else(|| json!({ "ip": null, "headers": {} })),
             }),
-            // A database event's `start.data` ({ event, resource, old, new }) comes as the body.
-            Trigger::DbEvent(_) => input.remove("body").unwrap_or_else(|| json!({})),
+            // A database event's `start.data` ({ event, resource, old, new }),
+            // a schedule's ({ scheduledAt }) or a manual input comes as the body.
+            _ => input.remove("body").unwrap_or_else(|| json!({})),
         };
-        let run_as = match &definition.trigger {
-            Trigger::Webhook(hook) => hook.execute_as.unwrap_or(caller.user_id),
-            Trigger::DbEvent(event) => event.execute_as.unwrap_or(caller.user_id),
-        };
+        let run_as = definition.trigger.execute_as().unwrap_or(caller.user_id);
         let settings = self.settings.current().await?;
         let (run, handle) = self
             .start(RunStart {

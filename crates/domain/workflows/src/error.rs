@@ -43,6 +43,9 @@ pub enum WorkflowError {
     /// The result route knows no such run for this caller.
     #[error("No such run")]
     RunNotFound,
+    /// A manual run or a replay of a workflow never published, or disabled.
+    #[error("The workflow is not published, or it is disabled")]
+    NotRunnable,
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -60,6 +63,7 @@ impl ErrorCode for WorkflowError {
             WorkflowError::RateLimited { .. } => Code::RateLimitExceeded,
             WorkflowError::SyncTimeout { .. } => Code::WorkflowSyncTimeout,
             WorkflowError::RunNotFound => Code::WorkflowRunNotFound,
+            WorkflowError::NotRunnable => Code::Conflict,
             WorkflowError::Store(e) => e.code(),
         }
     }

@@ -5,11 +5,15 @@
 //! Where things are: `model` (a definition parsed, one parser per step
 //! type), `definitions` (the Admin API's workflow routes), `webhook` (a
 //! webhook call answered, the result route), `runner` (runs started,
-//! awaited, resumed and purged), `engine` (the steps executed), `steps`
-//! (data steps through the Data API).
+//! awaited, resumed and purged), `engine` (the steps executed, with
+//! retries, error handlers, loops and calls), `children` (child runs of
+//! call steps), `schedule` (schedule ticks claimed once across instances),
+//! `starts` (manual runs and replays), `steps` (data steps through the
+//! Data API).
 //! Storage, data access and outgoing HTTP are traits, so the crate is tested
 //! without a database and can be embedded.
 
+mod children;
 pub mod condition;
 mod definitions;
 pub mod engine;
@@ -19,14 +23,16 @@ mod ports;
 mod redact;
 pub mod run;
 mod runner;
+mod schedule;
 mod service;
+mod starts;
 mod steps;
 pub mod store;
 pub mod template;
 mod webhook;
 
 pub use definitions::{WebhookInfo, WorkflowInput};
-pub use engine::{Outbound, OutgoingRequest, Ports, RunJournal, RunUser, StepData};
+pub use engine::{ChildRuns, Outbound, OutgoingRequest, Ports, RunJournal, RunUser, StepData};
 pub use error::WorkflowError;
 pub use model::Definition;
 pub use redact::{REDACTED_HEADERS, redacted};

@@ -9,6 +9,7 @@ use kernel::{Clock, StoreError};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::model::Definition;
 use crate::run::{Outcome, RunError, StepRecord};
 
 /// Who a run's data steps act as.
@@ -93,6 +94,10 @@ pub trait RunJournal: Send + Sync + 'static {
         outcome: &Outcome,
         steps: &[StepRecord],
     ) -> Result<(), StoreError>;
+    /// `value` as this journal would store it (a child run's input).
+    fn stored(&self, value: &Value) -> Value {
+        value.clone()
+    }
 }
 
 /// The executor's collaborators.
@@ -108,4 +113,44 @@ pub struct Ports {
     pub clock: Arc<dyn Clock>,
     /// How often a long step renews the lease.
     pub renew_every: Duration,
+}
+
+/// A child run a call step asks for.
+#[derive(Debug, Clone)]
+pub struct ChildRequest<'a> {
+    /// The calling run.
+    pub parent: Uuid,
+    /// The workflows of the calling chain, the root's first, the caller's last.
+    pub chain: &'a [Uuid],
+    /// The called workflow's slug.
+    pub slug: &'a str,
+    /// The child's `start.data`, as stored (secrets of the run redacted).
+    pub input: &'a Value,
+    /// The user the child acts as (the caller's).
+    pub run_as: Uuid,
+}
+
+/// A child run stored and leased to this instance, ready to execute.
+#[derive(Debug, Clone)]
+pub struct ChildRun {
+    /// The child run.
+    pub run_id: Uuid,
+    /// The published definition it runs.
+    pub definition: Arc<Definition>,
+    /// Its chain: the caller's with the child's workflow last.
+    pub chain: Vec<Uuid>,
+}
+
+/// Child runs of call steps: started in the store (or refused with the
+/// run error the call step fails with), and followed to their end.
+#[async_trait]
+pub trait ChildRuns: Send + Sync + 'static {
+    /// Stores a RUNNING child run, or refuses the call (unknown, disabled or
+    /// unpublished workflow; too deep; a cycle).
+    async fn start(
+        &self,
+        request: ChildRequest<'_>,
+    ) -> Result<Result<ChildRun, RunError>, StoreError>;
+    /// A run's stored outcome.
+    async fn outcome(&self, run: Uuid) -> Result<Option<Outcome>, StoreError>;
 }

@@ -157,6 +157,9 @@ impl Secrets {
                 let mut step = step.clone();
                 self.scrub(&mut step.result);
                 self.scrub_error(&mut step.error);
+                for attempt in &mut step.attempts {
+                    self.scrub_error(&mut attempt.error);
+                }
                 step
             })
             .collect()
@@ -193,6 +196,12 @@ impl RunJournal for Redacting {
 
     async fn renew(&self, run: Uuid, owner: Uuid) -> Result<Option<bool>, StoreError> {
         self.inner.renew(run, owner).await
+    }
+
+    fn stored(&self, value: &Value) -> Value {
+        let mut value = self.inner.stored(value);
+        self.secrets.scrub(&mut value);
+        value
     }
 
     async fn finish(
@@ -258,6 +267,9 @@ mod tests {
             error: None,
             started_at: Utc::now(),
             finished_at: None,
+            iteration: Vec::new(),
+            attempts: Vec::new(),
+            child_run_id: None,
         };
         let copy = StepRecord {
             id: "copy".into(),

@@ -70,6 +70,24 @@ pub const HTTP_TARGET_FORBIDDEN: &str = "HTTP_TARGET_FORBIDDEN";
 pub const HTTP_REQUEST_FAILED: &str = "HTTP_REQUEST_FAILED";
 /// Code of a step whose rendered input is unusable.
 pub const STEP_INVALID: &str = "STEP_INVALID_INPUT";
+/// Code of a `forEach` whose items are not an array or too many.
+pub const INVALID_PAYLOAD: &str = "INVALID_PAYLOAD";
+/// Code of a call too deep or back into its own chain.
+pub const CALL_DEPTH: &str = "WORKFLOW_CALL_DEPTH";
+/// Code of a call of a workflow not published or disabled.
+pub const WORKFLOW_NOT_FOUND: &str = "WORKFLOW_NOT_FOUND";
+
+/// One attempt of a step with `retry`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// When it ended.
+    pub finished_at: DateTime<Utc>,
+    /// Why it failed; null when it succeeded.
+    pub error: Option<RunError>,
+}
 
 /// The record of one step of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -90,6 +108,23 @@ pub struct StepRecord {
     pub started_at: DateTime<Utc>,
     /// When it ended.
     pub finished_at: Option<DateTime<Utc>>,
+    /// Inside loops: the index of each enclosing loop's iteration, outermost
+    /// first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub iteration: Vec<usize>,
+    /// With `retry`: each attempt so far.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    /// A call step's child run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_run_id: Option<Uuid>,
+}
+
+impl StepRecord {
+    /// Whether this records step `id` at `iteration`.
+    pub fn is(&self, id: &str, iteration: &[usize]) -> bool {
+        self.id == id && self.iteration == iteration
+    }
 }
 
 /// What a run ended with (or is at): `{ id, status, result, error }`.
@@ -129,4 +164,8 @@ pub struct RunRecord {
     pub finished_at: Option<DateTime<Utc>>,
     /// Each step's outcome.
     pub steps: Vec<StepRecord>,
+    /// The run whose call step started this one.
+    pub parent_run_id: Option<Uuid>,
+    /// The tick of a scheduled run.
+    pub scheduled_at: Option<DateTime<Utc>>,
 }

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::children::StoreChildren;
 use crate::engine::{self, Execution, Ports, RunJournal, RunUser};
 use crate::error::WorkflowError;
 use crate::model::{Definition, OnTimeout};
@@ -66,6 +67,8 @@ impl WorkflowService {
             caller_id,
             owner: self.owner,
             lease: self.options.lease,
+            parent_run_id: None,
+            chain: vec![workflow_id],
         };
         let stored_at_end = definition.is_pure();
         let journal: Arc<dyn RunJournal> = if stored_at_end {
@@ -89,6 +92,7 @@ impl WorkflowService {
                 cancel: cancel.clone(),
                 journal,
                 allow_private,
+                chain: vec![workflow_id],
             })
             .await;
         Ok((
@@ -112,6 +116,7 @@ impl WorkflowService {
             cancel,
             journal,
             allow_private,
+            chain,
         } = launch;
         let permit = self.slots.clone().acquire_owned().await.ok();
         let service = self.clone();
@@ -137,6 +142,12 @@ impl WorkflowService {
                 allow_private,
                 recorded,
                 cancel,
+                chain,
+                children: Arc::new(StoreChildren {
+                    store: service.store.clone(),
+                    owner: service.owner,
+                    lease: service.options.lease,
+                }),
             };
             let ports = Ports {
                 journal,
@@ -210,8 +221,14 @@ impl WorkflowService {
     /// Background work until the process stops or [`WorkflowService::drain`]
     /// begins: resumes runs whose lease
     /// expired (failing those resumed too often), starts runs for row
-    /// events, and purges runs past `workflows.run_retention_days`.
+    /// events and schedule ticks, and purges runs past
+    /// `workflows.run_retention_days`.
     pub async fn work(self) {
+        tokio::join!(self.clone().poll(), self.schedule());
+    }
+
+    /// The polling part of [`WorkflowService::work`]: orphans, row events, purges.
+    async fn poll(self) {
         let mut tick: u64 = 0;
         while !self.stopping.load(Ordering::Relaxed) {
             let more = match self.pass(tick).await {
@@ -276,7 +293,7 @@ impl WorkflowService {
 
     /// Executes a claimed run from its last recorded step, or fails it as
     /// interrupted when it has been resumed too often or cannot be read.
-    async fn resume(&self, claimed: ClaimedRun, allow_private: bool) {
+    pub(crate) async fn resume(&self, claimed: ClaimedRun, allow_private: bool) {
         let refusal = match Definition::from_stored(&claimed.definition) {
             Ok(definition) if claimed.attempts <= ATTEMPTS_MAX => Ok(definition),
             Ok(_) => Err("The run was interrupted too often and was stopped"),
@@ -316,6 +333,7 @@ impl WorkflowService {
                 // of the steps still to run are redacted all the same.
                 journal: Redacting::wrap(self.ports.journal.clone(), Secrets::default()),
                 allow_private,
+                chain: claimed.chain,
             })
             .await,
         );
@@ -349,6 +367,8 @@ struct Launch {
     journal: Arc<dyn RunJournal>,
     /// Whether http steps may reach private addresses.
     allow_private: bool,
+    /// The workflows of its calling chain, its own last.
+    chain: Vec<Uuid>,
 }
 
 /// A run just started: its id and its cancellation switch.

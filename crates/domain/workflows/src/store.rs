@@ -151,6 +151,10 @@ pub struct NewRun {
     pub owner: Uuid,
     /// How long the lease lasts without renewal.
     pub lease: Duration,
+    /// The run whose call step started it.
+    pub parent_run_id: Option<Uuid>,
+    /// The workflows of its calling chain, its own last.
+    pub chain: Vec<Uuid>,
 }
 
 /// A run this instance has taken over (or started from a row event).
@@ -168,6 +172,52 @@ pub struct ClaimedRun {
     pub steps: Vec<StepRecord>,
     /// How many processes have executed it, this one included.
     pub attempts: i32,
+    /// The workflows of its calling chain, its own last.
+    pub chain: Vec<Uuid>,
+}
+
+/// A published, enabled workflow's snapshot.
+#[derive(Debug, Clone)]
+pub struct PublishedWorkflow {
+    /// The workflow.
+    pub id: Uuid,
+    /// Its published `{ trigger, steps }`.
+    pub definition: Value,
+}
+
+/// A published, enabled schedule: its snapshot and its next tick.
+#[derive(Debug, Clone)]
+pub struct ScheduleRecord {
+    /// The workflow.
+    pub id: Uuid,
+    /// Its published `{ trigger, steps }`.
+    pub definition: Value,
+    /// The next tick not yet run.
+    pub next_at: DateTime<Utc>,
+}
+
+/// The ticks of one schedule to run, claimed by moving its next tick on.
+#[derive(Debug, Clone)]
+pub struct TickClaim {
+    /// The workflow.
+    pub workflow_id: Uuid,
+    /// The next tick as read; another instance that moved it first wins.
+    pub expected: DateTime<Utc>,
+    /// The next tick after these.
+    pub next_at: DateTime<Utc>,
+    /// The ticks to start a run for.
+    pub ticks: Vec<DateTime<Utc>>,
+    /// The user the runs act as.
+    pub run_as: Uuid,
+}
+
+/// A stored run to start again: its input and user.
+#[derive(Debug, Clone)]
+pub struct StoredStart {
+    /// `start.data` as stored (redacted).
+    pub input: Value,
+    /// The user it acted as.
+    pub run_as: Uuid,
 }
 
 /// Who asks for a run's result.
@@ -204,14 +254,41 @@ pub trait WorkflowStore: RunJournal {
     /// Deletes a workflow with its grants and runs; false when unknown.
     async fn delete_workflow(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError>;
     /// Copies `snapshot` to the published version; a database-event target
-    /// starts capturing its table's row changes in the same transaction.
+    /// starts capturing its table's row changes in the same transaction,
+    /// and a schedule's first tick is set (cleared for other triggers).
     async fn publish(
         &self,
         id: Uuid,
         snapshot: Value,
         target: Option<EventTarget>,
+        schedule_next_at: Option<DateTime<Utc>>,
         event: AuditEvent,
     ) -> Result<Option<WorkflowRecord>, StoreError>;
+    /// Sets a schedule's next tick (a workflow enabled again starts afresh).
+    async fn set_schedule(
+        &self,
+        id: Uuid,
+        next_at: Option<DateTime<Utc>>,
+    ) -> Result<(), StoreError>;
+    /// The published, enabled workflow behind `slug`.
+    async fn published_workflow(&self, slug: &str)
+    -> Result<Option<PublishedWorkflow>, StoreError>;
+    /// Published, enabled schedules, the soonest first.
+    async fn schedules(&self, limit: u64) -> Result<Vec<ScheduleRecord>, StoreError>;
+    /// Moves a schedule's next tick on and starts one run per tick, leased
+    /// to `owner`; nothing when another instance moved it first.
+    async fn claim_ticks(
+        &self,
+        claim: TickClaim,
+        owner: Uuid,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRun>, StoreError>;
+    /// A run of `workflow_id`: its stored input and user.
+    async fn stored_start(
+        &self,
+        workflow_id: Uuid,
+        run: Uuid,
+    ) -> Result<Option<StoredStart>, StoreError>;
     /// Whether an active user has this id.
     async fn user_exists(&self, id: Uuid) -> Result<bool, StoreError>;
     /// Whether a resource has this id.

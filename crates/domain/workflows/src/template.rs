@@ -31,11 +31,32 @@ pub fn paths(value: &Value) -> Box<dyn Iterator<Item = &str> + '_> {
 
 /// The value at a dotted `path` of `context` (numeric segments index arrays).
 pub fn lookup<'a>(context: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(context, |at, segment| match at {
+    descend(context, path.split('.'))
+}
+
+/// The value reached from `at` by `segments`.
+pub(crate) fn descend<'a, 's>(
+    at: &'a Value,
+    mut segments: impl Iterator<Item = &'s str>,
+) -> Option<&'a Value> {
+    segments.try_fold(at, |at, segment| match at {
         Value::Object(map) => map.get(segment),
         Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
         _ => None,
     })
+}
+
+/// What templates read: a JSON context, or the layered scope of a run
+/// (a loop's iteration over the run's context).
+pub trait Context: Sync {
+    /// The value at a dotted `path`.
+    fn value_at(&self, path: &str) -> Option<&Value>;
+}
+
+impl Context for Value {
+    fn value_at(&self, path: &str) -> Option<&Value> {
+        lookup(self, path)
+    }
 }
 
 /// The whole-string template's path, when `s` is exactly one `{{path}}`.
@@ -52,12 +73,12 @@ fn as_text(value: Option<&Value>, out: &mut String) {
     }
 }
 
-fn render_string(s: &str, context: &Value) -> Value {
+fn render_string<C: Context + ?Sized>(s: &str, context: &C) -> Value {
     if !s.contains("{{") {
         return Value::String(s.to_owned());
     }
     if let Some(path) = sole_path(s) {
-        return lookup(context, path).cloned().unwrap_or(Value::Null);
+        return context.value_at(path).cloned().unwrap_or(Value::Null);
     }
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
@@ -67,7 +88,7 @@ fn render_string(s: &str, context: &Value) -> Value {
         };
         out.push_str(&rest[..start]);
         as_text(
-            lookup(context, rest[start + 2..start + 2 + end].trim()),
+            context.value_at(rest[start + 2..start + 2 + end].trim()),
             &mut out,
         );
         rest = &rest[start + 2 + end + 2..];
@@ -77,7 +98,7 @@ fn render_string(s: &str, context: &Value) -> Value {
 }
 
 /// `value` with every template rendered against `context`.
-pub fn render(value: &Value, context: &Value) -> Value {
+pub fn render<C: Context + ?Sized>(value: &Value, context: &C) -> Value {
     match value {
         Value::String(s) => render_string(s, context),
         Value::Array(items) => Value::Array(items.iter().map(|v| render(v, context)).collect()),

@@ -396,8 +396,8 @@ async fn put_workflow(
     let slug = kernel::validate::slug(&workflow.slug, "slug").map_err(|e| at(path, e))?;
     let name =
         kernel::validate::short_text(&workflow.name, "name", 200).map_err(|e| at(path, e))?;
-    let max_wait = current_settings(txn)
-        .await?
+    let settings = current_settings(txn).await?;
+    let max_wait = settings
         .value("workflows.max_sync_wait_ms")
         .as_u64()
         .unwrap_or(u64::MAX);
@@ -406,6 +406,7 @@ async fn put_workflow(
     workflows::model::Definition::parse(&draft["trigger"], &draft["steps"], max_wait)
         .map_err(|e| at(&draft_path, e))?;
     let mut target = None;
+    let mut first_tick = None;
     let published = match &workflow.published {
         None => None,
         Some(p) => {
@@ -418,6 +419,16 @@ async fn put_workflow(
                     event.events.iter().map(|k| k.as_str().to_owned()).collect();
                 target = Some((event.resource_id, kinds));
             }
+            if let workflows::model::Trigger::Schedule(schedule) = &parsed.trigger {
+                let system = settings
+                    .system_timezone()
+                    .and_then(|zone| zone.parse().ok())
+                    .unwrap_or(chrono_tz::Tz::UTC);
+                first_tick = schedule
+                    .ticks_after(chrono::Utc::now(), schedule.zone(system), 1)
+                    .into_iter()
+                    .next();
+            }
             Some(p)
         }
     };
@@ -427,13 +438,17 @@ async fn put_workflow(
     let (resource, kinds) = target.map_or((None, Vec::new()), |(r, k)| (Some(r), k));
     execute(
         txn,
-        "INSERT INTO svc.workflows (id, slug, name, enabled, draft, published, published_at, event_resource_id, event_kinds) \
-         VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $6::jsonb IS NULL THEN NULL ELSE now() END, $7, $8) \
+        "INSERT INTO svc.workflows (id, slug, name, enabled, draft, published, published_at, event_resource_id, event_kinds, schedule_next_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $6::jsonb IS NULL THEN NULL ELSE now() END, $7, $8, $9) \
          ON CONFLICT (slug) DO UPDATE SET name = EXCLUDED.name, enabled = EXCLUDED.enabled, draft = EXCLUDED.draft, \
          published = EXCLUDED.published, \
          published_at = CASE WHEN svc.workflows.published IS NOT DISTINCT FROM EXCLUDED.published THEN svc.workflows.published_at ELSE EXCLUDED.published_at END, \
-         event_resource_id = EXCLUDED.event_resource_id, event_kinds = EXCLUDED.event_kinds, updated_at = now()",
-        vec![new_id().into(), slug.into(), name.into(), workflow.enabled.into(), draft.into(), published.into(), resource.into(), kinds.into()],
+         event_resource_id = EXCLUDED.event_resource_id, event_kinds = EXCLUDED.event_kinds, \
+         schedule_next_at = CASE WHEN EXCLUDED.schedule_next_at IS NULL THEN NULL \
+           WHEN svc.workflows.published IS NOT DISTINCT FROM EXCLUDED.published \
+             THEN coalesce(svc.workflows.schedule_next_at, EXCLUDED.schedule_next_at) \
+           ELSE EXCLUDED.schedule_next_at END, updated_at = now()",
+        vec![new_id().into(), slug.into(), name.into(), workflow.enabled.into(), draft.into(), published.into(), resource.into(), kinds.into(), first_tick.into()],
     )
     .await?;
     Ok(())

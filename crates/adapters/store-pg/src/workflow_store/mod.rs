@@ -11,15 +11,17 @@ use serde_json::Value as Json;
 use uuid::Uuid;
 use workflows::run::{Outcome, RunRecord, StepRecord};
 use workflows::store::{
-    ClaimedRun, EventTarget, NewRun, NewWorkflow, ResultAsker, RunUserRecord, WebhookLookup,
-    WebhookTarget, WorkflowChanges, WorkflowRecord,
+    ClaimedRun, EventTarget, NewRun, NewWorkflow, PublishedWorkflow, ResultAsker, RunUserRecord,
+    ScheduleRecord, StoredStart, TickClaim, WebhookLookup, WebhookTarget, WorkflowChanges,
+    WorkflowRecord,
 };
 use workflows::{RunJournal, WorkflowStore};
 
 mod rows;
 
 use self::rows::{
-    RunRow, RunUserRow, WebhookRow, claimed, error_of, outcome, status, steps_of, workflow,
+    RunRow, RunUserRow, ScheduleRow, WebhookRow, claimed, error_of, outcome, status, steps_of,
+    workflow,
 };
 use crate::rows as typed;
 use crate::{
@@ -51,8 +53,10 @@ const WEBHOOK_SQL: &str = "WITH w AS ( \
         coalesce((SELECT wait FROM taken), 0) AS wait \
     FROM svc.cache_version v LEFT JOIN w ON true";
 
-/// Columns a claimed run is resumed from.
-const CLAIMED_COLUMNS: &str = "id, definition, input, run_as, steps, attempts";
+/// Columns a claimed run is resumed from (a run a trigger started has
+/// no stored chain: its own workflow).
+const CLAIMED_COLUMNS: &str =
+    "id, definition, input, run_as, steps, attempts, coalesce(chain, ARRAY[workflow_id]) AS chain";
 
 fn json_of<T: serde::Serialize>(value: &T) -> Result<Json, StoreError> {
     serde_json::to_value(value).map_err(|e| StoreError::Internal(e.to_string()))
@@ -268,6 +272,7 @@ impl WorkflowStore for PgStore {
         id: Uuid,
         snapshot: Json,
         target: Option<EventTarget>,
+        schedule_next_at: Option<chrono::DateTime<chrono::Utc>>,
         event: AuditEvent,
     ) -> Result<Option<WorkflowRecord>, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
@@ -280,12 +285,18 @@ impl WorkflowStore for PgStore {
         };
         let sql = format!(
             "UPDATE svc.workflows SET published = $2, published_at = now(), event_resource_id = $3, \
-             event_kinds = $4, updated_at = now() WHERE id = $1 RETURNING {WORKFLOW_COLUMNS}"
+             event_kinds = $4, schedule_next_at = $5, updated_at = now() WHERE id = $1 RETURNING {WORKFLOW_COLUMNS}"
         );
         let row = txn
             .query_one_raw(stmt(
                 &sql,
-                [id.into(), snapshot.into(), resource.into(), events.into()],
+                [
+                    id.into(),
+                    snapshot.into(),
+                    resource.into(),
+                    events.into(),
+                    schedule_next_at.into(),
+                ],
             ))
             .await
             .map_err(map_err)?;
@@ -379,8 +390,9 @@ impl WorkflowStore for PgStore {
         execute(
             &self.db,
             "INSERT INTO svc.workflow_runs (id, workflow_id, status, test, definition, input, run_as, caller_id, \
-                 lease_owner, lease_start, lease_until) \
-                 VALUES ($1, $2, 'RUNNING', $3, $4, $5, $6, $7, $8, now(), now() + make_interval(secs => $9))",
+                 lease_owner, lease_start, lease_until, parent_run_id, chain) \
+                 VALUES ($1, $2, 'RUNNING', $3, $4, $5, $6, $7, $8, now(), now() + make_interval(secs => $9), $10, \
+                 CASE WHEN $10::uuid IS NULL THEN NULL ELSE $11::uuid[] END)",
             [
                     run.id.into(),
                     run.workflow_id.into(),
@@ -391,6 +403,8 @@ impl WorkflowStore for PgStore {
                     run.caller_id.into(),
                     run.owner.into(),
                     seconds(run.lease),
+                    run.parent_run_id.into(),
+                    uuids(&run.chain),
                 ],
         )
         .await?;
@@ -481,8 +495,8 @@ impl WorkflowStore for PgStore {
         let rows = self
             .db
             .query_all_raw(stmt(
-                "SELECT id, workflow_id, status, test, input, result, error, steps, started_at, finished_at \
-                 FROM svc.workflow_runs WHERE workflow_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2 OFFSET $3",
+                "SELECT id, workflow_id, status, test, input, result, error, steps, started_at, finished_at, \
+                 parent_run_id, scheduled_at FROM svc.workflow_runs WHERE workflow_id = $1 ORDER BY started_at DESC, id DESC LIMIT $2 OFFSET $3",
                 [
                     workflow_id.into(),
                     i64::try_from(limit).unwrap_or(i64::MAX).into(),
@@ -505,9 +519,133 @@ impl WorkflowStore for PgStore {
                     steps: steps_of(r.steps)?,
                     started_at: r.started_at,
                     finished_at: r.finished_at,
+                    parent_run_id: r.parent_run_id,
+                    scheduled_at: r.scheduled_at,
                 })
             })
             .collect()
+    }
+
+    async fn set_schedule(
+        &self,
+        id: Uuid,
+        next_at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<(), StoreError> {
+        let sql = "UPDATE svc.workflows SET schedule_next_at = $2 WHERE id = $1";
+        execute(&self.db, sql, [id.into(), next_at.into()]).await?;
+        Ok(())
+    }
+
+    async fn published_workflow(
+        &self,
+        slug: &str,
+    ) -> Result<Option<PublishedWorkflow>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT id, published FROM svc.workflows WHERE slug = $1 AND enabled AND published IS NOT NULL",
+                [slug.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|row| {
+            Ok(PublishedWorkflow {
+                id: typed::column(&row, "id")?,
+                definition: typed::column(&row, "published")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn schedules(&self, limit: u64) -> Result<Vec<ScheduleRecord>, StoreError> {
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                "SELECT id, published, schedule_next_at FROM svc.workflows \
+                 WHERE schedule_next_at IS NOT NULL AND enabled AND published IS NOT NULL \
+                 ORDER BY schedule_next_at LIMIT $1",
+                [i64::try_from(limit).unwrap_or(i64::MAX).into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|row| {
+                let r = typed::row::<ScheduleRow>(row)?;
+                Ok(ScheduleRecord {
+                    id: r.id,
+                    definition: r.published,
+                    next_at: r.schedule_next_at,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_ticks(
+        &self,
+        claim: TickClaim,
+        owner: Uuid,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRun>, StoreError> {
+        // Moving the next tick on claims the ticks: an instance that read the
+        // same tick finds it moved and starts nothing. A user no longer
+        // active starts no run; the tick still moves on.
+        let sql = format!(
+            "WITH claimed AS ( \
+               UPDATE svc.workflows SET schedule_next_at = $3 \
+               WHERE id = $1 AND schedule_next_at = $2 AND enabled AND published IS NOT NULL \
+               RETURNING id, published), \
+             started AS ( \
+               INSERT INTO svc.workflow_runs (id, workflow_id, status, definition, input, run_as, \
+                 lease_owner, lease_start, lease_until, scheduled_at) \
+               SELECT svc.uuid_v7(), c.id, 'RUNNING', c.published, \
+                 jsonb_build_object('scheduledAt', to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), \
+                 u.id, $5, now(), now() + make_interval(secs => $6), t.at \
+               FROM claimed c CROSS JOIN unnest($4::timestamptz[]) AS t(at) \
+               JOIN svc.users u ON u.id = $7 AND u.active \
+               ORDER BY t.at \
+               ON CONFLICT (workflow_id, scheduled_at) WHERE scheduled_at IS NOT NULL DO NOTHING \
+               RETURNING {CLAIMED_COLUMNS}) \
+             SELECT * FROM started"
+        );
+        let rows = self
+            .db
+            .query_all_raw(stmt(
+                &sql,
+                [
+                    claim.workflow_id.into(),
+                    claim.expected.into(),
+                    claim.next_at.into(),
+                    claim.ticks.into(),
+                    owner.into(),
+                    seconds(lease),
+                    claim.run_as.into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        rows.iter().map(claimed).collect()
+    }
+
+    async fn stored_start(
+        &self,
+        workflow_id: Uuid,
+        run: Uuid,
+    ) -> Result<Option<StoredStart>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT input, run_as FROM svc.workflow_runs WHERE id = $1 AND workflow_id = $2",
+                [run.into(), workflow_id.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|row| {
+            Ok(StoredStart {
+                input: typed::column(&row, "input")?,
+                run_as: typed::column(&row, "run_as")?,
+            })
+        })
+        .transpose()
     }
 
     async fn claim_orphans(
@@ -554,7 +692,7 @@ impl WorkflowStore for PgStore {
                    ORDER BY a.created_at LIMIT 1) END AS id) who \
                WHERE who.id IS NOT NULL ORDER BY e.id \
                RETURNING {CLAIMED_COLUMNS}) \
-             SELECT {CLAIMED_COLUMNS} FROM started",
+             SELECT * FROM started",
             admins = kernel::ADMINISTRATORS_ROLE_ID
         );
         self.claim(&sql, owner, lease, limit).await

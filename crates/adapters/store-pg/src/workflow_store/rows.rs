@@ -85,6 +85,7 @@ pub(super) struct ClaimedRow {
     run_as: Uuid,
     steps: Json,
     attempts: i32,
+    chain: Vec<Uuid>,
 }
 
 pub(super) fn claimed(row: &QueryResult) -> Result<ClaimedRun, StoreError> {
@@ -96,6 +97,7 @@ pub(super) fn claimed(row: &QueryResult) -> Result<ClaimedRun, StoreError> {
         run_as: r.run_as,
         steps: steps_of(r.steps)?,
         attempts: r.attempts,
+        chain: r.chain,
     })
 }
 
@@ -135,4 +137,14 @@ pub(super) struct RunRow {
     pub(super) steps: Json,
     pub(super) started_at: DateTime<Utc>,
     pub(super) finished_at: Option<DateTime<Utc>>,
+    pub(super) parent_run_id: Option<Uuid>,
+    pub(super) scheduled_at: Option<DateTime<Utc>>,
+}
+
+/// A published schedule with its next tick.
+#[derive(FromQueryResult)]
+pub(super) struct ScheduleRow {
+    pub(super) id: Uuid,
+    pub(super) published: Json,
+    pub(super) schedule_next_at: DateTime<Utc>,
 }

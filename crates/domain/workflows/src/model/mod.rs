@@ -20,11 +20,12 @@ use kernel::FieldError;
 use crate::template;
 
 pub use steps::{
-    Action, Condition, Delay, Delete, Fail, Finish, HTTP_METHODS, Http, Insert, Query, Step,
-    Transform, Update,
+    Action, Call, Condition, Delay, Delete, Fail, Finish, ForEach, HTTP_METHODS, Http, Insert,
+    OnError, Query, Retry, Step, Transform, Update,
 };
 pub use trigger::{
-    DbEvent, EventKind, OnTimeout, ResponseMode, Trigger, Webhook, WebhookAccess, WebhookMethod,
+    DbEvent, EventKind, OnTimeout, ResponseMode, Schedule, Trigger, Webhook, WebhookAccess,
+    WebhookMethod,
 };
 
 /// Default and largest wait of a synchronous webhook, in seconds.
@@ -39,6 +40,18 @@ pub const DELAY_MAX_MS: u64 = 3_600_000;
 pub const HTTP_TIMEOUT_DEFAULT_MS: u64 = 10_000;
 /// Longest timeout of the http step, in milliseconds.
 pub const HTTP_TIMEOUT_MAX_MS: u64 = 60_000;
+/// Most attempts of a step with `retry`, the first included.
+pub const RETRY_ATTEMPTS_MAX: u32 = 10;
+/// Shortest first wait of `retry`, in milliseconds.
+pub const RETRY_BACKOFF_MIN_MS: u64 = 100;
+/// Longest wait between two attempts, in milliseconds (longer ones are cut).
+pub const RETRY_WAIT_MAX_MS: u64 = 3_600_000;
+/// Most items a `forEach` step iterates over.
+pub const FOR_EACH_ITEMS_MAX: usize = 1000;
+/// Most iterations of a `forEach` step at once.
+pub const FOR_EACH_CONCURRENCY_MAX: u32 = 10;
+/// Deepest child run: a call that would reach a deeper one fails.
+pub const CALL_DEPTH_MAX: usize = 5;
 
 /// What starts a workflow, and the steps it runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,16 +96,11 @@ impl Definition {
         Self::parse(&stored["trigger"], &stored["steps"], u64::MAX)
     }
 
-    /// Whether every step only computes from the context (no data, http or
-    /// delay step): such a run ends at once and is stored once, finished.
+    /// Whether every step only computes from the context (no data, http,
+    /// delay or call step, no retry): such a run ends at once and is stored
+    /// once, finished.
     pub fn is_pure(&self) -> bool {
-        fn all(steps: &[Step]) -> bool {
-            steps.iter().all(|step| match &step.action {
-                Action::Condition(c) => all(&c.then) && all(&c.otherwise),
-                action => action.is_pure(),
-            })
-        }
-        all(&self.steps)
+        self.steps.iter().all(Step::is_pure)
     }
 
     /// Whether a template reads `user.*` (the run's user is loaded only then).
@@ -102,13 +110,36 @@ impl Definition {
                 let own = step.template_fields().iter().any(|(_, value)| {
                     template::paths(value).any(|path| path == "user" || path.starts_with("user."))
                 });
-                own || match &step.action {
-                    Action::Condition(c) => any(&c.then) || any(&c.otherwise),
-                    _ => false,
-                }
+                own || step.nested().any(any)
             })
         }
         any(&self.steps)
+    }
+
+    /// Every `call` step's slug with the field that names it, as the parser
+    /// names fields (`steps[2].then[0].workflow`).
+    pub fn calls(&self) -> Vec<(String, &str)> {
+        fn walk<'d>(steps: &'d [Step], path: &str, out: &mut Vec<(String, &'d str)>) {
+            for (i, step) in steps.iter().enumerate() {
+                let at = format!("{path}[{i}]");
+                if let Action::Call(call) = &step.action {
+                    out.push((format!("{at}.workflow"), &call.workflow));
+                }
+                if let Action::Condition(c) = &step.action {
+                    walk(&c.then, &format!("{at}.then"), out);
+                    walk(&c.otherwise, &format!("{at}.else"), out);
+                }
+                if let Action::ForEach(f) = &step.action {
+                    walk(&f.steps, &format!("{at}.steps"), out);
+                }
+                if let OnError::Steps(steps) = &step.on_error {
+                    walk(steps, &format!("{at}.onError"), out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.steps, "steps", &mut out);
+        out
     }
 }
 
@@ -153,16 +184,19 @@ pub(crate) fn resource_name(resource: &str, at: &str) -> Result<(), FieldError> 
     }
 }
 
-/// Refuses templates with an unknown root or naming a step that does not run before.
+/// Refuses templates with an unknown root or naming a step that does not
+/// run before; `item` and `index` only inside a loop.
 pub(crate) fn check_templates(
     value: &Value,
     before: &[String],
+    in_loop: bool,
     field: &str,
 ) -> Result<(), FieldError> {
     for path in template::paths(value) {
         let mut parts = path.split('.');
         match parts.next() {
             Some("start" | "user") => {}
+            Some("item" | "index") if in_loop => {}
             Some("steps") => match parts.next() {
                 Some(id) if before.iter().any(|b| b == id) => {}
                 _ => {
@@ -175,7 +209,11 @@ pub(crate) fn check_templates(
             _ => {
                 return Err(FieldError::new(
                     field.to_owned(),
-                    format!("{{{{{path}}}}} must start with start, steps or user"),
+                    if in_loop {
+                        format!("{{{{{path}}}}} must start with start, steps, user, item or index")
+                    } else {
+                        format!("{{{{{path}}}}} must start with start, steps or user")
+                    },
                 ));
             }
         }

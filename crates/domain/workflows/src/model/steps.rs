@@ -9,13 +9,47 @@ use serde_json::{Map, Value};
 use super::{DELAY_MAX_MS, HTTP_TIMEOUT_MAX_MS, resource_name, serialized, typed};
 use crate::template;
 
-/// One step: its id and what it does.
+/// One step: its id, what it does, and how a failure is handled.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     /// Unique within the definition; its output is at `steps.<id>.result`.
     pub id: String,
     /// What it does.
     pub action: Action,
+    /// Attempts again after a failure, when set.
+    pub retry: Option<Retry>,
+    /// What a failure (after the last attempt) does.
+    pub on_error: OnError,
+}
+
+/// `retry { attempts, backoffMs, factor }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Retry {
+    /// Attempts in all, the first included (1 to 10).
+    pub attempts: u32,
+    /// The wait before the second attempt, in milliseconds (at least 100).
+    pub backoff_ms: u64,
+    /// Each later wait is this many times the one before (default 2).
+    #[serde(default = "two")]
+    pub factor: f64,
+}
+
+fn two() -> f64 {
+    2.0
+}
+
+/// What a step's failure does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum OnError {
+    /// The run fails (the default).
+    #[default]
+    Fail,
+    /// The run goes on; the step's result is null and its error is at
+    /// `steps.<id>.error`.
+    Continue,
+    /// These steps run (with `steps.<id>.error` set), then the run goes on.
+    Steps(Vec<Step>),
 }
 
 /// What a step does. Values may hold `{{path}}` templates.
@@ -41,6 +75,32 @@ pub enum Action {
     Finish(Finish),
     /// Ends the run FAILED with an error.
     Fail(Fail),
+    /// Runs steps once per item of an array.
+    ForEach(ForEach),
+    /// Runs another published workflow as a child run.
+    Call(Call),
+}
+
+/// `forEach { items, steps, concurrency }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForEach {
+    /// An array, or a template giving one.
+    pub items: Value,
+    /// The steps of each iteration, with `item` and `index` in the context.
+    pub steps: Vec<Step>,
+    /// Iterations at once (1 to 10).
+    pub concurrency: u32,
+}
+
+/// `call { workflow, input }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Call {
+    /// The called workflow's slug.
+    pub workflow: String,
+    /// The child's `start.data`, rendered.
+    #[serde(default)]
+    pub input: Value,
 }
 
 /// `transform { output }`.
@@ -167,6 +227,10 @@ pub struct Fail {
     pub message: Value,
 }
 
+fn steps_json(steps: &[Step]) -> Value {
+    Value::Array(steps.iter().map(Step::to_json).collect())
+}
+
 /// HTTP methods the http step may use.
 pub const HTTP_METHODS: [&str; 6] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
 
@@ -184,16 +248,9 @@ impl Action {
             Action::Delay(_) => "delay",
             Action::Finish(_) => "finish",
             Action::Fail(_) => "fail",
+            Action::ForEach(_) => "forEach",
+            Action::Call(_) => "call",
         }
-    }
-
-    /// Whether the step only computes from the context: it is repeated
-    /// rather than recorded when a run resumes.
-    pub fn is_pure(&self) -> bool {
-        matches!(
-            self,
-            Action::Transform(_) | Action::Condition(_) | Action::Finish(_) | Action::Fail(_)
-        )
     }
 }
 
@@ -322,14 +379,8 @@ impl Step {
             Action::Condition(c) => {
                 let mut map = Map::new();
                 map.insert("if".into(), c.test.clone());
-                map.insert(
-                    "then".into(),
-                    Value::Array(c.then.iter().map(Step::to_json).collect()),
-                );
-                map.insert(
-                    "else".into(),
-                    Value::Array(c.otherwise.iter().map(Step::to_json).collect()),
-                );
+                map.insert("then".into(), steps_json(&c.then));
+                map.insert("else".into(), steps_json(&c.otherwise));
                 map
             }
             Action::Query(a) => serialized(a),
@@ -340,10 +391,60 @@ impl Step {
             Action::Delay(a) => serialized(a),
             Action::Finish(a) => serialized(a),
             Action::Fail(a) => serialized(a),
+            Action::ForEach(f) => {
+                let mut map = Map::new();
+                map.insert("items".into(), f.items.clone());
+                map.insert("steps".into(), steps_json(&f.steps));
+                map.insert("concurrency".into(), f.concurrency.into());
+                map
+            }
+            Action::Call(a) => serialized(a),
         };
         map.insert("id".into(), self.id.clone().into());
         map.insert("type".into(), self.action.type_name().into());
+        if let Some(retry) = &self.retry {
+            map.insert("retry".into(), Value::Object(serialized(retry)));
+        }
+        match &self.on_error {
+            OnError::Fail => {}
+            OnError::Continue => {
+                map.insert("onError".into(), "continue".into());
+            }
+            OnError::Steps(steps) => {
+                map.insert("onError".into(), steps_json(steps));
+            }
+        }
         Value::Object(map)
+    }
+
+    /// Whether the step only computes from the context (nested steps
+    /// included) and never waits: it is repeated rather than recorded when a
+    /// run resumes.
+    pub fn is_pure(&self) -> bool {
+        let own = matches!(
+            self.action,
+            Action::Transform(_)
+                | Action::Condition(_)
+                | Action::Finish(_)
+                | Action::Fail(_)
+                | Action::ForEach(_)
+        );
+        own && self.retry.is_none() && self.nested().all(|list| list.iter().all(Step::is_pure))
+    }
+
+    /// The step lists nested in this step: a condition's branches, a loop's
+    /// steps, the steps run on error.
+    pub fn nested(&self) -> impl Iterator<Item = &[Step]> {
+        let own: [&[Step]; 2] = match &self.action {
+            Action::Condition(c) => [&c.then, &c.otherwise],
+            Action::ForEach(f) => [&f.steps, &[]],
+            _ => [&[], &[]],
+        };
+        let on_error: &[Step] = match &self.on_error {
+            OnError::Steps(steps) => steps,
+            _ => &[],
+        };
+        own.into_iter().chain(std::iter::once(on_error))
     }
 
     /// The fields that may hold templates, by name (nested steps excluded).
@@ -368,6 +469,8 @@ impl Step {
             Action::Delay(a) => vec![("ms", a.ms.clone())],
             Action::Finish(a) => vec![("result", a.result.clone())],
             Action::Fail(a) => vec![("message", a.message.clone())],
+            Action::ForEach(f) => vec![("items", f.items.clone())],
+            Action::Call(a) => vec![("input", a.input.clone())],
         }
     }
 }

@@ -3,6 +3,10 @@
 
 use std::collections::HashSet;
 
+use chrono::{DateTime, SubsecRound, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
 use kernel::FieldError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,6 +21,81 @@ pub enum Trigger {
     Webhook(Webhook),
     /// Inserts, updates or deletes of a registered table.
     DbEvent(DbEvent),
+    /// The ticks of a cron expression.
+    Schedule(Schedule),
+    /// Only `POST /admin/api/workflows/{id}/run`.
+    Manual,
+}
+
+/// The schedule trigger's configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Schedule {
+    /// Five fields, or six with seconds first.
+    pub cron: String,
+    /// The IANA zone the expression is read in; none: `system.timezone`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// Whether the most recent tick missed while no instance ran is run.
+    #[serde(default)]
+    pub catch_up: bool,
+    /// The user the runs act as.
+    pub execute_as: Uuid,
+}
+
+impl Schedule {
+    /// The expression, parsed: five fields or six with seconds first.
+    fn parsed(cron: &str) -> Result<Cron, String> {
+        CronParser::builder()
+            .seconds(Seconds::Optional)
+            .year(Year::Disallowed)
+            .build()
+            .parse(cron)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The zone ticks are read in: the trigger's, else `fallback`.
+    pub fn zone(&self, fallback: Tz) -> Tz {
+        self.timezone
+            .as_deref()
+            .and_then(|zone| zone.parse().ok())
+            .unwrap_or(fallback)
+    }
+
+    /// The first `count` ticks after `after`, read in `zone`. Ticks fall on
+    /// whole seconds: times are cut to the second before the expression
+    /// reads them.
+    pub fn ticks_after(&self, after: DateTime<Utc>, zone: Tz, count: usize) -> Vec<DateTime<Utc>> {
+        let Ok(cron) = Self::parsed(&self.cron) else {
+            return Vec::new();
+        };
+        cron.iter_after(after.trunc_subsecs(0).with_timezone(&zone))
+            .take(count)
+            .map(|tick| tick.with_timezone(&Utc))
+            .collect()
+    }
+
+    /// The first tick at or after `at`, read in `zone`.
+    pub fn tick_at_or_after(&self, at: DateTime<Utc>, zone: Tz) -> Option<DateTime<Utc>> {
+        let cron = Self::parsed(&self.cron).ok()?;
+        let whole = at.trunc_subsecs(0);
+        let at = if whole < at {
+            whole + chrono::Duration::seconds(1)
+        } else {
+            whole
+        };
+        cron.find_next_occurrence(&at.with_timezone(&zone), true)
+            .ok()
+            .map(|tick| tick.with_timezone(&Utc))
+    }
+
+    /// The last tick at or before `at`, read in `zone`.
+    pub fn tick_at_or_before(&self, at: DateTime<Utc>, zone: Tz) -> Option<DateTime<Utc>> {
+        let cron = Self::parsed(&self.cron).ok()?;
+        cron.find_previous_occurrence(&at.trunc_subsecs(0).with_timezone(&zone), true)
+            .ok()
+            .map(|tick| tick.with_timezone(&Utc))
+    }
 }
 
 /// The webhook trigger's configuration.
@@ -204,10 +283,53 @@ impl Trigger {
                 }
                 Ok(Trigger::DbEvent(event))
             }
+            Some("schedule") => {
+                if !object.contains_key("executeAs") {
+                    return Err(FieldError::new(
+                        "trigger.executeAs",
+                        "is required for a schedule",
+                    ));
+                }
+                let schedule: Schedule = typed(Value::Object(object), "trigger")?;
+                if let Err(why) = Schedule::parsed(&schedule.cron) {
+                    return Err(FieldError::new(
+                        "trigger.cron",
+                        format!(
+                            "must be a cron expression of five fields, or six with seconds first ({why})"
+                        ),
+                    ));
+                }
+                if let Some(zone) = &schedule.timezone
+                    && zone.parse::<Tz>().is_err()
+                {
+                    return Err(FieldError::new(
+                        "trigger.timezone",
+                        "must be an IANA time zone such as Europe/Paris",
+                    ));
+                }
+                Ok(Trigger::Schedule(schedule))
+            }
+            Some("manual") => match object.keys().next() {
+                Some(extra) => Err(FieldError::new(
+                    format!("trigger.{extra}"),
+                    "is not a field of a manual trigger",
+                )),
+                None => Ok(Trigger::Manual),
+            },
             _ => Err(FieldError::new(
                 "trigger.type",
-                "must be webhook or dbEvent",
+                "must be webhook, dbEvent, schedule or manual",
             )),
+        }
+    }
+
+    /// The user runs act as, when the trigger names one.
+    pub fn execute_as(&self) -> Option<Uuid> {
+        match self {
+            Trigger::Webhook(hook) => hook.execute_as,
+            Trigger::DbEvent(event) => event.execute_as,
+            Trigger::Schedule(schedule) => Some(schedule.execute_as),
+            Trigger::Manual => None,
         }
     }
 
@@ -215,6 +337,8 @@ impl Trigger {
         let (kind, mut map) = match self {
             Trigger::Webhook(hook) => ("webhook", serialized(hook)),
             Trigger::DbEvent(event) => ("dbEvent", serialized(event)),
+            Trigger::Schedule(schedule) => ("schedule", serialized(schedule)),
+            Trigger::Manual => ("manual", serde_json::Map::new()),
         };
         map.insert("type".into(), kind.into());
         Value::Object(map)

@@ -2,12 +2,12 @@
 
 use actix_web::{HttpResponse, delete, get, patch, post, web};
 use api_types::{
-    DataEnvelope, ErrorEnvelope, RunListQuery, RunOutcome, TestRunRequest, Workflow,
-    WorkflowRequest, WorkflowRun,
+    DataEnvelope, ErrorEnvelope, ManualRunRequest, RunListQuery, RunOutcome, SchedulePreview,
+    SchedulePreviewRequest, StartedRun, TestRunRequest, Workflow, WorkflowRequest, WorkflowRun,
 };
 use uuid::Uuid;
-use workflows::WorkflowInput;
 use workflows::store::WorkflowRecord;
+use workflows::{RunRecord, WorkflowInput};
 
 use crate::AppState;
 use crate::convert::{outcome, run_error};
@@ -195,32 +195,116 @@ pub async fn runs(
         .workflows
         .runs(id.into_inner(), limit, super::page_offset(query.offset)?)
         .await?;
-    let runs: Vec<WorkflowRun> = runs
-        .into_iter()
-        .map(|r| WorkflowRun {
-            id: r.id,
-            workflow_id: r.workflow_id,
-            status: r.status.as_str().to_owned(),
-            test: r.test,
-            input: r.input,
-            result: r.result,
-            error: r.error.map(run_error),
-            started_at: r.started_at,
-            finished_at: r.finished_at,
-            steps: r
-                .steps
-                .into_iter()
-                .map(|s| api_types::RunStep {
-                    id: s.id,
-                    kind: s.kind,
-                    status: s.status.as_str().to_owned(),
-                    result: s.result,
-                    error: s.error.map(run_error),
-                    started_at: s.started_at,
-                    finished_at: s.finished_at,
-                })
-                .collect(),
-        })
-        .collect();
+    let runs: Vec<WorkflowRun> = runs.into_iter().map(run).collect();
     Ok(ok(runs))
+}
+
+/// A run as the Admin API shows it.
+fn run(r: RunRecord) -> WorkflowRun {
+    WorkflowRun {
+        id: r.id,
+        workflow_id: r.workflow_id,
+        status: r.status.as_str().to_owned(),
+        test: r.test,
+        input: r.input,
+        result: r.result,
+        error: r.error.map(run_error),
+        started_at: r.started_at,
+        finished_at: r.finished_at,
+        steps: r
+            .steps
+            .into_iter()
+            .map(|s| api_types::RunStep {
+                id: s.id,
+                kind: s.kind,
+                status: s.status.as_str().to_owned(),
+                result: s.result,
+                error: s.error.map(run_error),
+                started_at: s.started_at,
+                finished_at: s.finished_at,
+                iteration: s.iteration,
+                attempts: s
+                    .attempts
+                    .into_iter()
+                    .map(|a| api_types::RunAttempt {
+                        started_at: a.started_at,
+                        finished_at: a.finished_at,
+                        error: a.error.map(run_error),
+                    })
+                    .collect(),
+                child_run_id: s.child_run_id,
+            })
+            .collect(),
+        parent_run_id: r.parent_run_id,
+        scheduled_at: r.scheduled_at,
+    }
+}
+
+/// 202 `{ data: { run } }`.
+fn started(record: RunRecord) -> HttpResponse {
+    HttpResponse::Accepted().json(DataEnvelope {
+        data: StartedRun { run: run(record) },
+    })
+}
+
+/// Starts a run of the published version as the administrator, with `start.data = input`.
+#[utoipa::path(tag = "workflows", operation_id = "runWorkflow", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    request_body = inline(DataEnvelope<ManualRunRequest>),
+    responses((status = 202, description = "The run, started", body = inline(DataEnvelope<StartedRun>)),
+        (status = 404, description = "No such workflow", body = ErrorEnvelope),
+        (status = 409, description = "Never published, or disabled", body = ErrorEnvelope)))]
+#[post("/workflows/{id}/run")]
+pub async fn run_now(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+    body: Data<ManualRunRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let record = state
+        .services
+        .workflows
+        .run_manually(&caller.principal, id.into_inner(), body.0.input)
+        .await?;
+    Ok(started(record))
+}
+
+/// Starts a run of the current published version with a stored run's (redacted) input.
+#[utoipa::path(tag = "workflows", operation_id = "replayWorkflowRun", security(("bearer" = [])),
+    params(("id" = Uuid, Path), ("runId" = Uuid, Path)),
+    responses((status = 202, description = "The new run, started", body = inline(DataEnvelope<StartedRun>)),
+        (status = 404, description = "No such workflow or run", body = ErrorEnvelope),
+        (status = 409, description = "Never published, or disabled", body = ErrorEnvelope)))]
+#[post("/workflows/{id}/runs/{runId}/replay")]
+pub async fn replay(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    path: web::Path<(Uuid, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, run_id) = path.into_inner();
+    let run_id = Uuid::parse_str(&run_id).map_err(|_| workflows::WorkflowError::RunNotFound)?;
+    let record = state
+        .services
+        .workflows
+        .replay(&caller.principal, id, run_id)
+        .await?;
+    Ok(started(record))
+}
+
+/// The next five ticks of a schedule trigger, checked as when saved.
+#[utoipa::path(tag = "workflows", operation_id = "previewWorkflowSchedule", security(("bearer" = [])),
+    request_body = inline(DataEnvelope<SchedulePreviewRequest>),
+    responses((status = 200, description = "The next ticks", body = inline(DataEnvelope<SchedulePreview>)),
+        (status = 400, description = "A bad expression or zone", body = ErrorEnvelope)))]
+#[post("/workflows/schedule-preview")]
+pub async fn schedule_preview(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    body: Data<SchedulePreviewRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let next = state
+        .services
+        .workflows
+        .preview_schedule(&body.0.trigger, 5)
+        .await?;
+    Ok(ok(SchedulePreview { next }))
 }
