@@ -28,6 +28,7 @@ const ADMIN_EMAIL: &str = "bench@example.com";
 const ADMIN_PASSWORD: &str = "bench-password-1";
 
 mod console;
+mod flows;
 mod realtime;
 mod related;
 mod scale;
@@ -43,7 +44,7 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("data") => data().and_then(|()| related::related()),
         Some("related") => related::related(),
         Some("peer") => peer_only(),
-        Some("workflows") => workflows(),
+        Some("workflows") => workflows().and_then(|()| flows::flows()),
         Some("views") => views(),
         Some("files") => files(),
         Some("scale") => scale::scale(),
@@ -55,6 +56,7 @@ pub fn suite(name: Option<&str>) -> Result {
             .and_then(|()| related::related())
             .and_then(|()| views())
             .and_then(|()| workflows())
+            .and_then(|()| flows::flows())
             .and_then(|()| files())
             .and_then(|()| realtime::realtime())
             .and_then(|()| console::console())
@@ -470,6 +472,21 @@ fn storm(server: &Server, port: u16, session: &str) -> Result {
 /// Runs SQL through psql against `url`.
 fn psql(url: &str, sql: &str) -> Result {
     run(Command::new("psql").args(["-X", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql]))
+}
+
+/// The answer of `sql` on `database`, unaligned, trimmed.
+fn psql_value(database: &str, sql: &str) -> Result<String> {
+    let out = Command::new("psql")
+        .args(["-X", "-At", "-v", "ON_ERROR_STOP=1", database, "-c", sql])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "psql failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// A POST of the Admin or Data API with `{ data }`; answers the body, or fails unless 2xx.

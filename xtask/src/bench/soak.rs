@@ -198,7 +198,7 @@ pub fn soak(minutes: u64) -> Result {
             r.requests, r.rps, r.errors, r.p99
         );
     }
-    let rows = psql_count(&database)?;
+    let rows = super::psql_value(&database, "SELECT count(*) FROM app.soak")?;
     let _ = std::fs::remove_dir_all(&dir);
     println!(
         "soak: {requests} requests, {errors} errors, RSS {start_rss:.1} MB -> {end_rss:.1} MB (peak {:.1} MB), {rows} rows written",
@@ -213,13 +213,4 @@ pub fn soak(minutes: u64) -> Result {
         ));
     }
     Ok(())
-}
-
-/// Rows the soak wrote, through psql.
-fn psql_count(database: &str) -> Result<String> {
-    let out = Command::new("psql")
-        .args(["-X", "-At", database, "-c", "SELECT count(*) FROM app.soak"])
-        .output()
-        .map_err(|e| e.to_string())?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
