@@ -6,6 +6,15 @@ ALTER TABLE svc.workflows ADD COLUMN schedule_next_at timestamptz;
 CREATE INDEX workflows_schedule_idx ON svc.workflows (schedule_next_at)
     WHERE schedule_next_at IS NOT NULL;
 
+-- When a scheduler pass of any instance last ran: ticks after the pass
+-- before this one, when that was moments ago, were due while an instance
+-- ran (a late pass runs them); older ones were missed while none ran.
+CREATE TABLE svc.schedule_passes (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    at  timestamptz NOT NULL
+);
+INSERT INTO svc.schedule_passes (one, at) VALUES (true, '1970-01-01T00:00:00Z');
+
 -- A child run names the run whose call step started it (no foreign key:
 -- runs are purged one by one) and the workflows of its calling chain, the
 -- root's first and its own last (null: a run started by a trigger, whose

@@ -31,7 +31,7 @@ pub(super) fn flows() -> Result {
     settings(
         port,
         &admin,
-        r#"{"workflows.public_rate_limit_per_minute":100000000}"#,
+        r#"{"workflows.public_rate_limit_per_minute":1000000}"#,
     )?;
     echo_against_pgbench(port, &database, &admin, &me)?;
     for_each(port, &database, &admin, &me)?;

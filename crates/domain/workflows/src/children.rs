@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kernel::{StoreError, new_id};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::engine::{ChildRequest, ChildRun, ChildRuns};
@@ -36,9 +37,6 @@ impl ChildRuns for StoreChildren {
                 ),
             )
         };
-        let Some(called) = self.store.published_workflow(request.slug).await? else {
-            return Ok(Err(not_found()));
-        };
         // The caller is at depth chain.len() - 1; its child one deeper.
         if request.chain.len() > CALL_DEPTH_MAX {
             return Ok(Err(RunError::new(
@@ -46,6 +44,9 @@ impl ChildRuns for StoreChildren {
                 format!("A call may not reach depth {}", CALL_DEPTH_MAX + 1),
             )));
         }
+        let Some(called) = self.store.published_workflow(request.slug).await? else {
+            return Ok(Err(not_found()));
+        };
         if request.chain.contains(&called.id) {
             return Ok(Err(RunError::new(
                 CALL_DEPTH,
@@ -54,6 +55,14 @@ impl ChildRuns for StoreChildren {
         }
         let Ok(definition) = Definition::from_stored(&called.definition) else {
             return Ok(Err(not_found()));
+        };
+        let user = if definition.reads_user() {
+            match self.store.run_user(request.run_as).await? {
+                Some(found) => found.profile,
+                None => Value::Null,
+            }
+        } else {
+            json!({ "id": request.run_as })
         };
         let mut chain = request.chain.to_vec();
         chain.push(called.id);
@@ -77,6 +86,7 @@ impl ChildRuns for StoreChildren {
             run_id,
             definition: Arc::new(definition),
             chain,
+            user,
         }))
     }
 

@@ -188,7 +188,7 @@ impl WorkflowService {
                 .and_then(|p| Definition::from_stored(p).ok())
             && let Some(first) = self.first_tick(&definition).await?
         {
-            self.store.set_schedule(id, Some(first)).await?;
+            self.store.set_schedule(id, Some(first), None).await?;
         }
         Ok(updated)
     }

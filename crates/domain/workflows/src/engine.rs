@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,6 +61,16 @@ pub struct Execution {
     pub chain: Vec<Uuid>,
     /// Where call steps start their child runs.
     pub children: Arc<dyn ChildRuns>,
+    /// Steps the run may still take, its child runs' included.
+    pub budget: Arc<AtomicI64>,
+}
+
+/// Most steps one run takes, loop iterations and child runs included.
+pub const RUN_STEPS_MAX: i64 = 10_000;
+
+/// A fresh budget of [`RUN_STEPS_MAX`] steps.
+pub fn step_budget() -> Arc<AtomicI64> {
+    Arc::new(AtomicI64::new(RUN_STEPS_MAX))
 }
 
 /// How a step (or a list of steps) ended.
@@ -86,9 +97,22 @@ struct Scope<'p> {
     vars: Value,
     /// The index of each enclosing iteration, outermost first.
     iteration: Vec<usize>,
+    /// Set when a sibling iteration ended the loop: take no further step.
+    halt: Option<&'p AtomicBool>,
 }
 
 impl Scope<'_> {
+    fn halted(&self) -> bool {
+        let mut scope = Some(self);
+        while let Some(at) = scope {
+            if at.halt.is_some_and(|h| h.load(Ordering::Relaxed)) {
+                return true;
+            }
+            scope = at.parent;
+        }
+        false
+    }
+
     fn set_step(&mut self, id: &str, entry: Value) {
         if let Some(steps) = self.vars.get_mut("steps").and_then(Value::as_object_mut) {
             steps.insert(id.to_owned(), entry);
@@ -125,15 +149,29 @@ impl Context for Scope<'_> {
 
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
+/// A step record's identity: its step and iteration.
+type RecordKey = (String, Vec<usize>);
+
+/// The records of a run, in the order first written, found by key.
+#[derive(Default)]
+struct Records {
+    list: Vec<StepRecord>,
+    index: HashMap<RecordKey, usize>,
+    /// Changes so far: a checkpoint that finds a newer write skips its own.
+    changes: u64,
+    /// The change at which each record of `list` last changed.
+    changed: Vec<u64>,
+}
+
 /// One run's walk: what it was given, and the records it writes.
 struct Walk<'e> {
     ports: &'e Ports,
     execution: &'e Execution,
     /// Records of an earlier process, by step id and iteration.
-    earlier: HashMap<(String, Vec<usize>), StepRecord>,
-    records: Mutex<Vec<StepRecord>>,
-    /// Serialises checkpoints, so that the last written is the newest.
-    writing: tokio::sync::Mutex<()>,
+    earlier: HashMap<RecordKey, StepRecord>,
+    records: Mutex<Records>,
+    /// Serialises checkpoints and holds the changes the last one wrote.
+    writing: tokio::sync::Mutex<u64>,
 }
 
 /// Runs `execution` to its end (or until its lease is lost: then `None`).
@@ -150,6 +188,7 @@ pub async fn execute(
         parent: None,
         vars: std::mem::take(&mut execution.context),
         iteration: Vec::new(),
+        halt: None,
     };
     let definition = execution.definition.clone();
     let walk = Walk {
@@ -166,7 +205,11 @@ pub async fn execute(
         Flow::Cancelled => (RunStatus::Cancelled, Value::Null, None),
         Flow::Lost => return Ok(None),
     };
-    let mut records = walk.records.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut records = walk
+        .records
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .list;
     // A delay, a wait between attempts or a child cut short ends with the run.
     for record in records
         .iter_mut()
@@ -200,6 +243,9 @@ impl Walk<'_> {
             for step in steps {
                 if self.cancelled() {
                     return Ok(Flow::Cancelled);
+                }
+                if scope.halted() {
+                    return Ok(Flow::Next(Value::Null));
                 }
                 match self.step(step, scope).await? {
                     Flow::Next(result) => {
@@ -246,11 +292,26 @@ impl Walk<'_> {
     async fn step(&self, step: &Step, scope: &mut Scope<'_>) -> Result<Flow, StoreError> {
         let key = (step.id.clone(), scope.iteration.clone());
         let earlier = self.earlier.get(&key);
-        if let Some(done) = earlier.filter(|r| r.status == RunStatus::Succeeded && !step.is_pure())
-        {
-            let result = done.result.clone();
+        // A finished effect is never repeated: its result stands, and so
+        // does a failure its onError handled (it did not end the run).
+        let handled = !matches!(step.on_error, OnError::Fail);
+        if let Some(done) = earlier.filter(|r| {
+            !step.is_pure()
+                && (r.status == RunStatus::Succeeded || (handled && r.status == RunStatus::Failed))
+        }) {
             self.record(done.clone());
-            return Ok(Flow::Next(result));
+            return Ok(match &done.error {
+                Some(error) if done.status == RunStatus::Failed => Flow::Fail(error.clone()),
+                _ => Flow::Next(done.result.clone()),
+            });
+        }
+        if self.execution.budget.fetch_sub(1, Ordering::Relaxed) <= 0 {
+            return Ok(Flow::Fail(RunError::new(
+                INVALID_PAYLOAD,
+                format!(
+                    "The run took more than {RUN_STEPS_MAX} steps (loop iterations and called workflows included)"
+                ),
+            )));
         }
         let started_at = self.ports.clock.now();
         let resumed = earlier.filter(|r| r.status == RunStatus::Running);
@@ -351,19 +412,59 @@ impl Walk<'_> {
     /// Stores `record`, replacing an earlier one of the same step and iteration.
     fn record(&self, record: StepRecord) {
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        records.retain(|r| !r.is(&record.id, &record.iteration));
-        records.push(record);
+        let key = (record.id.clone(), record.iteration.clone());
+        records.changes += 1;
+        let change = records.changes;
+        match records.index.get(&key) {
+            Some(&at) => {
+                records.list[at] = record;
+                records.changed[at] = change;
+            }
+            None => {
+                let at = records.list.len();
+                records.list.push(record);
+                records.changed.push(change);
+                records.index.insert(key, at);
+            }
+        }
+    }
+
+    /// A copy of the records.
+    fn snapshot(&self) -> (Vec<StepRecord>, u64) {
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        (records.list.clone(), records.changes)
+    }
+
+    /// The records changed after change `since`, and the latest change.
+    fn changed_since(&self, since: u64) -> (Vec<StepRecord>, u64) {
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = records
+            .list
+            .iter()
+            .zip(&records.changed)
+            .filter(|(_, at)| **at > since)
+            .map(|(record, _)| record.clone())
+            .collect();
+        (changed, records.changes)
     }
 
     /// Writes the records and renews the lease; `Some` when the run must
-    /// stop (cancelled, or the lease lost).
+    /// stop (cancelled, or the lease lost). A checkpoint that waited while
+    /// another wrote what it holds writes nothing more.
     async fn checkpoint(&self) -> Result<Option<Flow>, StoreError> {
-        let _writing = self.writing.lock().await;
-        let records = self
+        let wanted = self
             .records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
+            .changes;
+        let mut written = self.writing.lock().await;
+        if *written >= wanted {
+            return Ok(None);
+        }
+        // Only what changed since the last write: a long loop's checkpoints
+        // stay small.
+        let (records, changes) = self.changed_since(*written);
+        *written = changes;
         let answer = self
             .ports
             .journal
@@ -508,6 +609,8 @@ impl Walk<'_> {
             }
         };
         let count = items.len();
+        let halt = AtomicBool::new(false);
+        let halt = &halt;
         let iterations = items.into_iter().enumerate().map(|(index, item)| {
             let mut iteration = scope.iteration.clone();
             iteration.push(index);
@@ -516,10 +619,13 @@ impl Walk<'_> {
             vars.insert("index".into(), index.into());
             vars.insert("steps".into(), Value::Object(Map::new()));
             async move {
+                // A loop of pure steps never waits: let other tasks in.
+                tokio::task::yield_now().await;
                 let mut inner = Scope {
                     parent: Some(scope),
                     vars: Value::Object(vars),
                     iteration,
+                    halt: Some(halt),
                 };
                 self.list(&each.steps, &mut inner).await
             }
@@ -527,11 +633,22 @@ impl Walk<'_> {
         let mut running =
             futures_util::stream::iter(iterations).buffered(each.concurrency as usize);
         let mut results = Vec::with_capacity(count);
+        let mut ended = None;
+        // An iteration that ends the loop halts the others at their next
+        // step; those under way finish the step they are in.
         while let Some(flow) = running.next().await {
-            match flow? {
-                Flow::Next(result) => results.push(result),
-                other => return Ok(other),
+            match (flow?, &ended) {
+                (Flow::Next(result), None) => results.push(result),
+                (Flow::Next(_), Some(_)) => {}
+                (other, None) => {
+                    halt.store(true, Ordering::Relaxed);
+                    ended = Some(other);
+                }
+                (_, Some(_)) => {}
             }
+        }
+        if let Some(ended) = ended {
+            return Ok(ended);
         }
         Ok(Flow::Next(Value::Array(results)))
     }
@@ -550,7 +667,8 @@ impl Walk<'_> {
             Some(child) => self.follow(child).await?,
             None => {
                 let input = render(&call.input, scope);
-                let stored = self.ports.journal.stored(&input);
+                let (records, _) = self.snapshot();
+                let stored = self.ports.journal.stored(&input, &records);
                 let request = ChildRequest {
                     parent: execution.run_id,
                     chain: &execution.chain,
@@ -567,12 +685,11 @@ impl Walk<'_> {
                 if let Some(stop) = self.checkpoint().await? {
                     return Ok(stop);
                 }
-                let user = scope.value_at("user").cloned().unwrap_or(Value::Null);
                 let run = Execution {
                     run_id: child.run_id,
                     owner: execution.owner,
                     definition: child.definition,
-                    context: context(input, user),
+                    context: context(input, child.user),
                     user: RunUser {
                         run_id: child.run_id,
                         user_id: execution.user.user_id,
@@ -582,9 +699,20 @@ impl Walk<'_> {
                     cancel: execution.cancel.clone(),
                     chain: child.chain,
                     children: execution.children.clone(),
+                    budget: execution.budget.clone(),
                 };
-                let inline: Boxed<'_, Option<Outcome>> = Box::pin(execute(self.ports, run));
-                match self.watched(inline).await? {
+                let ports = Ports {
+                    journal: self.ports.journal.clone().child(&records),
+                    ..self.ports.clone()
+                };
+                let mut inline: Boxed<'_, Option<Outcome>> = Box::pin(execute(&ports, run));
+                match self.watched(&mut inline).await? {
+                    // The child ends CANCELLED at its next boundary.
+                    Err(Flow::Cancelled) => {
+                        execution.cancel.send_replace(true);
+                        inline.await?;
+                        return Ok(Flow::Cancelled);
+                    }
                     Err(stop) => Err(stop),
                     Ok(done) => match done? {
                         Some(outcome) => Ok(outcome),
@@ -776,6 +904,9 @@ mod tests {
         async fn renew(&self, _: Uuid, _: Uuid) -> Result<Option<bool>, StoreError> {
             Ok(Some(false))
         }
+        fn child(self: Arc<Self>, _: &[StepRecord]) -> Arc<dyn RunJournal> {
+            self
+        }
         async fn finish(
             &self,
             _: Uuid,
@@ -867,6 +998,7 @@ mod tests {
             cancel: Arc::new(watch::channel(false).0),
             chain: vec![Uuid::nil()],
             children: Arc::new(NoChildren),
+            budget: step_budget(),
         }
     }
 
@@ -990,5 +1122,54 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(outcome.status, RunStatus::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn a_handled_failure_is_not_made_again_when_a_run_resumes() {
+        let (journal, rows) = (Arc::new(Journal::default()), Arc::new(Rows::default()));
+        let steps = json!([
+            { "id": "u", "type": "update", "resource": "public.x", "key": 1, "data": {}, "onError": "continue" },
+            { "id": "f", "type": "finish", "result": "{{steps.u.error.code}}" }
+        ]);
+        let now = Utc::now();
+        let recorded = vec![StepRecord {
+            id: "u".into(),
+            kind: "update".into(),
+            status: RunStatus::Failed,
+            result: Value::Null,
+            error: Some(RunError::new("EARLIER", "recorded")),
+            started_at: now,
+            finished_at: Some(now),
+            iteration: Vec::new(),
+            attempts: Vec::new(),
+            child_run_id: None,
+        }];
+        let outcome = execute(&ports(journal, rows), execution(steps, recorded))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            outcome.result,
+            json!("EARLIER"),
+            "the recorded failure stands"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_run_takes_at_most_its_step_budget() {
+        let (journal, rows) = (Arc::new(Journal::default()), Arc::new(Rows::default()));
+        let inner: Vec<usize> = (0..20).collect();
+        let outer: Vec<usize> = (0..1000).collect();
+        let steps = json!([
+            { "id": "outer", "type": "forEach", "items": outer, "concurrency": 10, "steps": [
+                { "id": "inner", "type": "forEach", "items": inner, "steps": [
+                    { "id": "t", "type": "transform", "output": "{{item}}" }] }] }
+        ]);
+        let outcome = execute(&ports(journal, rows), execution(steps, vec![]))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(outcome.status, RunStatus::Failed);
+        assert_eq!(outcome.error.unwrap().code, "INVALID_PAYLOAD");
     }
 }

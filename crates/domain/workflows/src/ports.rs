@@ -76,9 +76,11 @@ pub trait Outbound: Send + Sync + 'static {
 /// What the executor writes as a run progresses.
 #[async_trait]
 pub trait RunJournal: Send + Sync + 'static {
-    /// Stores `steps` and renews the lease while `owner` holds it; answers
-    /// `Some(cancel requested)`, or `None` when the run is no longer this
-    /// owner's (taken over, or ended).
+    /// Appends `steps` (the records new or changed since the last
+    /// checkpoint; a later record of a step and iteration replaces an
+    /// earlier one when read) and renews the lease while `owner` holds it;
+    /// answers `Some(cancel requested)`, or `None` when the run is no
+    /// longer this owner's (taken over, or ended).
     async fn checkpoint(
         &self,
         run: Uuid,
@@ -94,10 +96,15 @@ pub trait RunJournal: Send + Sync + 'static {
         outcome: &Outcome,
         steps: &[StepRecord],
     ) -> Result<(), StoreError>;
-    /// `value` as this journal would store it (a child run's input).
-    fn stored(&self, value: &Value) -> Value {
+    /// `value` as this journal would store it, for a run that recorded
+    /// `steps` (a child run's input).
+    fn stored(&self, value: &Value, steps: &[StepRecord]) -> Value {
+        let _ = steps;
         value.clone()
     }
+    /// The journal of a child of a run that recorded `steps`: it stores
+    /// nothing this one would not.
+    fn child(self: Arc<Self>, steps: &[StepRecord]) -> Arc<dyn RunJournal>;
 }
 
 /// The executor's collaborators.
@@ -139,6 +146,8 @@ pub struct ChildRun {
     pub definition: Arc<Definition>,
     /// Its chain: the caller's with the child's workflow last.
     pub chain: Vec<Uuid>,
+    /// `user` in its templates (the profile when its steps read it).
+    pub user: Value,
 }
 
 /// Child runs of call steps: started in the store (or refused with the

@@ -167,16 +167,28 @@ impl Secrets {
 }
 
 /// A journal that stores what its inner journal would, without the run's
-/// secrets.
+/// secrets: those of its start, and those of every http answer it has
+/// stored so far (checkpoints carry only the records that changed).
 pub(crate) struct Redacting {
     inner: Arc<dyn RunJournal>,
-    secrets: Secrets,
+    secrets: std::sync::Mutex<Secrets>,
 }
 
 impl Redacting {
     /// `inner`, storing nothing of `secrets`.
     pub(crate) fn wrap(inner: Arc<dyn RunJournal>, secrets: Secrets) -> Arc<dyn RunJournal> {
-        Arc::new(Self { inner, secrets })
+        Arc::new(Self {
+            inner,
+            secrets: std::sync::Mutex::new(secrets),
+        })
+    }
+
+    /// The secrets known so far with those of the answers in `steps`,
+    /// kept for later writes.
+    fn learn(&self, steps: &[StepRecord]) -> Secrets {
+        let mut known = self.secrets.lock().unwrap_or_else(|e| e.into_inner());
+        *known = known.with_answers(steps);
+        known.clone()
     }
 }
 
@@ -188,7 +200,7 @@ impl RunJournal for Redacting {
         owner: Uuid,
         steps: &[StepRecord],
     ) -> Result<Option<bool>, StoreError> {
-        let secrets = self.secrets.with_answers(steps);
+        let secrets = self.learn(steps);
         self.inner
             .checkpoint(run, owner, &secrets.steps(steps))
             .await
@@ -198,10 +210,14 @@ impl RunJournal for Redacting {
         self.inner.renew(run, owner).await
     }
 
-    fn stored(&self, value: &Value) -> Value {
-        let mut value = self.inner.stored(value);
-        self.secrets.scrub(&mut value);
+    fn stored(&self, value: &Value, steps: &[StepRecord]) -> Value {
+        let mut value = self.inner.stored(value, steps);
+        self.learn(steps).scrub(&mut value);
         value
+    }
+
+    fn child(self: Arc<Self>, steps: &[StepRecord]) -> Arc<dyn RunJournal> {
+        Self::wrap(self.inner.clone(), self.learn(steps))
     }
 
     async fn finish(
@@ -210,7 +226,7 @@ impl RunJournal for Redacting {
         outcome: &Outcome,
         steps: &[StepRecord],
     ) -> Result<(), StoreError> {
-        let secrets = self.secrets.with_answers(steps);
+        let secrets = self.learn(steps);
         let mut stored = outcome.clone();
         secrets.scrub(&mut stored.result);
         secrets.scrub_error(&mut stored.error);

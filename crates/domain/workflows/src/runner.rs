@@ -143,6 +143,7 @@ impl WorkflowService {
                 recorded,
                 cancel,
                 chain,
+                budget: engine::step_budget(),
                 children: Arc::new(StoreChildren {
                     store: service.store.clone(),
                     owner: service.owner,
@@ -399,6 +400,10 @@ impl RunJournal for RecordAtEnd {
 
     async fn renew(&self, _: Uuid, _: Uuid) -> Result<Option<bool>, kernel::StoreError> {
         Ok(Some(false))
+    }
+
+    fn child(self: Arc<Self>, _: &[StepRecord]) -> Arc<dyn RunJournal> {
+        self
     }
 
     async fn finish(

@@ -12,14 +12,18 @@ use chrono_tz::Tz;
 use crate::error::WorkflowError;
 use crate::model::{Definition, Schedule, Trigger};
 use crate::service::WorkflowService;
-use crate::store::TickClaim;
+use crate::store::{ScheduleRecord, TickClaim};
 
-/// A tick this close to now is on time; older ones were missed (no
-/// instance ran) and are not made up, but for the latest with `catchUp`.
+/// A tick this close to the last pass of any instance (or to now) is on
+/// time; older ones were missed (no instance ran) and are not made up, but
+/// for the latest with `catchUp`.
 const ON_TIME: chrono::Duration = chrono::Duration::seconds(2);
+/// A gap between two passes up to this long is a stall of running
+/// instances (their ticks run late); a longer one is a time no instance ran.
+const STALL_MAX: chrono::Duration = chrono::Duration::seconds(30);
 /// Most on-time ticks one claim starts.
 const TICKS_MAX: usize = 100;
-/// Schedules read per pass.
+/// Schedules read per pass (those due within the pass).
 const SCHEDULES_MAX: u64 = 1000;
 /// The longest sleep between passes: a newly published schedule is seen
 /// within this.
@@ -34,16 +38,28 @@ pub(crate) struct Due {
     pub(crate) next_at: DateTime<Utc>,
 }
 
+/// The oldest on-time tick at `now`, when the pass before this one (of
+/// any instance) ran at `previous`.
+pub(crate) fn on_time_since(previous: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+    let late = now.trunc_subsecs(0) - ON_TIME;
+    if now - previous <= STALL_MAX {
+        late.min(previous.trunc_subsecs(0) - ON_TIME)
+    } else {
+        late
+    }
+}
+
 /// The ticks of `schedule` due at `now` when `next_at` is the first not
-/// yet run; `None` when the expression has no tick after now.
+/// yet run and ticks before `cutoff` were missed; `None` when the
+/// expression has no tick after now.
 pub(crate) fn due(
     schedule: &Schedule,
     zone: Tz,
     next_at: DateTime<Utc>,
     now: DateTime<Utc>,
+    cutoff: DateTime<Utc>,
 ) -> Option<Due> {
     let now = now.trunc_subsecs(0);
-    let cutoff = now - ON_TIME;
     let mut ticks = Vec::new();
     if next_at < cutoff
         && schedule.catch_up
@@ -120,48 +136,72 @@ impl WorkflowService {
     }
 
     /// Claims the due ticks of every schedule and starts their runs;
-    /// answers how long to sleep until the soonest next tick.
+    /// answers how long to sleep until the soonest next tick. A schedule
+    /// that cannot be claimed is logged and left to the next pass.
     pub async fn schedule_pass(&self) -> Result<Duration, WorkflowError> {
+        let previous = self.store.schedule_pass().await?;
         let now = self.ports.clock.now();
+        let cutoff = on_time_since(previous, now);
         let mut soonest = now + chrono::Duration::from_std(PASS_MAX).unwrap_or_default();
-        let schedules = self.store.schedules(SCHEDULES_MAX).await?;
+        let schedules = self.store.schedules(PASS_MAX, SCHEDULES_MAX).await?;
         let allow_private = self.settings.current().await?.http_allow_private();
         for record in schedules {
-            let Ok(definition) = Definition::from_stored(&record.definition) else {
-                continue;
-            };
-            let Trigger::Schedule(schedule) = &definition.trigger else {
-                continue;
-            };
             if record.next_at > now {
                 soonest = soonest.min(record.next_at);
                 continue;
             }
-            let zone = self.zone(schedule).await?;
-            let Some(due) = due(schedule, zone, record.next_at, now) else {
-                self.store.set_schedule(record.id, None).await?;
-                continue;
-            };
-            soonest = soonest.min(due.next_at);
-            let claim = TickClaim {
-                workflow_id: record.id,
-                expected: record.next_at,
-                next_at: due.next_at,
-                ticks: due.ticks,
-                run_as: schedule.execute_as,
-            };
-            let claimed = self
-                .store
-                .claim_ticks(claim, self.owner, self.options.lease)
-                .await?;
-            for run in claimed {
-                self.resume(run, allow_private).await;
+            match self.claim(record, now, cutoff, allow_private).await {
+                Ok(Some(next_at)) => soonest = soonest.min(next_at),
+                Ok(None) => {}
+                Err(error) => tracing::warn!(?error, "a schedule's ticks could not be claimed"),
             }
         }
         Ok((soonest - self.ports.clock.now())
             .to_std()
             .unwrap_or_default()
             .min(PASS_MAX))
+    }
+
+    /// Claims one due schedule's ticks and starts their runs without
+    /// waiting for a free slot (the runs are stored already); answers its
+    /// next tick.
+    async fn claim(
+        &self,
+        record: ScheduleRecord,
+        now: DateTime<Utc>,
+        cutoff: DateTime<Utc>,
+        allow_private: bool,
+    ) -> Result<Option<DateTime<Utc>>, WorkflowError> {
+        let Ok(definition) = Definition::from_stored(&record.definition) else {
+            return Ok(None);
+        };
+        let Trigger::Schedule(schedule) = &definition.trigger else {
+            return Ok(None);
+        };
+        let zone = self.zone(schedule).await?;
+        let Some(due) = due(schedule, zone, record.next_at, now, cutoff) else {
+            self.store
+                .set_schedule(record.id, None, Some(record.next_at))
+                .await?;
+            return Ok(None);
+        };
+        let next_at = due.next_at;
+        let claim = TickClaim {
+            workflow_id: record.id,
+            expected: record.next_at,
+            next_at,
+            ticks: due.ticks,
+            run_as: schedule.execute_as,
+        };
+        let claimed = self
+            .store
+            .claim_ticks(claim, self.owner, self.options.lease)
+            .await?;
+        for run in claimed {
+            let service = self.clone();
+            tokio::spawn(async move { service.resume(run, allow_private).await });
+        }
+        Ok(Some(next_at))
     }
 }
 
@@ -184,38 +224,38 @@ mod tests {
         Utc.with_ymd_and_hms(2026, 11, 27, h, m, s).unwrap()
     }
 
+    /// `due` with the passes of running instances: the one before now.
+    fn due_now(schedule: &Schedule, next_at: DateTime<Utc>, now: DateTime<Utc>) -> Option<Due> {
+        due(schedule, Tz::UTC, next_at, now, on_time_since(now, now))
+    }
+
     #[test]
     fn an_on_time_tick_runs_and_the_next_follows() {
-        let due = due(
-            &schedule("*/5 * * * *", false),
-            Tz::UTC,
-            at(10, 5, 0),
-            at(10, 5, 1),
-        )
-        .unwrap();
+        let due = due_now(&schedule("*/5 * * * *", false), at(10, 5, 0), at(10, 5, 1)).unwrap();
         assert_eq!(due.ticks, vec![at(10, 5, 0)]);
         assert_eq!(due.next_at, at(10, 10, 0));
     }
 
     #[test]
     fn missed_ticks_are_skipped_but_the_latest_with_catch_up() {
-        let missed = due(
-            &schedule("0 * * * *", false),
-            Tz::UTC,
-            at(6, 0, 0),
-            at(10, 30, 0),
-        )
-        .unwrap();
+        // No instance ran since 06:00: the pass before is hours old.
+        let cutoff = on_time_since(at(6, 0, 0), at(10, 30, 0));
+        let hourly = |catch_up| schedule("0 * * * *", catch_up);
+        let missed = due(&hourly(false), Tz::UTC, at(6, 0, 0), at(10, 30, 0), cutoff).unwrap();
         assert!(missed.ticks.is_empty());
         assert_eq!(missed.next_at, at(11, 0, 0));
-        let caught = due(
-            &schedule("0 * * * *", true),
-            Tz::UTC,
-            at(6, 0, 0),
-            at(10, 30, 0),
-        )
-        .unwrap();
+        let caught = due(&hourly(true), Tz::UTC, at(6, 0, 0), at(10, 30, 0), cutoff).unwrap();
         assert_eq!(caught.ticks, vec![at(10, 0, 0)]);
+    }
+
+    #[test]
+    fn the_ticks_of_a_stall_run_late_and_none_twice() {
+        let every = schedule("* * * * * *", false);
+        let stalled = on_time_since(at(10, 0, 0), at(10, 0, 20));
+        let late = due(&every, Tz::UTC, at(10, 0, 1), at(10, 0, 20), stalled).unwrap();
+        assert_eq!(late.ticks.len(), 20);
+        assert_eq!(late.ticks[0], at(10, 0, 1));
+        assert_eq!(late.next_at, at(10, 0, 21));
     }
 
     #[test]
@@ -227,14 +267,17 @@ mod tests {
         assert_eq!(every.tick_at_or_before(late, Tz::UTC), Some(at(10, 0, 40)));
         let first = every.ticks_after(late, Tz::UTC, 1)[0];
         let now = first + chrono::Duration::milliseconds(5);
-        assert_eq!(due(&every, Tz::UTC, first, now).unwrap().ticks, vec![first]);
+        let cutoff = on_time_since(now, now);
+        assert_eq!(
+            due(&every, Tz::UTC, first, now, cutoff).unwrap().ticks,
+            vec![first]
+        );
     }
 
     #[test]
     fn seconds_and_zones_are_read() {
-        let every_two = due(
+        let every_two = due_now(
             &schedule("*/2 * * * * *", false),
-            Tz::UTC,
             at(10, 0, 2),
             at(10, 0, 3),
         )

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use permissions::Principal;
 use serde_json::Value;
 use uuid::Uuid;
@@ -16,15 +15,14 @@ use crate::service::WorkflowService;
 
 impl WorkflowService {
     /// `POST /admin/api/workflows/{id}/run`: a run of the published version
-    /// as the administrator, with `start.data = input`.
+    /// as the administrator, with `start.data = input` (API.md 15).
     pub async fn run_manually(
         &self,
         caller: &Principal,
         id: Uuid,
         input: Value,
     ) -> Result<RunRecord, WorkflowError> {
-        self.start_published(id, input, caller.user_id, caller.user_id)
-            .await
+        self.start_published(id, input, None, caller.user_id).await
     }
 
     /// `POST /admin/api/workflows/{id}/runs/{runId}/replay`: a run of the
@@ -41,17 +39,19 @@ impl WorkflowService {
             .stored_start(id, run)
             .await?
             .ok_or(WorkflowError::RunNotFound)?;
-        self.start_published(id, stored.input, stored.run_as, caller.user_id)
+        self.start_published(id, stored.input, Some(stored.run_as), caller.user_id)
             .await
     }
 
     /// Starts a run of `id`'s published version in the background (409
-    /// when never published, or disabled).
+    /// when never published, or disabled): a replay of a run of `replayed`
+    /// as the trigger's Execute as, else as that user; a manual run as the
+    /// administrator `caller`.
     async fn start_published(
         &self,
         id: Uuid,
         input: Value,
-        fallback_user: Uuid,
+        replayed: Option<Uuid>,
         caller: Uuid,
     ) -> Result<RunRecord, WorkflowError> {
         let workflow = self.get(id).await?;
@@ -61,7 +61,10 @@ impl WorkflowService {
             .ok_or(WorkflowError::NotRunnable)?;
         let definition =
             Definition::from_stored(&stored).map_err(|_| WorkflowError::NotRunnable)?;
-        let run_as = definition.trigger.execute_as().unwrap_or(fallback_user);
+        let run_as = match replayed {
+            Some(user) => definition.trigger.execute_as().unwrap_or(user),
+            None => caller,
+        };
         let settings = self.settings.current().await?;
         let redacted = crate::redact::redacted(&input);
         let (run, _handle) = self
@@ -84,7 +87,7 @@ impl WorkflowService {
             input: redacted,
             result: Value::Null,
             error: None,
-            started_at: Utc::now(),
+            started_at: self.ports.clock.now(),
             finished_at: None,
             steps: Vec::new(),
             parent_run_id: None,

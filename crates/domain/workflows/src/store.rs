@@ -264,17 +264,27 @@ pub trait WorkflowStore: RunJournal {
         schedule_next_at: Option<DateTime<Utc>>,
         event: AuditEvent,
     ) -> Result<Option<WorkflowRecord>, StoreError>;
-    /// Sets a schedule's next tick (a workflow enabled again starts afresh).
+    /// Sets a schedule's next tick (a workflow enabled again starts afresh),
+    /// when it still holds `expected` (any, when none is given).
     async fn set_schedule(
         &self,
         id: Uuid,
         next_at: Option<DateTime<Utc>>,
+        expected: Option<DateTime<Utc>>,
     ) -> Result<(), StoreError>;
+    /// Records a scheduler pass of any instance; answers when the one
+    /// before it ran.
+    async fn schedule_pass(&self) -> Result<DateTime<Utc>, StoreError>;
     /// The published, enabled workflow behind `slug`.
     async fn published_workflow(&self, slug: &str)
     -> Result<Option<PublishedWorkflow>, StoreError>;
-    /// Published, enabled schedules, the soonest first.
-    async fn schedules(&self, limit: u64) -> Result<Vec<ScheduleRecord>, StoreError>;
+    /// Published, enabled schedules whose next tick is at most `within`
+    /// from now, the soonest first.
+    async fn schedules(
+        &self,
+        within: Duration,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError>;
     /// Moves a schedule's next tick on and starts one run per tick, leased
     /// to `owner`; nothing when another instance moved it first.
     async fn claim_ticks(

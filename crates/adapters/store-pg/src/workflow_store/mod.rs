@@ -117,6 +117,10 @@ impl PgStore {
 
 #[async_trait]
 impl RunJournal for PgStore {
+    fn child(self: std::sync::Arc<Self>, _: &[StepRecord]) -> std::sync::Arc<dyn RunJournal> {
+        self
+    }
+
     async fn checkpoint(
         &self,
         run: Uuid,
@@ -126,7 +130,7 @@ impl RunJournal for PgStore {
         let row = self
             .db
             .query_one_raw(stmt(
-                "UPDATE svc.workflow_runs SET steps = $3, lease_until = now() + (lease_until - lease_start), \
+                "UPDATE svc.workflow_runs SET steps = steps || $3, lease_until = now() + (lease_until - lease_start), \
                  lease_start = now() WHERE id = $1 AND lease_owner = $2 AND status = 'RUNNING' RETURNING cancel_requested",
                 [run.into(), owner.into(), json_of(&steps)?.into()],
             ))
@@ -530,10 +534,26 @@ impl WorkflowStore for PgStore {
         &self,
         id: Uuid,
         next_at: Option<chrono::DateTime<chrono::Utc>>,
+        expected: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<(), StoreError> {
-        let sql = "UPDATE svc.workflows SET schedule_next_at = $2 WHERE id = $1";
-        execute(&self.db, sql, [id.into(), next_at.into()]).await?;
+        let sql = "UPDATE svc.workflows SET schedule_next_at = $2 WHERE id = $1 \
+                   AND ($3::timestamptz IS NULL OR schedule_next_at = $3)";
+        execute(&self.db, sql, [id.into(), next_at.into(), expected.into()]).await?;
         Ok(())
+    }
+
+    async fn schedule_pass(&self) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "UPDATE svc.schedule_passes p SET at = now() FROM \
+                 (SELECT at FROM svc.schedule_passes FOR UPDATE) AS before RETURNING before.at",
+                [],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("svc.schedule_passes has no row".into()))?;
+        typed::column(&row, "at")
     }
 
     async fn published_workflow(
@@ -557,14 +577,18 @@ impl WorkflowStore for PgStore {
         .transpose()
     }
 
-    async fn schedules(&self, limit: u64) -> Result<Vec<ScheduleRecord>, StoreError> {
+    async fn schedules(
+        &self,
+        within: Duration,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError> {
         let rows = self
             .db
             .query_all_raw(stmt(
                 "SELECT id, published, schedule_next_at FROM svc.workflows \
-                 WHERE schedule_next_at IS NOT NULL AND enabled AND published IS NOT NULL \
-                 ORDER BY schedule_next_at LIMIT $1",
-                [i64::try_from(limit).unwrap_or(i64::MAX).into()],
+                 WHERE schedule_next_at <= now() + make_interval(secs => $1) AND enabled AND published IS NOT NULL \
+                 ORDER BY schedule_next_at LIMIT $2",
+                [seconds(within), i64::try_from(limit).unwrap_or(i64::MAX).into()],
             ))
             .await
             .map_err(map_err)?;

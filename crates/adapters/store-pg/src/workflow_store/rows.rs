@@ -72,8 +72,24 @@ pub(super) fn error_of(error: Option<Json>) -> Option<RunError> {
     error.and_then(|e| serde_json::from_value(e).ok())
 }
 
+/// A run's step records as stored: checkpoints append, so a later record
+/// of a step and iteration replaces an earlier one, in the earlier's place.
 pub(super) fn steps_of(steps: Json) -> Result<Vec<StepRecord>, StoreError> {
-    serde_json::from_value(steps).map_err(|e| StoreError::Internal(e.to_string()))
+    let appended: Vec<StepRecord> =
+        serde_json::from_value(steps).map_err(|e| StoreError::Internal(e.to_string()))?;
+    let mut records: Vec<StepRecord> = Vec::with_capacity(appended.len());
+    let mut at = std::collections::HashMap::new();
+    for record in appended {
+        let key = (record.id.clone(), record.iteration.clone());
+        match at.get(&key) {
+            Some(&i) => records[i] = record,
+            None => {
+                at.insert(key, records.len());
+                records.push(record);
+            }
+        }
+    }
+    Ok(records)
 }
 
 /// A row of `CLAIMED_COLUMNS`.
