@@ -335,3 +335,65 @@ async fn an_import_goes_on_when_the_shared_state_moves_under_it() {
     assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
     assert_eq!(answer.data(), &json!({ "inserted": 2999 }));
 }
+
+/// Each field is read as its column's type, modifier included, as a JSON
+/// insert reads it: a too-long varchar is refused (never cut), numerics
+/// and timestamps are rounded as PostgreSQL rounds them, JSON is kept.
+#[tokio::test]
+async fn imported_fields_are_read_as_each_columns_type_and_modifier() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let codes = create_table(
+        &app,
+        &admin,
+        "app",
+        "codes",
+        json!([
+        { "name": "id", "dataType": "bigint", "primaryKey": true },
+        { "name": "code", "dataType": "varchar(3)" },
+        { "name": "price", "dataType": "numeric(6,2)" },
+        { "name": "at", "dataType": "timestamp(0)" },
+        { "name": "doc", "dataType": "json" }]),
+    )
+    .await;
+    expose(&app, &admin, &codes, &["GET", "POST"]).await;
+    let post = |body: &'static str| {
+        let request = app
+            .client
+            .post(format!("{}/api/data/app/codes", app.address))
+            .bearer_auth(&admin)
+            .header("Content-Type", "text/csv")
+            .body(body);
+        async move { TestApp::answer(request.send().await.unwrap()).await }
+    };
+    let done = post(
+        "id,code,price,at,doc\n1,abc,1.005,2026-01-01 10:00:00.6,\"{\"\"a\"\":[1,2]}\"\n2,,,,\n",
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::CREATED, "{:?}", done.body);
+    let rows = app.get("/api/data/app/codes?sort=id", &admin).await;
+    assert_eq!(
+        rows.data(),
+        &json!([
+            { "id": 1, "code": "abc", "price": 1.01, "at": "2026-01-01T10:00:01", "doc": { "a": [1, 2] } },
+            { "id": 2, "code": null, "price": null, "at": null, "doc": null }])
+    );
+    for body in ["id,code\n3,abc\n4,abcd\n", "id,price\n3,1\n4,12345.6\n"] {
+        let refused = post(body).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{body}: {:?}",
+            refused.body
+        );
+        assert_eq!(
+            refused.body["meta"]["line"], 3,
+            "{body}: {:?}",
+            refused.body
+        );
+    }
+    let count = app
+        .get("/api/data/app/codes?aggregate=n:count()", &admin)
+        .await;
+    assert_eq!(count.data()[0]["n"], 2);
+}

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use testkit::{TestApp, spawn_app};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
-use crate::workflows::{admin_id, history, published};
+use crate::workflows::{admin_id, history, published, read_request};
 
 /// A loopback receiver answering 503 to its first `fails` requests and 200
 /// `{"n": <count>}` after; keeps when each request arrived.
@@ -24,28 +24,8 @@ pub(crate) async fn flaky(fails: usize) -> (String, Arc<Mutex<Vec<Instant>>>) {
         while let Ok((mut socket, _)) = listener.accept().await {
             let keep = keep.clone();
             tokio::spawn(async move {
-                let mut buffer = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    let n = socket.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buffer.extend_from_slice(&chunk[..n]);
-                    let text = String::from_utf8_lossy(&buffer);
-                    if let Some(end) = text.find("\r\n\r\n") {
-                        let length = text[..end]
-                            .lines()
-                            .find_map(|l| {
-                                l.to_ascii_lowercase()
-                                    .strip_prefix("content-length:")
-                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                            })
-                            .unwrap_or(0);
-                        if buffer.len() >= end + 4 + length {
-                            break;
-                        }
-                    }
+                if read_request(&mut socket).await.is_none() {
+                    return;
                 }
                 let count = {
                     let mut seen = keep.lock().unwrap();

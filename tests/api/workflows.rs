@@ -666,6 +666,34 @@ async fn public_calls_are_limited_per_address_across_instances() {
     assert_eq!(refused.code(), "RATE_LIMIT_EXCEEDED");
 }
 
+/// Reads one HTTP request (head and `content-length` body) from `socket`;
+/// `None` when the peer closes before it is whole.
+pub(crate) async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<String> {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buffer).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if buffer.len() >= end + 4 + length {
+                return Some(text);
+            }
+        }
+    }
+}
+
 /// A loopback HTTP receiver: answers 200 `{"ok":true}` and keeps each request's body and headers.
 async fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -676,29 +704,8 @@ async fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
         while let Ok((mut socket, _)) = listener.accept().await {
             let keep = keep.clone();
             tokio::spawn(async move {
-                let mut buffer = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    let n = socket.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        break;
-                    }
-                    buffer.extend_from_slice(&chunk[..n]);
-                    let text = String::from_utf8_lossy(&buffer).to_string();
-                    if let Some(end) = text.find("\r\n\r\n") {
-                        let length = text[..end]
-                            .lines()
-                            .find_map(|l| {
-                                l.to_ascii_lowercase()
-                                    .strip_prefix("content-length:")
-                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                            })
-                            .unwrap_or(0);
-                        if buffer.len() >= end + 4 + length {
-                            keep.lock().unwrap().push(text);
-                            break;
-                        }
-                    }
+                if let Some(text) = read_request(&mut socket).await {
+                    keep.lock().unwrap().push(text);
                 }
                 let body = r#"{"ok":true}"#;
                 let reply = format!(

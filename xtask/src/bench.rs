@@ -45,6 +45,7 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("related") => related::related(),
         Some("peer") => peer_only(),
         Some("workflows") => workflows().and_then(|()| flows::flows()),
+        Some("webhooks") => workflows(),
         Some("views") => views(),
         Some("files") => files(),
         Some("scale") => scale::scale(),
@@ -62,7 +63,7 @@ pub fn suite(name: Option<&str>) -> Result {
             .and_then(|()| console::console())
             .and_then(|()| schema::schema()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, related, scale, schema, views, workflows; scale is not in the default run)"
+            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, related, scale, schema, views, webhooks, workflows; scale and webhooks are not in the default run)"
         )),
     }
 }
@@ -192,7 +193,9 @@ fn wrk_with(
     Ok((field("Requests/sec:"), field("50%"), field("99%"), non_2xx))
 }
 
-/// Starts the release server on `database`, with the bench administrator.
+/// Starts the release server on `database`, with the bench administrator:
+/// the binary named by `TESSERA_BENCH_SERVER` when set (to compare builds
+/// of two commits in one session), else the workspace's, built first.
 fn start_server(database: &str) -> Result<(Server, u16)> {
     start_server_with(database, &[])
 }
@@ -200,9 +203,15 @@ fn start_server(database: &str) -> Result<(Server, u16)> {
 /// [`start_server`] with more environment variables.
 fn start_server_with(database: &str, env: &[(&str, &Path)]) -> Result<(Server, u16)> {
     ensure_tool("wrk", &["wrk"])?;
-    run(cargo().args(["build", "--release", "-p", "tessera"]))?;
+    let binary = match std::env::var("TESSERA_BENCH_SERVER") {
+        Ok(prebuilt) => prebuilt,
+        Err(_) => {
+            run(cargo().args(["build", "--release", "-p", "tessera"]))?;
+            format!("{}/release/tessera", crate::target_dir())
+        }
+    };
     let port = free_port()?;
-    let child = Command::new(format!("{}/release/tessera", crate::target_dir()))
+    let child = Command::new(binary)
         .arg("serve")
         .env("TESSERA_DATABASE_URL", database)
         .env("TESSERA_BIND", format!("127.0.0.1:{port}"))
@@ -583,7 +592,8 @@ fn fresh_server_with(name: &str, env: &[(&str, &Path)]) -> Result<(Server, u16, 
 }
 
 /// Workflow webhooks: a public sync echo (transform + finish), the same
-/// authenticated with a token, and an async one; the public rate limit raised.
+/// authenticated with a token, and an async one; the public rate limit
+/// raised; then the public echo over one connection (its latency alone).
 fn workflows() -> Result {
     let (_server, port, _database, admin) = fresh_server("tessera_bench_workflows")?;
     let me = user_id(port, &admin)?;
@@ -610,19 +620,7 @@ fn workflows() -> Result {
             ),
         ),
     ] {
-        let created = post(
-            port,
-            "/admin/api/workflows",
-            &admin,
-            &format!(r#"{{"slug":"{slug}","trigger":{trigger},"steps":{steps}}}"#),
-        )?;
-        let id = json_string(&created, "id").ok_or(format!("no workflow id: {created}"))?;
-        post(
-            port,
-            &format!("/admin/api/workflows/{id}/publish"),
-            &admin,
-            "null",
-        )?;
+        publish_workflow(port, &admin, slug, &trigger, steps)?;
     }
     let api_token = token(port, &admin, "API")?;
     let dir = std::env::temp_dir().join(format!("tessera-bench-wf-{}", std::process::id()));
@@ -650,7 +648,43 @@ fn workflows() -> Result {
             &wrk(port, &path, bearer, WORKFLOW_DURATION, Some(&call))?,
         );
     }
+    print_row(
+        "public sync echo, 1 connection",
+        &wrk_with(
+            port,
+            "/api/workflows/echo/webhook",
+            "",
+            WORKFLOW_DURATION,
+            Some(&call),
+            "1",
+            "1",
+        )?,
+    );
     Ok(())
+}
+
+/// Creates and publishes a workflow; answers its id.
+fn publish_workflow(
+    port: u16,
+    admin: &str,
+    slug: &str,
+    trigger: &str,
+    steps: &str,
+) -> Result<String> {
+    let created = post(
+        port,
+        "/admin/api/workflows",
+        admin,
+        &format!(r#"{{"slug":"{slug}","trigger":{trigger},"steps":{steps}}}"#),
+    )?;
+    let id = json_string(&created, "id").ok_or(format!("no workflow id: {created}"))?;
+    post(
+        port,
+        &format!("/admin/api/workflows/{id}/publish"),
+        admin,
+        "null",
+    )?;
+    Ok(id)
 }
 
 /// Rows of the DataView benchmark: one month of sales.

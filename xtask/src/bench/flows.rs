@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::{
     WORKFLOW_DURATION, fresh_server, json_string, patch, pgbench_with, post, print_header,
-    print_row, psql, psql_value, request, settings, start_server_with, user_id, wrk_with,
+    print_row, psql, psql_value, publish_workflow, request, settings, start_server_with, user_id,
+    wrk_with,
 };
 use crate::Result;
 
@@ -38,24 +39,6 @@ pub(super) fn flows() -> Result {
     let (_second, _) = start_server_with(&database, &[])?;
     schedules(port, &database, &admin, &me)?;
     row_events(port, &database, &admin, &me)
-}
-
-/// Creates and publishes a workflow; answers its id.
-fn publish(port: u16, admin: &str, slug: &str, trigger: &str, steps: &str) -> Result<String> {
-    let created = post(
-        port,
-        "/admin/api/workflows",
-        admin,
-        &format!(r#"{{"slug":"{slug}","trigger":{trigger},"steps":{steps}}}"#),
-    )?;
-    let id = json_string(&created, "id").ok_or(format!("no workflow id: {created}"))?;
-    post(
-        port,
-        &format!("/admin/api/workflows/{id}/publish"),
-        admin,
-        "null",
-    )?;
-    Ok(id)
 }
 
 /// The content of the Rust string literal that starts with `prefix` and
@@ -107,7 +90,7 @@ fn quoted(text: &str) -> String {
 fn echo_against_pgbench(port: u16, database: &str, admin: &str, me: &str) -> Result {
     let steps = r#"[{"id":"greet","type":"transform","output":{"hello":"{{start.data.body.name}}"}},
         {"id":"done","type":"finish","result":"{{steps.greet.result}}"}]"#;
-    let id = publish(
+    let id = publish_workflow(
         port,
         admin,
         "echo27",
@@ -194,7 +177,7 @@ fn for_each(port: u16, database: &str, admin: &str, me: &str) -> Result {
     let steps = r#"[{"id":"each","type":"forEach","items":"{{start.data.body.items}}","steps":[
         {"id":"double","type":"transform","output":{"n":"{{item}}","at":"{{index}}"}}]},
         {"id":"done","type":"finish","result":"{{steps.each.result}}"}]"#;
-    let id = publish(
+    let id = publish_workflow(
         port,
         admin,
         "loop27",
@@ -243,7 +226,7 @@ fn schedules(port: u16, database: &str, admin: &str, me: &str) -> Result {
     let trigger = format!(r#"{{"type":"schedule","cron":"*/1 * * * * *","executeAs":"{me}"}}"#);
     let mut ids = Vec::new();
     for n in 0..SCHEDULES {
-        ids.push(publish(
+        ids.push(publish_workflow(
             port,
             admin,
             &format!("tick{n}"),
@@ -294,7 +277,7 @@ fn row_events(port: u16, database: &str, admin: &str, me: &str) -> Result {
         r#"{"schema":"public","table":"bench_events"}"#,
     )?;
     let resource = json_string(&made, "id").ok_or(format!("no resource: {made}"))?;
-    let id = publish(
+    let id = publish_workflow(
         port,
         admin,
         "on-insert",

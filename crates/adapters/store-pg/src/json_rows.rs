@@ -26,6 +26,9 @@ pub(crate) enum Cell {
     Numeric,
     /// JSON text built by PostgreSQL (`to_json(value)::text`).
     Json,
+    /// A related row: NULL when there is none, else the object of the
+    /// next this many columns.
+    Object(usize),
 }
 
 impl Cell {
@@ -115,21 +118,46 @@ pub(crate) fn write_object(
     keys: &[String],
     cells: &[Cell],
 ) -> Result<(), StoreError> {
+    write_columns(out, row, keys, cells, 0)
+}
+
+/// [`write_object`] of the columns from `first` on.
+fn write_columns(
+    out: &mut String,
+    row: &PgRow,
+    keys: &[String],
+    cells: &[Cell],
+    first: usize,
+) -> Result<(), StoreError> {
     out.push('{');
-    for (i, (key, cell)) in keys.iter().zip(cells).enumerate() {
+    let mut i = 0;
+    while let (Some(key), Some(&cell)) = (keys.get(i), cells.get(i)) {
         if i > 0 {
             out.push(',');
         }
         out.push_str(key);
         let value = row
-            .try_get_raw(i)
+            .try_get_raw(first + i)
             .map_err(|e| StoreError::Internal(e.to_string()))?;
         if value.format() != PgValueFormat::Binary {
             return Err(bad("text-format"));
         }
-        match value.as_bytes() {
-            Err(_) => out.push_str("null"),
-            Ok(bytes) => write_value(out, *cell, bytes)?,
+        let bytes = value.as_bytes().ok();
+        i += 1;
+        match (cell, bytes) {
+            (Cell::Object(width), found) => {
+                let inner = i..i + width;
+                match (found, keys.get(inner.clone()), cells.get(inner)) {
+                    (None, _, _) => out.push_str("null"),
+                    (Some(_), Some(keys), Some(cells)) => {
+                        write_columns(out, row, keys, cells, first + i)?;
+                    }
+                    _ => return Err(bad("related row")),
+                }
+                i += width;
+            }
+            (_, None) => out.push_str("null"),
+            (cell, Some(bytes)) => write_value(out, cell, bytes)?,
         }
     }
     out.push('}');
@@ -171,6 +199,7 @@ pub(crate) fn write_value(out: &mut String, cell: Cell, bytes: &[u8]) -> Result<
         ),
         Cell::Numeric => write_numeric(out, bytes)?,
         Cell::Json => push_compact(out, std::str::from_utf8(bytes).map_err(|_| bad("json"))?),
+        Cell::Object(_) => return Err(bad("related row")),
     }
     Ok(())
 }

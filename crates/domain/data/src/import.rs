@@ -42,7 +42,9 @@ pub struct Import {
     /// once read.
     header: Option<Vec<usize>>,
     names: Vec<String>,
-    pending: Vec<(u64, Map<String, Value>)>,
+    /// The rows waiting, column by column, and the line of each.
+    pending: Vec<Vec<Option<String>>>,
+    lines: Vec<u64>,
     pending_bytes: usize,
     bytes: u64,
     max_bytes: u64,
@@ -73,6 +75,7 @@ impl DataService {
             header: None,
             names: Vec::new(),
             pending: Vec::new(),
+            lines: Vec::new(),
             pending_bytes: 0,
             bytes: 0,
             max_bytes,
@@ -148,11 +151,15 @@ impl Import {
             if header.len() > 1 && record.fields.len() == 1 && record.fields[0].is_none() {
                 continue;
             }
-            let (row, bytes) =
-                row_of(&self.table, header, record).map_err(|e| e.at(Place::Line(line)))?;
-            self.pending_bytes += bytes;
-            self.pending.push((line, row));
-            if self.pending.len() >= CHUNK_ROWS || self.pending_bytes >= CHUNK_BYTES {
+            let fields =
+                checked_fields(&self.table, header, record).map_err(|e| e.at(Place::Line(line)))?;
+            self.pending.resize_with(fields.len(), Vec::new);
+            for (column, field) in self.pending.iter_mut().zip(fields) {
+                self.pending_bytes += field.as_ref().map_or(0, String::len);
+                column.push(field);
+            }
+            self.lines.push(line);
+            if self.lines.len() >= CHUNK_ROWS || self.pending_bytes >= CHUNK_BYTES {
                 self.flush().await?;
             }
         }
@@ -200,35 +207,39 @@ impl Import {
     /// Inserts the rows waiting; on a refusal, finds the first row refused
     /// and answers its error with its line.
     async fn flush(&mut self) -> Result<(), DataError> {
-        if self.pending.is_empty() {
+        if self.lines.is_empty() {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending);
+        let lines = std::mem::take(&mut self.lines);
         self.pending_bytes = 0;
-        let rows: Vec<&Map<String, Value>> = pending.iter().map(|(_, row)| row).collect();
-        if self.insert_current(&rows).await.is_ok() {
-            self.inserted += rows.len() as u64;
+        if self.insert_current(&pending).await.is_ok() {
+            self.inserted += lines.len() as u64;
             return Ok(());
         }
-        for (line, row) in &pending {
-            self.insert_current(&[row])
+        for (i, line) in lines.iter().enumerate() {
+            let row: Vec<Vec<Option<String>>> = pending
+                .iter()
+                .map(|column| vec![column[i].clone()])
+                .collect();
+            self.insert_current(&row)
                 .await
                 .map_err(|e| e.at(Place::Line(*line)))?;
         }
         // Refused together, accepted one by one: a conflict among them.
         Err(
             payload_error("data", "rows of this chunk conflict with each other")
-                .at(Place::Line(pending[0].0)),
+                .at(Place::Line(lines[0])),
         )
     }
 
     /// Inserts `rows`; when the shared state moved under the import (the
     /// statement found its versions stale and was undone), the caller is
     /// resolved again and the rows inserted under the grants of now.
-    async fn insert_current(&mut self, rows: &[&Map<String, Value>]) -> Result<(), DataError> {
+    async fn insert_current(&mut self, fields: &[Vec<Option<String>>]) -> Result<(), DataError> {
         for _ in 0..2 {
             let header = self.header.clone().unwrap_or_default();
-            match self.insert(&header, rows).await {
+            match self.insert(&header, fields).await {
                 Err(error) if error.is_stale() => self.refresh().await?,
                 done => return done,
             }
@@ -236,11 +247,12 @@ impl Import {
         Err(DataError::Store(kernel::StoreError::Stale))
     }
 
-    /// Inserts `rows` (each naming the `header`'s columns) in a savepoint.
+    /// Inserts the rows of `fields` (the `header`'s columns, column by
+    /// column) in a savepoint.
     async fn insert(
         &mut self,
         header: &[usize],
-        rows: &[&Map<String, Value>],
+        fields: &[Vec<Option<String>>],
     ) -> Result<(), DataError> {
         let table = &*self.table;
         let access = Access::evaluate(&self.principal, &table.scopes, Action::Create)?;
@@ -252,11 +264,7 @@ impl Import {
             ip: self.ip.as_deref(),
         };
         let write = Write {
-            change: Change::Insert {
-                columns,
-                rows: rows.to_vec(),
-                upsert: None,
-            },
+            change: Change::InsertText { columns, fields },
             check: narrowed.row_filters(),
             returning: Shown::default(),
             guard_admin_power: !self.principal.admin,
@@ -273,12 +281,14 @@ impl Import {
     }
 }
 
-/// A record as the row a JSON insert would send, with its text's size.
-fn row_of(
+/// A record's fields in the `header`'s order, each checked as a JSON
+/// insert checks its value (numbers, booleans, uuids and JSON must parse);
+/// the database parses each as its column's type.
+fn checked_fields(
     table: &Table,
     header: &[usize],
     record: Record,
-) -> Result<(Map<String, Value>, usize), DataError> {
+) -> Result<Vec<Option<String>>, DataError> {
     if record.fields.len() != header.len() {
         return Err(payload_error(
             "data",
@@ -289,38 +299,45 @@ fn row_of(
             ),
         ));
     }
-    let (mut row, mut bytes) = (Map::new(), 0);
+    let mut fields = Vec::with_capacity(header.len());
     for (&index, field) in header.iter().zip(record.fields) {
         let column = &table.columns[index];
-        let value = match field {
-            None => Value::Null,
-            Some(text) => {
-                bytes += text.len();
-                let bad = || {
-                    payload_error(
-                        column.name.clone(),
-                        format!("must be {}", column.kind.describe()),
-                    )
-                };
-                match column.kind {
-                    Kind::Json | Kind::Jsonb => serde_json::from_str(&text)
-                        .map_err(|_| payload_error(column.name.clone(), "must be JSON"))?,
-                    Kind::Boolean => Value::Bool(boolean(&text).ok_or_else(bad)?),
-                    Kind::Integer | Kind::Number | Kind::Uuid => {
-                        let value = Value::String(text);
-                        if !column.kind.accepts(&value) {
-                            return Err(bad());
-                        }
-                        value
-                    }
-                    // The database parses the text as the column's type.
-                    _ => Value::String(text),
+        let Some(text) = field else {
+            fields.push(None);
+            continue;
+        };
+        let bad = || {
+            payload_error(
+                column.name.clone(),
+                format!("must be {}", column.kind.describe()),
+            )
+        };
+        let text = match column.kind {
+            // JSON `null` is NULL, as in a JSON insert.
+            Kind::Json | Kind::Jsonb => match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Null) => {
+                    fields.push(None);
+                    continue;
+                }
+                Ok(_) => text,
+                Err(_) => return Err(payload_error(column.name.clone(), "must be JSON")),
+            },
+            Kind::Boolean => boolean(&text).ok_or_else(bad)?.to_string(),
+            Kind::Integer | Kind::Number | Kind::Uuid => {
+                let value = Value::String(text);
+                if !column.kind.accepts(&value) {
+                    return Err(bad());
+                }
+                match value {
+                    Value::String(text) => text,
+                    _ => return Err(bad()),
                 }
             }
+            _ => text,
         };
-        row.insert(column.name.clone(), value);
+        fields.push(Some(text));
     }
-    Ok((row, bytes))
+    Ok(fields)
 }
 
 /// A boolean as PostgreSQL reads one.

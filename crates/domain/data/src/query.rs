@@ -223,6 +223,15 @@ pub enum Change<'a> {
         /// Rows whose unique key is taken update the existing row instead.
         upsert: Option<Upsert<'a>>,
     },
+    /// Inserts rows given as text, each value parsed by PostgreSQL as its
+    /// column's type (a CSV import): `fields[k]` holds column `k`'s value
+    /// in each row, `None` for NULL.
+    InsertText {
+        /// Columns given.
+        columns: Vec<&'a Column>,
+        /// The values, column by column.
+        fields: &'a [Vec<Option<String>>],
+    },
     /// Sets columns on the rows matching.
     Update {
         /// Columns given, with the row holding their values.

@@ -12,7 +12,6 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::children::StoreChildren;
 use crate::engine::{self, Execution, Ports, RunJournal, RunUser};
 use crate::error::WorkflowError;
 use crate::model::{Definition, OnTimeout};
@@ -144,11 +143,7 @@ impl WorkflowService {
                 cancel,
                 chain,
                 budget: engine::step_budget(),
-                children: Arc::new(StoreChildren {
-                    store: service.store.clone(),
-                    owner: service.owner,
-                    lease: service.options.lease,
-                }),
+                children: service.children.clone(),
             };
             let ports = Ports {
                 journal,

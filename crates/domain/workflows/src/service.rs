@@ -13,7 +13,8 @@ use settings::SettingsService;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
-use crate::engine::Ports;
+use crate::children::StoreChildren;
+use crate::engine::{ChildRuns, Ports};
 use crate::runner::CONCURRENT_RUNS_MAX;
 use crate::store::WorkflowStore;
 use crate::webhook::PublishedDefinitions;
@@ -49,6 +50,8 @@ pub struct WorkflowService {
     /// Free places for runs executing on this instance.
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) published: Arc<PublishedDefinitions>,
+    /// Starts the child runs of call steps, leased to this instance.
+    pub(crate) children: Arc<dyn ChildRuns>,
     /// The public webhooks' rate limit while the setting is not stored,
     /// read from the registry once.
     pub(crate) rate_limit_default: i64,
@@ -65,13 +68,20 @@ impl WorkflowService {
         ports: Ports,
         options: RunnerOptions,
     ) -> Self {
+        let owner = new_id();
+        let children = Arc::new(StoreChildren {
+            store: store.clone(),
+            owner,
+            lease: options.lease,
+        });
         Self {
             store,
             auth,
             settings,
             ports,
-            owner: new_id(),
+            owner,
             options,
+            children,
             slots: Arc::new(Semaphore::new(CONCURRENT_RUNS_MAX)),
             published: Arc::default(),
             rate_limit_default: default_of(PUBLIC_RATE_LIMIT_KEY)

@@ -11,7 +11,7 @@ use kernel::Versions;
 use kernel::filter::{Filter, Op, Operand};
 use permissions::zone::Period;
 use sea_orm::sea_query::{
-    Alias, Cond, Expr, ExprTrait, Func, Order, PostgresQueryBuilder, Query, QueryBuilder,
+    Alias, Cond, Expr, ExprTrait, Func, JoinType, Order, PostgresQueryBuilder, Query, QueryBuilder,
     SelectStatement, SqlWriterValues,
 };
 use serde_json::Value;
@@ -213,33 +213,65 @@ impl Sql<'_> {
     pub(super) fn cells(&self, outputs: &[Output<'_>]) -> SelectStatement {
         let mut select = Query::select();
         for output in outputs {
-            let value = self.output(output);
-            select.expr(match Cell::of(output.column) {
-                Cell::Json => Func::cast_as(
-                    Func::cust(Alias::new("to_json")).arg(value),
-                    Alias::new("text"),
-                )
-                .into(),
-                _ => value,
-            });
-        }
-        if outputs.is_empty() {
-            select.expr(Expr::cust("1"));
+            select.expr(self.cell(output));
         }
         select
+    }
+
+    /// An answer column as its [`Cell`] reads it.
+    fn cell(&self, output: &Output<'_>) -> Expr {
+        let value = self.output(output);
+        match Cell::of(output.column) {
+            Cell::Json => Func::cast_as(
+                Func::cust(Alias::new("to_json")).arg(value),
+                Alias::new("text"),
+            )
+            .into(),
+            _ => value,
+        }
+    }
+
+    /// The related row of a to-one `embed` without embeds of its own, as
+    /// the relation of a `LEFT JOIN LATERAL`: `"tessera:hit"` (1, so a
+    /// missing row reads NULL), then its columns as [`Cell`]s read them,
+    /// `"tessera:c<n>"`. Its cells travel in binary like the listed ones.
+    fn embedded_row(&self, embed: &Embed<'_>) -> SelectStatement {
+        let inner = self.embedded(embed, 1);
+        let mut select = Query::select();
+        select.expr_as(Expr::cust("1"), Alias::new(HIT));
+        for (n, output) in embed.select.iter().enumerate() {
+            select.expr_as(inner.cell(output), Alias::new(format!("tessera:c{n}")));
+        }
+        self.related(&inner, embed, &mut select);
+        select.limit(1);
+        select
+    }
+
+    /// Expressions over the rows of `embed` at `depth`, named `e<depth>`.
+    fn embedded<'s>(&'s self, embed: &'s Embed<'_>, depth: usize) -> Sql<'s> {
+        Sql {
+            table: embed.table,
+            context: self.context,
+            rel: Rel::Alias(EMBED_ALIASES[depth.min(EMBED_ALIASES.len() - 1)]),
+            masks: &[],
+        }
+    }
+
+    /// `FROM` the related table `WHERE` its rows link to this relation's
+    /// and the caller may read them.
+    fn related(&self, inner: &Sql<'_>, embed: &Embed<'_>, select: &mut SelectStatement) {
+        select
+            .from_as(table_ref(embed.table), Alias::new(inner.rel_alias()))
+            .and_where(inner.output(&embed.child).eq(self.output(&embed.parent)))
+            .and_where(inner.predicate(&embed.predicate));
     }
 
     /// The JSON of `embed` in each row of this relation: one object or
     /// null, or an array. `depth` is the embed's (1 inside the listed rows),
     /// which names its relation `e<depth>` and its rows `j<depth>`.
     pub(super) fn embed(&self, embed: &Embed<'_>, depth: usize) -> Expr {
-        let inner = Sql {
-            table: embed.table,
-            context: self.context,
-            rel: Rel::Alias(EMBED_ALIASES[depth.min(EMBED_ALIASES.len() - 1)]),
-            masks: &[],
-        };
-        let (alias, rows) = (inner.rel_alias(), format!("tessera:j{depth}"));
+        let inner = self.embedded(embed, depth);
+        let rows = format!("tessera:j{depth}");
         let mut select = Query::select();
         for output in &embed.select {
             select.expr_as(inner.output(output), Alias::new(&output.column.name));
@@ -253,10 +285,7 @@ impl Sql<'_> {
         } else {
             format!("row_to_json(\"{rows}\")")
         };
-        select
-            .from_as(table_ref(embed.table), Alias::new(alias))
-            .and_where(inner.output(&embed.child).eq(self.output(&embed.parent)))
-            .and_where(inner.predicate(&embed.predicate));
+        self.related(&inner, embed, &mut select);
         let answer = if embed.many {
             for key in embed.table.key_columns() {
                 select.order_by_expr(inner.col(key), Order::Asc);
@@ -339,6 +368,15 @@ pub(super) fn build(
 
 /// The relation of the listed rows, then of each embed depth.
 const EMBED_ALIASES: [&str; 5] = ["r", "e1", "e2", "e3", "e4"];
+
+/// The column of a joined related row that says it was found.
+const HIT: &str = "tessera:hit";
+
+/// Whether `embed` is read through a lateral join, its cells in binary:
+/// to-one, with no embeds of its own.
+fn joined(embed: &Embed<'_>) -> bool {
+    !embed.many && embed.embeds.is_empty()
+}
 
 /// A compact JSON array of the rows, NULL when there are none.
 pub(super) const JSON_ARRAY: &str =
@@ -492,18 +530,37 @@ impl Rows<'_, '_> {
         let condition = sql
             .predicate(self.predicate)
             .and(current(context.versions, json));
-        let mut rows = if json {
-            sql.outputs(self.select)
-        } else {
+        let mut rows = if !json {
             sql.cells(self.select)
+        } else if self.select.is_empty() && !self.embeds.is_empty() {
+            // The embeds alone, without the stand-in of an empty row.
+            Query::select()
+        } else {
+            sql.outputs(self.select)
         };
-        for embed in self.embeds {
-            let value = sql.embed(embed, 1);
+        for (n, embed) in self.embeds.iter().enumerate() {
             if json {
-                rows.expr_as(value, Alias::new(embed.alias));
+                rows.expr_as(sql.embed(embed, 1), Alias::new(embed.alias));
+            } else if joined(embed) {
+                let related = format!("tessera:l{n}");
+                let column = |name: &str| Expr::col((Alias::new(&related), Alias::new(name)));
+                rows.expr(column(HIT));
+                for k in 0..embed.select.len() {
+                    rows.expr(column(&format!("tessera:c{k}")));
+                }
+                rows.join_lateral(
+                    JoinType::LeftJoin,
+                    sql.embedded_row(embed),
+                    Alias::new(&related),
+                    Expr::cust("TRUE"),
+                );
             } else {
-                rows.expr(Func::cast_as(value, Alias::new("text")));
+                rows.expr(Func::cast_as(sql.embed(embed, 1), Alias::new("text")));
             }
+        }
+        if !json && self.select.is_empty() && self.embeds.is_empty() {
+            // A row with no column the caller may read: `{}`.
+            rows.expr(Expr::cust("1"));
         }
         rows.from_as(table_ref(table), Alias::new("r"))
             .and_where(condition.clone());
@@ -535,7 +592,9 @@ impl Rows<'_, '_> {
         out.into_parts()
     }
 
-    /// `"name":` of each answer column, and how each is read.
+    /// `"name":` of each column of the statement without `json`, and how
+    /// each is read: a joined embed is its found marker
+    /// ([`Cell::Object`]) followed by its own columns.
     pub(super) fn layout(&self) -> (Vec<String>, Vec<Cell>) {
         let key = |name: &str| {
             let mut key = String::with_capacity(name.len() + 3);
@@ -543,11 +602,22 @@ impl Rows<'_, '_> {
             key.push(':');
             key
         };
-        self.select
-            .iter()
-            .map(|output| (key(&output.column.name), Cell::of(output.column)))
-            .chain(self.embeds.iter().map(|e| (key(e.alias), Cell::Json)))
-            .unzip()
+        let columns = |outputs: &'_ [Output<'_>]| -> Vec<(String, Cell)> {
+            outputs
+                .iter()
+                .map(|output| (key(&output.column.name), Cell::of(output.column)))
+                .collect()
+        };
+        let mut layout = columns(self.select);
+        for embed in self.embeds {
+            if joined(embed) {
+                layout.push((key(embed.alias), Cell::Object(embed.select.len())));
+                layout.extend(columns(&embed.select));
+            } else {
+                layout.push((key(embed.alias), Cell::Json));
+            }
+        }
+        layout.into_iter().unzip()
     }
 }
 

@@ -4,7 +4,8 @@ use data::{Change, Column, Context, Output, Shown, Table, Write};
 use kernel::StoreError;
 use kernel::sql::quote_ident;
 use sea_orm::sea_query::{
-    Alias, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, WithClause,
+    Alias, ArrayType, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, Value,
+    WithClause,
 };
 
 use super::sql::{JSON_ARRAY, Rel, Sql, build, current, table_ref};
@@ -224,6 +225,28 @@ fn change(
                 .to_owned()
                 .into()
         }
+        // Each column's values as one text array, unnested row by row and
+        // read as the column's type, as COPY reads text: cast to the type
+        // without its modifier, which the insert then applies as it does to
+        // any value (a too-long varchar fails, never cut).
+        Change::InsertText { columns, fields } => {
+            let mut select = Query::select();
+            for (column, values) in columns.iter().zip(*fields) {
+                let texts = Func::cast_as(Expr::val(array_literal(values)), Alias::new("text[]"));
+                select.expr(Func::cast_as(
+                    Func::cust(Alias::new("unnest")).arg(texts),
+                    Alias::new(unmodified(&column.sql_type)),
+                ));
+            }
+            Query::insert()
+                .into_table(table_ref(table))
+                .columns(columns.iter().map(|c| Alias::new(&c.name)))
+                .select_from(select)
+                .map_err(|e| StoreError::Internal(e.to_string()))?
+                .returning(Query::returning().columns(all_columns()))
+                .to_owned()
+                .into()
+        }
         Change::Update {
             columns,
             values,
@@ -258,6 +281,54 @@ fn change(
             .to_owned()
             .into(),
     })
+}
+
+/// PostgreSQL's text form of a one-dimensional text array: each value
+/// quoted (backslash before `"` and `\\`), NULL bare.
+fn array_literal(values: &[Option<String>]) -> String {
+    let size = values.iter().map(|v| v.as_ref().map_or(4, |t| t.len() + 3));
+    let mut out = String::with_capacity(2 + size.sum::<usize>());
+    out.push('{');
+    for (i, value) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match value {
+            None => out.push_str("NULL"),
+            Some(text) => {
+                out.push('"');
+                for c in text.chars() {
+                    if c == '"' || c == '\\' {
+                        out.push('\\');
+                    }
+                    out.push(c);
+                }
+                out.push('"');
+            }
+        }
+    }
+    out.push('}');
+    out
+}
+
+/// A column's SQL type without its modifier: `character varying(20)` as
+/// `character varying`, `numeric(10,2)[]` as `numeric[]`.
+fn unmodified(sql_type: &str) -> String {
+    let mut out = String::with_capacity(sql_type.len());
+    let mut rest = sql_type;
+    while let Some(open) = rest.find('(') {
+        let close = rest[open..].find(')').map(|at| open + at);
+        let modifier = close.map(|close| &rest[open + 1..close]);
+        match (close, modifier) {
+            (Some(close), Some(m)) if m.chars().all(|c| c.is_ascii_digit() || c == ',') => {
+                out.push_str(rest[..open].trim_end());
+                rest = &rest[close + 1..];
+            }
+            _ => break,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The audit entry of the rows written (`w`), when there are any.
@@ -311,4 +382,41 @@ fn audit(
         .select_from(audit_row)
         .map_err(|e| StoreError::Internal(e.to_string()))
         .map(|insert| insert.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{array_literal, unmodified};
+
+    #[test]
+    fn an_array_literal_quotes_each_value_and_leaves_null_bare() {
+        let values = [
+            Some("a".to_owned()),
+            None,
+            Some("NULL".to_owned()),
+            Some("say \"hi\", \\o/ {x}".to_owned()),
+            Some(String::new()),
+        ];
+        assert_eq!(
+            array_literal(&values),
+            r#"{"a",NULL,"NULL","say \"hi\", \\o/ {x}",""}"#
+        );
+    }
+
+    #[test]
+    fn a_type_modifier_is_left_out_and_the_rest_kept() {
+        for (sql_type, base) in [
+            ("bigint", "bigint"),
+            ("character varying(20)", "character varying"),
+            ("numeric(10,2)", "numeric"),
+            ("numeric(10,2)[]", "numeric[]"),
+            (
+                "timestamp(3) without time zone",
+                "timestamp without time zone",
+            ),
+            ("\"odd(type)\"", "\"odd(type)\""),
+        ] {
+            assert_eq!(unmodified(sql_type), base, "{sql_type}");
+        }
+    }
 }
