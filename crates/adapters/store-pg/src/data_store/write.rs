@@ -4,8 +4,7 @@ use data::{Change, Column, Context, Output, Shown, Table, Write};
 use kernel::StoreError;
 use kernel::sql::quote_ident;
 use sea_orm::sea_query::{
-    Alias, ArrayType, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, Value,
-    WithClause,
+    Alias, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, WithClause,
 };
 
 use super::sql::{JSON_ARRAY, Rel, Sql, build, current, table_ref};
