@@ -353,7 +353,9 @@ async fn imported_fields_are_read_as_each_columns_type_and_modifier() {
         { "name": "code", "dataType": "varchar(3)" },
         { "name": "price", "dataType": "numeric(6,2)" },
         { "name": "at", "dataType": "timestamp(0)" },
-        { "name": "doc", "dataType": "json" }]),
+        { "name": "doc", "dataType": "json" },
+        { "name": "country", "dataType": "char(2)" },
+        { "name": "flags", "dataType": "bit(3)" }]),
     )
     .await;
     expose(&app, &admin, &codes, &["GET", "POST"]).await;
@@ -367,7 +369,9 @@ async fn imported_fields_are_read_as_each_columns_type_and_modifier() {
         async move { TestApp::answer(request.send().await.unwrap()).await }
     };
     let done = post(
-        "id,code,price,at,doc\n1,abc,1.005,2026-01-01 10:00:00.6,\"{\"\"a\"\":[1,2]}\"\n2,,,,\n",
+        "id,code,price,at,doc,country,flags\n\
+         1,abc,1.005,2026-01-01 10:00:00.6,\"{\"\"b\"\": 1, \"\"a\"\":[1,2]}\",US,101\n\
+         2,,,,,,\n",
     )
     .await;
     assert_eq!(done.status, StatusCode::CREATED, "{:?}", done.body);
@@ -375,10 +379,16 @@ async fn imported_fields_are_read_as_each_columns_type_and_modifier() {
     assert_eq!(
         rows.data(),
         &json!([
-            { "id": 1, "code": "abc", "price": 1.01, "at": "2026-01-01T10:00:01", "doc": { "a": [1, 2] } },
-            { "id": 2, "code": null, "price": null, "at": null, "doc": null }])
+            { "id": 1, "code": "abc", "price": 1.01, "at": "2026-01-01T10:00:01",
+              "doc": { "b": 1, "a": [1, 2] }, "country": "US", "flags": "101" },
+            { "id": 2, "code": null, "price": null, "at": null, "doc": null, "country": null, "flags": null }])
     );
-    for body in ["id,code\n3,abc\n4,abcd\n", "id,price\n3,1\n4,12345.6\n"] {
+    for body in [
+        "id,code\n3,abc\n4,abcd\n",
+        "id,price\n3,1\n4,12345.6\n",
+        "id,country\n3,DE\n4,USA\n",
+        "id,flags\n3,111\n4,1011\n",
+    ] {
         let refused = post(body).await;
         assert_eq!(
             refused.status,

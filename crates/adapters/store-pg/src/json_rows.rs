@@ -118,16 +118,26 @@ pub(crate) fn write_object(
     keys: &[String],
     cells: &[Cell],
 ) -> Result<(), StoreError> {
-    write_columns(out, row, keys, cells, 0)
+    let mut columns = (0..row.len()).map(|i| {
+        let value = row
+            .try_get_raw(i)
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
+        if value.format() != PgValueFormat::Binary {
+            return Err(bad("text-format"));
+        }
+        Ok(value.as_bytes().ok())
+    });
+    write_entries(out, &mut columns, keys, cells)
 }
 
-/// [`write_object`] of the columns from `first` on.
-fn write_columns(
+/// Writes `{"key":value,...}`, each entry of `keys` and `cells` taking the
+/// next of `values` (NULL as `None`); a [`Cell::Object`] value is a
+/// record whose fields the entries after it take.
+fn write_entries<'v>(
     out: &mut String,
-    row: &PgRow,
+    values: &mut impl Iterator<Item = Result<Option<&'v [u8]>, StoreError>>,
     keys: &[String],
     cells: &[Cell],
-    first: usize,
 ) -> Result<(), StoreError> {
     out.push('{');
     let mut i = 0;
@@ -136,21 +146,15 @@ fn write_columns(
             out.push(',');
         }
         out.push_str(key);
-        let value = row
-            .try_get_raw(first + i)
-            .map_err(|e| StoreError::Internal(e.to_string()))?;
-        if value.format() != PgValueFormat::Binary {
-            return Err(bad("text-format"));
-        }
-        let bytes = value.as_bytes().ok();
+        let value = values.next().ok_or_else(|| bad("row"))??;
         i += 1;
-        match (cell, bytes) {
-            (Cell::Object(width), found) => {
+        match (cell, value) {
+            (Cell::Object(width), record) => {
                 let inner = i..i + width;
-                match (found, keys.get(inner.clone()), cells.get(inner)) {
+                match (record, keys.get(inner.clone()), cells.get(inner)) {
                     (None, _, _) => out.push_str("null"),
-                    (Some(_), Some(keys), Some(cells)) => {
-                        write_columns(out, row, keys, cells, first + i)?;
+                    (Some(record), Some(keys), Some(cells)) => {
+                        write_entries(out, &mut RecordFields::of(record)?, keys, cells)?;
                     }
                     _ => return Err(bad("related row")),
                 }
@@ -162,6 +166,51 @@ fn write_columns(
     }
     out.push('}');
     Ok(())
+}
+
+/// The fields of a `record` in PostgreSQL's binary form: their count,
+/// then each field's type oid, length (-1 for NULL) and bytes.
+struct RecordFields<'v> {
+    rest: &'v [u8],
+    left: usize,
+}
+
+impl<'v> RecordFields<'v> {
+    fn of(bytes: &'v [u8]) -> Result<Self, StoreError> {
+        let count = bytes.get(..4).ok_or_else(|| bad("record"))?;
+        Ok(Self {
+            rest: &bytes[4..],
+            left: usize::try_from(i32::from_be_bytes(fixed(count, "record")?))
+                .map_err(|_| bad("record"))?,
+        })
+    }
+}
+
+impl<'v> Iterator for RecordFields<'v> {
+    type Item = Result<Option<&'v [u8]>, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let Some(length) = self.rest.get(4..8) else {
+            return Some(Err(bad("record")));
+        };
+        let length = match fixed(length, "record") {
+            Ok(length) => i32::from_be_bytes(length),
+            Err(error) => return Some(Err(error)),
+        };
+        self.rest = &self.rest[8..];
+        let Ok(length) = usize::try_from(length) else {
+            return Some(Ok(None));
+        };
+        let Some(field) = self.rest.get(..length) else {
+            return Some(Err(bad("record")));
+        };
+        self.rest = &self.rest[length..];
+        Some(Ok(Some(field)))
+    }
 }
 
 pub(crate) fn write_value(out: &mut String, cell: Cell, bytes: &[u8]) -> Result<(), StoreError> {
@@ -391,6 +440,68 @@ mod tests {
         let mut out = String::new();
         write_value(&mut out, cell, bytes).unwrap();
         out
+    }
+
+    /// A record's binary form: its fields, each with its type oid.
+    fn record(fields: &[(u32, Option<&[u8]>)]) -> Vec<u8> {
+        let mut bytes = (fields.len() as i32).to_be_bytes().to_vec();
+        for (oid, field) in fields {
+            bytes.extend_from_slice(&oid.to_be_bytes());
+            match field {
+                None => bytes.extend_from_slice(&(-1i32).to_be_bytes()),
+                Some(field) => {
+                    bytes.extend_from_slice(&(field.len() as i32).to_be_bytes());
+                    bytes.extend_from_slice(field);
+                }
+            }
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_related_record_is_a_nested_object_and_null_when_missing() {
+        let keys: Vec<String> = [
+            "\"id\":",
+            "\"author\":",
+            "\"name\":",
+            "\"team\":",
+            "\"boss\":",
+            "\"id\":",
+            "\"gone\":",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let cells = [
+            Cell::Int4,
+            Cell::Object(4),
+            Cell::Text,
+            Cell::Text,
+            Cell::Object(1),
+            Cell::Int8,
+            Cell::Object(0),
+        ];
+        let boss = record(&[(20, Some(&9i64.to_be_bytes()))]);
+        let author = record(&[(25, Some(b"Ada")), (25, None), (2249, Some(&boss))]);
+        let write = |values: Vec<Option<&[u8]>>| {
+            let mut out = String::new();
+            let mut values = values.into_iter().map(Ok);
+            write_entries(&mut out, &mut values, &keys, &cells).unwrap();
+            out
+        };
+        assert_eq!(
+            write(vec![Some(&7i32.to_be_bytes()), Some(&author), None]),
+            r#"{"id":7,"author":{"name":"Ada","team":null,"boss":{"id":9}},"gone":null}"#
+        );
+        assert_eq!(
+            write(vec![Some(&7i32.to_be_bytes()), None, Some(&record(&[]))]),
+            r#"{"id":7,"author":null,"gone":{}}"#
+        );
+        // A record cut short is refused, never read past its end.
+        let mut out = String::new();
+        let short = &author[..author.len() - 3];
+        let id = 7i32.to_be_bytes();
+        let mut values = vec![Ok(Some(&id[..])), Ok(Some(short))].into_iter();
+        assert!(write_entries(&mut out, &mut values, &keys, &cells).is_err());
     }
 
     /// A numeric's binary form: digit count, weight, sign, scale, digits.

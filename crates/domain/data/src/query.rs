@@ -225,7 +225,8 @@ pub enum Change<'a> {
     },
     /// Inserts rows given as text, each value parsed by PostgreSQL as its
     /// column's type (a CSV import): `fields[k]` holds column `k`'s value
-    /// in each row, `None` for NULL.
+    /// in each row, `None` for NULL. Its answer is the number of rows
+    /// written, not the rows.
     InsertText {
         /// Columns given.
         columns: Vec<&'a Column>,

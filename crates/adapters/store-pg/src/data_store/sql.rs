@@ -11,7 +11,7 @@ use kernel::Versions;
 use kernel::filter::{Filter, Op, Operand};
 use permissions::zone::Period;
 use sea_orm::sea_query::{
-    Alias, Cond, Expr, ExprTrait, Func, JoinType, Order, PostgresQueryBuilder, Query, QueryBuilder,
+    Alias, Cond, Expr, ExprTrait, Func, Order, PostgresQueryBuilder, Query, QueryBuilder,
     SelectStatement, SqlWriterValues,
 };
 use serde_json::Value;
@@ -231,20 +231,31 @@ impl Sql<'_> {
         }
     }
 
-    /// The related row of a to-one `embed` without embeds of its own, as
-    /// the relation of a `LEFT JOIN LATERAL`: `"tessera:hit"` (1, so a
-    /// missing row reads NULL), then its columns as [`Cell`]s read them,
-    /// `"tessera:c<n>"`. Its cells travel in binary like the listed ones.
-    fn embedded_row(&self, embed: &Embed<'_>) -> SelectStatement {
-        let inner = self.embedded(embed, 1);
-        let mut select = Query::select();
-        select.expr_as(Expr::cust("1"), Alias::new(HIT));
-        for (n, output) in embed.select.iter().enumerate() {
-            select.expr_as(inner.cell(output), Alias::new(format!("tessera:c{n}")));
+    /// An embed as the binary path reads it: a to-one embed is one
+    /// `record` (NULL when no row is found) of its columns as [`Cell`]s
+    /// read them, then of its own embeds the same way, which PostgreSQL
+    /// sends in binary like the listed columns; a to-many one is its JSON
+    /// array as text. `depth` is the embed's, as for [`Sql::embed`].
+    pub(super) fn embed_cell(&self, embed: &Embed<'_>, depth: usize) -> Expr {
+        if embed.many {
+            return Func::cast_as(self.embed(embed, depth), Alias::new("text")).into();
         }
+        let inner = self.embedded(embed, depth);
+        let fields: Vec<Expr> = embed
+            .select
+            .iter()
+            .map(|output| inner.cell(output))
+            .chain(embed.embeds.iter().map(|e| inner.embed_cell(e, depth + 1)))
+            .collect();
+        let template = (1..=fields.len())
+            .map(|i| format!("${i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut select = Query::select();
+        select.expr(Expr::cust_with_exprs(format!("ROW({template})"), fields));
         self.related(&inner, embed, &mut select);
         select.limit(1);
-        select
+        Expr::SubQuery(None, Box::new(select.into()))
     }
 
     /// Expressions over the rows of `embed` at `depth`, named `e<depth>`.
@@ -368,15 +379,6 @@ pub(super) fn build(
 
 /// The relation of the listed rows, then of each embed depth.
 const EMBED_ALIASES: [&str; 5] = ["r", "e1", "e2", "e3", "e4"];
-
-/// The column of a joined related row that says it was found.
-const HIT: &str = "tessera:hit";
-
-/// Whether `embed` is read through a lateral join, its cells in binary:
-/// to-one, with no embeds of its own.
-fn joined(embed: &Embed<'_>) -> bool {
-    !embed.many && embed.embeds.is_empty()
-}
 
 /// A compact JSON array of the rows, NULL when there are none.
 pub(super) const JSON_ARRAY: &str =
@@ -532,30 +534,18 @@ impl Rows<'_, '_> {
             .and(current(context.versions, json));
         let mut rows = if !json {
             sql.cells(self.select)
-        } else if self.select.is_empty() && !self.embeds.is_empty() {
-            // The embeds alone, without the stand-in of an empty row.
+        } else if self.select.is_empty() {
+            // No column of the row (the embeds alone, or `{}`), without the
+            // stand-in `outputs` adds for a statement that needs one.
             Query::select()
         } else {
             sql.outputs(self.select)
         };
-        for (n, embed) in self.embeds.iter().enumerate() {
+        for embed in self.embeds {
             if json {
                 rows.expr_as(sql.embed(embed, 1), Alias::new(embed.alias));
-            } else if joined(embed) {
-                let related = format!("tessera:l{n}");
-                let column = |name: &str| Expr::col((Alias::new(&related), Alias::new(name)));
-                rows.expr(column(HIT));
-                for k in 0..embed.select.len() {
-                    rows.expr(column(&format!("tessera:c{k}")));
-                }
-                rows.join_lateral(
-                    JoinType::LeftJoin,
-                    sql.embedded_row(embed),
-                    Alias::new(&related),
-                    Expr::cust("TRUE"),
-                );
             } else {
-                rows.expr(Func::cast_as(sql.embed(embed, 1), Alias::new("text")));
+                rows.expr(sql.embed_cell(embed, 1));
             }
         }
         if !json && self.select.is_empty() && self.embeds.is_empty() {
@@ -593,31 +583,35 @@ impl Rows<'_, '_> {
     }
 
     /// `"name":` of each column of the statement without `json`, and how
-    /// each is read: a joined embed is its found marker
-    /// ([`Cell::Object`]) followed by its own columns.
+    /// each is read: a to-one embed is [`Cell::Object`] followed by the
+    /// entries of its record's fields.
     pub(super) fn layout(&self) -> (Vec<String>, Vec<Cell>) {
-        let key = |name: &str| {
-            let mut key = String::with_capacity(name.len() + 3);
-            write_string(&mut key, name);
-            key.push(':');
-            key
-        };
-        let columns = |outputs: &'_ [Output<'_>]| -> Vec<(String, Cell)> {
-            outputs
-                .iter()
-                .map(|output| (key(&output.column.name), Cell::of(output.column)))
-                .collect()
-        };
-        let mut layout = columns(self.select);
-        for embed in self.embeds {
-            if joined(embed) {
-                layout.push((key(embed.alias), Cell::Object(embed.select.len())));
-                layout.extend(columns(&embed.select));
-            } else {
-                layout.push((key(embed.alias), Cell::Json));
-            }
-        }
+        let mut layout = Vec::new();
+        entries(self.select, self.embeds, &mut layout);
         layout.into_iter().unzip()
+    }
+}
+
+/// The layout entries of `select` then `embeds`, as [`Rows::layout`].
+fn entries(select: &[Output<'_>], embeds: &[Embed<'_>], layout: &mut Vec<(String, Cell)>) {
+    let key = |name: &str| {
+        let mut key = String::with_capacity(name.len() + 3);
+        write_string(&mut key, name);
+        key.push(':');
+        key
+    };
+    for output in select {
+        layout.push((key(&output.column.name), Cell::of(output.column)));
+    }
+    for embed in embeds {
+        if embed.many {
+            layout.push((key(embed.alias), Cell::Json));
+            continue;
+        }
+        let at = layout.len();
+        layout.push((key(embed.alias), Cell::Object(0)));
+        entries(&embed.select, &embed.embeds, layout);
+        layout[at].1 = Cell::Object(layout.len() - at - 1);
     }
 }
 

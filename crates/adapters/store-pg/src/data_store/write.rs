@@ -1,6 +1,6 @@
 //! The statement of one Data API write.
 
-use data::{Change, Column, Context, Output, Shown, Table, Write};
+use data::{Change, Column, Context, Kind, Output, Shown, Table, Write};
 use kernel::StoreError;
 use kernel::sql::quote_ident;
 use sea_orm::sea_query::{
@@ -75,8 +75,11 @@ pub(crate) fn write_sql(
                 .to_owned(),
         )
         .to_owned();
-    // A row shown by reach comes as one JSON column, `row`.
-    let body = if write.returning.reach.is_some() {
+    // A row shown by reach comes as one JSON column, `row`; an import
+    // shows no row, only how many were written.
+    let body = if matches!(write.change, Change::InsertText { .. }) {
+        "count(*)::text"
+    } else if write.returning.reach.is_some() {
         "'[' || string_agg(\"tessera:x\".\"row\"::text, ',') || ']'"
     } else {
         JSON_ARRAY
@@ -225,17 +228,24 @@ fn change(
                 .into()
         }
         // Each column's values as one text array, unnested row by row and
-        // read as the column's type, as COPY reads text: cast to the type
-        // without its modifier, which the insert then applies as it does to
-        // any value (a too-long varchar fails, never cut).
+        // read as the column's type, as COPY reads text. A type's modifier
+        // applies as the insert applies it to any value, so a value too
+        // long for a `varchar(n)`, `char(n)` or a domain over one fails,
+        // never cut: strings are inserted as text, other types cast to
+        // the type without its modifier (`unmodified`).
         Change::InsertText { columns, fields } => {
+            if columns.is_empty() {
+                return Err(StoreError::Internal("an import names no column".into()));
+            }
             let mut select = Query::select();
             for (column, values) in columns.iter().zip(*fields) {
                 let texts = Func::cast_as(Expr::val(array_literal(values)), Alias::new("text[]"));
-                select.expr(Func::cast_as(
-                    Func::cust(Alias::new("unnest")).arg(texts),
-                    Alias::new(unmodified(&column.sql_type)),
-                ));
+                let value = Func::cust(Alias::new("unnest")).arg(texts);
+                let value: Expr = match column.kind {
+                    Kind::Text => value.into(),
+                    _ => Func::cast_as(value, Alias::new(unmodified(&column.sql_type))).into(),
+                };
+                select.expr(value);
             }
             Query::insert()
                 .into_table(table_ref(table))
@@ -310,21 +320,33 @@ fn array_literal(values: &[Option<String>]) -> String {
     out
 }
 
-/// A column's SQL type without its modifier: `character varying(20)` as
-/// `character varying`, `numeric(10,2)[]` as `numeric[]`.
+/// A column's SQL type without its modifier, as a cast that never cuts a
+/// value: `numeric(10,2)[]` as `numeric[]`, `character varying(20)` as
+/// `character varying`, and `character(3)` and `bit(3)` as their varying
+/// forms (without a modifier they mean one character, one bit). A quoted
+/// name (a type of the application's) is kept as it is.
 fn unmodified(sql_type: &str) -> String {
-    let mut out = String::with_capacity(sql_type.len());
+    if sql_type.contains('"') {
+        return sql_type.to_owned();
+    }
+    let mut out = String::with_capacity(sql_type.len() + 8);
     let mut rest = sql_type;
     while let Some(open) = rest.find('(') {
-        let close = rest[open..].find(')').map(|at| open + at);
-        let modifier = close.map(|close| &rest[open + 1..close]);
-        match (close, modifier) {
-            (Some(close), Some(m)) if m.chars().all(|c| c.is_ascii_digit() || c == ',') => {
-                out.push_str(rest[..open].trim_end());
-                rest = &rest[close + 1..];
-            }
-            _ => break,
+        let Some(close) = rest[open..].find(')').map(|at| open + at) else {
+            break;
+        };
+        if !rest[open + 1..close]
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == ',')
+        {
+            break;
         }
+        let name = rest[..open].trim_end();
+        out.push_str(name);
+        if matches!(name, "character" | "bit") {
+            out.push_str(" varying");
+        }
+        rest = &rest[close + 1..];
     }
     out.push_str(rest);
     out
@@ -413,7 +435,12 @@ mod tests {
                 "timestamp(3) without time zone",
                 "timestamp without time zone",
             ),
-            ("\"odd(type)\"", "\"odd(type)\""),
+            ("character(3)", "character varying"),
+            ("character(3)[]", "character varying[]"),
+            ("bit(3)", "bit varying"),
+            ("bit varying(3)", "bit varying"),
+            ("\"odd(1)\"", "\"odd(1)\""),
+            ("app.\"money(2)\"[]", "app.\"money(2)\"[]"),
         ] {
             assert_eq!(unmodified(sql_type), base, "{sql_type}");
         }
