@@ -204,8 +204,8 @@ fn start_server(database: &str) -> Result<(Server, u16)> {
 fn start_server_with(database: &str, env: &[(&str, &Path)]) -> Result<(Server, u16)> {
     ensure_tool("wrk", &["wrk"])?;
     let binary = match std::env::var("TESSERA_BENCH_SERVER") {
-        Ok(prebuilt) => prebuilt,
-        Err(_) => {
+        Ok(prebuilt) if !prebuilt.is_empty() => prebuilt,
+        _ => {
             run(cargo().args(["build", "--release", "-p", "tessera"]))?;
             format!("{}/release/tessera", crate::target_dir())
         }
