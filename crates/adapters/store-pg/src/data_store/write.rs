@@ -8,6 +8,7 @@ use sea_orm::sea_query::{
 };
 
 use super::sql::{JSON_ARRAY, Rel, Sql, build, current, table_ref};
+use crate::json_rows::write_string;
 
 /// The SQL of one write: a data-modifying CTE `w`, the audit entry when a row
 /// changed, and the rows as JSON, each checked against the grants.
@@ -175,19 +176,11 @@ fn change(
         } => {
             let json =
                 serde_json::to_string(rows).map_err(|e| StoreError::Internal(e.to_string()))?;
-            let source = Func::cust(Alias::new("json_populate_recordset"))
-                .arg(Expr::cust(record_type))
-                .arg(Func::cast_as(Expr::val(json), Alias::new("json")));
-            let mut select = Query::select();
-            for column in columns {
-                select.expr(Expr::col((Alias::new("j"), Alias::new(&column.name))));
-            }
-            select.from_function(source, Alias::new("j"));
             let mut insert = Query::insert();
             insert
                 .into_table(table_ref(table))
                 .columns(columns.iter().map(|c| Alias::new(&c.name)))
-                .select_from(select)
+                .select_from(populated(&record_type, columns, json))
                 .map_err(|e| StoreError::Internal(e.to_string()))?;
             let Some(upsert) = upsert else {
                 return Ok(insert
@@ -227,30 +220,17 @@ fn change(
                 .to_owned()
                 .into()
         }
-        // Each column's values as one text array, unnested row by row and
-        // read as the column's type, as COPY reads text. A type's modifier
-        // applies as the insert applies it to any value, so a value too
-        // long for a `varchar(n)`, `char(n)` or a domain over one fails,
-        // never cut: strings are inserted as text, other types cast to
-        // the type without its modifier (`unmodified`).
+        // A CSV import's text: each value read by its column type's input
+        // function with the column's modifier, as a JSON insert of strings
+        // (and `COPY`) reads it.
         Change::InsertText { columns, fields } => {
             if columns.is_empty() {
                 return Err(StoreError::Internal("an import names no column".into()));
             }
-            let mut select = Query::select();
-            for (column, values) in columns.iter().zip(*fields) {
-                let texts = Func::cast_as(Expr::val(array_literal(values)), Alias::new("text[]"));
-                let value = Func::cust(Alias::new("unnest")).arg(texts);
-                let value: Expr = match column.kind {
-                    Kind::Text => value.into(),
-                    _ => Func::cast_as(value, Alias::new(unmodified(&column.sql_type))).into(),
-                };
-                select.expr(value);
-            }
             Query::insert()
                 .into_table(table_ref(table))
                 .columns(columns.iter().map(|c| Alias::new(&c.name)))
-                .select_from(select)
+                .select_from(populated(&record_type, columns, text_rows(columns, fields)))
                 .map_err(|e| StoreError::Internal(e.to_string()))?
                 .returning(Query::returning().columns(all_columns()))
                 .to_owned()
@@ -292,63 +272,56 @@ fn change(
     })
 }
 
-/// PostgreSQL's text form of a one-dimensional text array: each value
-/// quoted (backslash before `"` and `\\`), NULL bare.
-fn array_literal(values: &[Option<String>]) -> String {
-    let size = values.iter().map(|v| v.as_ref().map_or(4, |t| t.len() + 3));
-    let mut out = String::with_capacity(2 + size.sum::<usize>());
-    out.push('{');
-    for (i, value) in values.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        match value {
-            None => out.push_str("NULL"),
-            Some(text) => {
-                out.push('"');
-                for c in text.chars() {
-                    if c == '"' || c == '\\' {
-                        out.push('\\');
-                    }
-                    out.push(c);
-                }
-                out.push('"');
-            }
-        }
+/// `SELECT <columns> FROM json_populate_recordset(<record type>, <json>)`:
+/// the rows of a JSON array of objects, each value read as its column's
+/// type (with its modifier).
+fn populated(record_type: &str, columns: &[&Column], json: String) -> SelectStatement {
+    let source = Func::cust(Alias::new("json_populate_recordset"))
+        .arg(Expr::cust(record_type.to_owned()))
+        .arg(Func::cast_as(Expr::val(json), Alias::new("json")));
+    let mut select = Query::select();
+    for column in columns {
+        select.expr(Expr::col((Alias::new("j"), Alias::new(&column.name))));
     }
-    out.push('}');
-    out
+    select.from_function(source, Alias::new("j"));
+    select
 }
 
-/// A column's SQL type without its modifier, as a cast that never cuts a
-/// value: `numeric(10,2)[]` as `numeric[]`, `character varying(20)` as
-/// `character varying`, and `character(3)` and `bit(3)` as their varying
-/// forms (without a modifier they mean one character, one bit). A quoted
-/// name (a type of the application's) is kept as it is.
-fn unmodified(sql_type: &str) -> String {
-    if sql_type.contains('"') {
-        return sql_type.to_owned();
-    }
-    let mut out = String::with_capacity(sql_type.len() + 8);
-    let mut rest = sql_type;
-    while let Some(open) = rest.find('(') {
-        let Some(close) = rest[open..].find(')').map(|at| open + at) else {
-            break;
-        };
-        if !rest[open + 1..close]
-            .chars()
-            .all(|c| c.is_ascii_digit() || c == ',')
-        {
-            break;
+/// Rows given column by column as the JSON array of objects
+/// [`populated`] reads: each value a JSON string, a JSON column's value
+/// its JSON text (checked to be JSON when the import read it), NULL null.
+fn text_rows(columns: &[&Column], fields: &[Vec<Option<String>>]) -> String {
+    let rows = fields.first().map_or(0, Vec::len);
+    let bytes: usize = fields
+        .iter()
+        .flatten()
+        .map(|v| v.as_ref().map_or(4, |t| t.len() + 2))
+        .sum();
+    let names: usize = columns.iter().map(|c| c.name.len() + 4).sum();
+    let mut out = String::with_capacity(2 + bytes + rows * (names + 3));
+    out.push('[');
+    for row in 0..rows {
+        if row > 0 {
+            out.push(',');
         }
-        let name = rest[..open].trim_end();
-        out.push_str(name);
-        if matches!(name, "character" | "bit") {
-            out.push_str(" varying");
+        out.push('{');
+        for (k, (column, values)) in columns.iter().zip(fields).enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            write_string(&mut out, &column.name);
+            out.push(':');
+            match values.get(row).and_then(Option::as_deref) {
+                None => out.push_str("null"),
+                Some(text) if matches!(column.kind, Kind::Json | Kind::Jsonb) => {
+                    out.push_str(text);
+                }
+                Some(text) => write_string(&mut out, text),
+            }
         }
-        rest = &rest[close + 1..];
+        out.push('}');
     }
-    out.push_str(rest);
+    out.push(']');
     out
 }
 
@@ -407,42 +380,26 @@ fn audit(
 
 #[cfg(test)]
 mod tests {
-    use super::{array_literal, unmodified};
+    use data::{Column, Kind};
+    use serde_json::json;
+
+    use super::text_rows;
 
     #[test]
-    fn an_array_literal_quotes_each_value_and_leaves_null_bare() {
-        let values = [
-            Some("a".to_owned()),
-            None,
-            Some("NULL".to_owned()),
-            Some("say \"hi\", \\o/ {x}".to_owned()),
-            Some(String::new()),
+    fn text_rows_are_json_strings_json_text_and_nulls() {
+        let name = Column::plain("name", "text", Kind::Text, true);
+        let meta = Column::plain("meta", "jsonb", Kind::Jsonb, true);
+        let fields = vec![
+            vec![Some("say \"hi\"\n\\o/".to_owned()), None],
+            vec![Some(r#"{"k": [1, 2]}"#.to_owned()), None],
         ];
+        let text = text_rows(&[&name, &meta], &fields);
+        let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
-            array_literal(&values),
-            r#"{"a",NULL,"NULL","say \"hi\", \\o/ {x}",""}"#
+            rows,
+            json!([{ "name": "say \"hi\"\n\\o/", "meta": { "k": [1, 2] } },
+                   { "name": null, "meta": null }])
         );
-    }
-
-    #[test]
-    fn a_type_modifier_is_left_out_and_the_rest_kept() {
-        for (sql_type, base) in [
-            ("bigint", "bigint"),
-            ("character varying(20)", "character varying"),
-            ("numeric(10,2)", "numeric"),
-            ("numeric(10,2)[]", "numeric[]"),
-            (
-                "timestamp(3) without time zone",
-                "timestamp without time zone",
-            ),
-            ("character(3)", "character varying"),
-            ("character(3)[]", "character varying[]"),
-            ("bit(3)", "bit varying"),
-            ("bit varying(3)", "bit varying"),
-            ("\"odd(1)\"", "\"odd(1)\""),
-            ("app.\"money(2)\"[]", "app.\"money(2)\"[]"),
-        ] {
-            assert_eq!(unmodified(sql_type), base, "{sql_type}");
-        }
+        assert_eq!(text_rows(&[&name], &[vec![]]), "[]");
     }
 }
