@@ -42,7 +42,7 @@ pub struct Import {
     /// once read.
     header: Option<Vec<usize>>,
     names: Vec<String>,
-    /// The rows waiting, column by column, and the line of each.
+    /// The rows waiting, and the line of each.
     pending: Vec<Vec<Option<String>>>,
     lines: Vec<u64>,
     pending_bytes: usize,
@@ -153,11 +153,8 @@ impl Import {
             }
             let fields =
                 checked_fields(&self.table, header, record).map_err(|e| e.at(Place::Line(line)))?;
-            self.pending.resize_with(fields.len(), Vec::new);
-            for (column, field) in self.pending.iter_mut().zip(fields) {
-                self.pending_bytes += field.as_ref().map_or(0, String::len);
-                column.push(field);
-            }
+            self.pending_bytes += fields.iter().flatten().map(String::len).sum::<usize>();
+            self.pending.push(fields);
             self.lines.push(line);
             if self.lines.len() >= CHUNK_ROWS || self.pending_bytes >= CHUNK_BYTES {
                 self.flush().await?;
@@ -217,12 +214,8 @@ impl Import {
             self.inserted += lines.len() as u64;
             return Ok(());
         }
-        for (i, line) in lines.iter().enumerate() {
-            let row: Vec<Vec<Option<String>>> = pending
-                .iter()
-                .map(|column| vec![column[i].clone()])
-                .collect();
-            self.insert_current(&row)
+        for (row, line) in pending.chunks(1).zip(&lines) {
+            self.insert_current(row)
                 .await
                 .map_err(|e| e.at(Place::Line(*line)))?;
         }
@@ -236,10 +229,10 @@ impl Import {
     /// Inserts `rows`; when the shared state moved under the import (the
     /// statement found its versions stale and was undone), the caller is
     /// resolved again and the rows inserted under the grants of now.
-    async fn insert_current(&mut self, fields: &[Vec<Option<String>>]) -> Result<(), DataError> {
+    async fn insert_current(&mut self, rows: &[Vec<Option<String>>]) -> Result<(), DataError> {
         for _ in 0..2 {
             let header = self.header.clone().unwrap_or_default();
-            match self.insert(&header, fields).await {
+            match self.insert(&header, rows).await {
                 Err(error) if error.is_stale() => self.refresh().await?,
                 done => return done,
             }
@@ -247,12 +240,11 @@ impl Import {
         Err(DataError::Store(kernel::StoreError::Stale))
     }
 
-    /// Inserts the rows of `fields` (the `header`'s columns, column by
-    /// column) in a savepoint.
+    /// Inserts `rows` (each the `header`'s fields) in a savepoint.
     async fn insert(
         &mut self,
         header: &[usize],
-        fields: &[Vec<Option<String>>],
+        rows: &[Vec<Option<String>>],
     ) -> Result<(), DataError> {
         let table = &*self.table;
         let access = Access::evaluate(&self.principal, &table.scopes, Action::Create)?;
@@ -264,7 +256,7 @@ impl Import {
             ip: self.ip.as_deref(),
         };
         let write = Write {
-            change: Change::InsertText { columns, fields },
+            change: Change::InsertText { columns, rows },
             check: narrowed.row_filters(),
             returning: Shown::default(),
             guard_admin_power: !self.principal.admin,

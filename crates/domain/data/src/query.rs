@@ -224,14 +224,14 @@ pub enum Change<'a> {
         upsert: Option<Upsert<'a>>,
     },
     /// Inserts rows given as text, each value parsed by PostgreSQL as its
-    /// column's type (a CSV import): `fields[k]` holds column `k`'s value
-    /// in each row, `None` for NULL. Its answer is the number of rows
-    /// written, not the rows.
+    /// column's type (a CSV import): each row holds its value of every
+    /// column, `None` for NULL. Its answer is the number of rows written,
+    /// not the rows.
     InsertText {
         /// Columns given.
         columns: Vec<&'a Column>,
-        /// The values, column by column.
-        fields: &'a [Vec<Option<String>>],
+        /// The rows.
+        rows: &'a [Vec<Option<String>>],
     },
     /// Sets columns on the rows matching.
     Update {

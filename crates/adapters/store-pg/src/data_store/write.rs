@@ -223,14 +223,14 @@ fn change(
         // A CSV import's text: each value read by its column type's input
         // function with the column's modifier, as a JSON insert of strings
         // (and `COPY`) reads it.
-        Change::InsertText { columns, fields } => {
+        Change::InsertText { columns, rows } => {
             if columns.is_empty() {
                 return Err(StoreError::Internal("an import names no column".into()));
             }
             Query::insert()
                 .into_table(table_ref(table))
                 .columns(columns.iter().map(|c| Alias::new(&c.name)))
-                .select_from(populated(&record_type, columns, text_rows(columns, fields)))
+                .select_from(populated(&record_type, columns, text_rows(columns, rows)))
                 .map_err(|e| StoreError::Internal(e.to_string()))?
                 .returning(Query::returning().columns(all_columns()))
                 .to_owned()
@@ -287,31 +287,24 @@ fn populated(record_type: &str, columns: &[&Column], json: String) -> SelectStat
     select
 }
 
-/// Rows given column by column as the JSON array of objects
-/// [`populated`] reads: each value a JSON string, a JSON column's value
-/// its JSON text (checked to be JSON when the import read it), NULL null.
-fn text_rows(columns: &[&Column], fields: &[Vec<Option<String>>]) -> String {
-    let rows = fields.first().map_or(0, Vec::len);
-    let bytes: usize = fields
-        .iter()
-        .flatten()
-        .map(|v| v.as_ref().map_or(4, |t| t.len() + 2))
-        .sum();
-    let names: usize = columns.iter().map(|c| c.name.len() + 4).sum();
-    let mut out = String::with_capacity(2 + bytes + rows * (names + 3));
+/// Rows of text as the JSON array of objects [`populated`] reads: each
+/// value a JSON string, a JSON column's value its JSON text (checked to be
+/// JSON when the import read it), NULL null.
+fn text_rows(columns: &[&Column], rows: &[Vec<Option<String>>]) -> String {
+    let mut out = String::with_capacity(2 + rows.len() * 64 * columns.len().max(1));
     out.push('[');
-    for row in 0..rows {
-        if row > 0 {
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
             out.push(',');
         }
         out.push('{');
-        for (k, (column, values)) in columns.iter().zip(fields).enumerate() {
+        for (k, (column, value)) in columns.iter().zip(row).enumerate() {
             if k > 0 {
                 out.push(',');
             }
             write_string(&mut out, &column.name);
             out.push(':');
-            match values.get(row).and_then(Option::as_deref) {
+            match value.as_deref() {
                 None => out.push_str("null"),
                 Some(text) if matches!(column.kind, Kind::Json | Kind::Jsonb) => {
                     out.push_str(text);
@@ -389,17 +382,20 @@ mod tests {
     fn text_rows_are_json_strings_json_text_and_nulls() {
         let name = Column::plain("name", "text", Kind::Text, true);
         let meta = Column::plain("meta", "jsonb", Kind::Jsonb, true);
-        let fields = vec![
-            vec![Some("say \"hi\"\n\\o/".to_owned()), None],
-            vec![Some(r#"{"k": [1, 2]}"#.to_owned()), None],
+        let rows = vec![
+            vec![
+                Some("say \"hi\"\n\\o/".to_owned()),
+                Some(r#"{"k": [1, 2]}"#.to_owned()),
+            ],
+            vec![None, None],
         ];
-        let text = text_rows(&[&name, &meta], &fields);
+        let text = text_rows(&[&name, &meta], &rows);
         let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
             rows,
             json!([{ "name": "say \"hi\"\n\\o/", "meta": { "k": [1, 2] } },
                    { "name": null, "meta": null }])
         );
-        assert_eq!(text_rows(&[&name], &[vec![]]), "[]");
+        assert_eq!(text_rows(&[&name], &[]), "[]");
     }
 }
