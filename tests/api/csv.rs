@@ -276,6 +276,72 @@ async fn a_large_export_streams_and_a_large_import_is_refused_whole() {
     assert_eq!(count.data()[0]["n"], 50_000);
 }
 
+/// A large import goes in chunks, each inserted while the next is read: a
+/// row the database refuses in an early chunk is the answer even when a
+/// later record is malformed, and each chunk is audited by its count and
+/// lines.
+#[tokio::test]
+async fn an_import_in_chunks_answers_its_first_bad_line_and_audits_each_chunk() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (_, hr) = people(&app, &admin).await;
+    let rows = |from: u32, to: u32| -> String {
+        (from..to)
+            .map(|n| format!("{n},person {n},red\n"))
+            .collect()
+    };
+    // Line 600 breaks the name check (chunk 1), line 1799 has a bad id
+    // (chunk 2, read while chunk 1 is in the database).
+    let body = format!(
+        "id,name,team\n{}599,bad,red\n{}five,x,red\n{}",
+        rows(1, 599),
+        rows(600, 1798),
+        rows(1799, 2500)
+    );
+    let answer = import(&app, &hr, body).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{:?}", answer.body);
+    assert_eq!(answer.body["errors"][0]["code"], "CHECK_VIOLATION");
+    assert_eq!(answer.body["meta"]["line"], 600, "{:?}", answer.body);
+    let body = format!("id,name,team\n{}five,x,red\n", rows(1, 1998));
+    let answer = import(&app, &hr, body).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{:?}", answer.body);
+    assert_eq!(answer.body["errors"][0]["field"], "id", "{:?}", answer.body);
+    assert_eq!(answer.body["meta"]["line"], 1999, "{:?}", answer.body);
+    let count = app
+        .get("/api/data/app/people?aggregate=n:count()", &admin)
+        .await;
+    assert_eq!(count.data()[0]["n"], 0, "nothing inserted");
+
+    let done = import(&app, &hr, format!("id,name,team\n{}", rows(1, 2501))).await;
+    assert_eq!(done.status, StatusCode::CREATED, "{:?}", done.body);
+    assert_eq!(done.data(), &json!({ "inserted": 2500 }));
+    let audit = app
+        .get("/admin/api/audit?action=data.import&limit=10", &admin)
+        .await;
+    let mut chunks: Vec<(Value, Value)> = audit
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| {
+            assert!(entry["details"].get("keys").is_none(), "{entry}");
+            (
+                entry["details"]["lines"].clone(),
+                entry["details"]["count"].clone(),
+            )
+        })
+        .collect();
+    chunks.sort_by_key(|(lines, _)| lines[0].as_u64());
+    assert_eq!(
+        chunks,
+        [
+            (json!([2, 1001]), json!(1000)),
+            (json!([1002, 2001]), json!(1000)),
+            (json!([2002, 2501]), json!(500)),
+        ]
+    );
+}
+
 /// A change of the shared state during an import (another session signs
 /// out, which moves the `auth` version) does not lose it: the caller is
 /// resolved again and the rows go on into the same transaction.

@@ -171,6 +171,34 @@ async fn embeds_follow_foreign_keys_under_each_tables_grants() {
         )
         .await;
     assert_eq!(bare_counted.data(), bare.data());
+    // Embeds inside a to-one embed: a to-one (a record in a record) and a
+    // to-many, each under its own table's grants, the same on both paths.
+    let nested =
+        encode("id,post:post_id(title,author:author_id(name),comments:app.comments!post_id(id))");
+    let deep = app
+        .get(
+            &format!("/api/data/app/comments?select={nested}&sort=id"),
+            &reader,
+        )
+        .await;
+    assert_eq!(deep.status, StatusCode::OK, "{:?}", deep.body);
+    let rust = json!({ "title": "Rust web servers", "author": { "name": "Ada" },
+                       "comments": [{ "id": 101 }, { "id": 102 }] });
+    assert_eq!(
+        deep.data(),
+        &json!([
+            { "id": 101, "post": rust },
+            { "id": 102, "post": rust },
+            { "id": 104, "post": { "title": "Java", "author": null, "comments": [{ "id": 104 }] } }
+        ])
+    );
+    let deep_counted = app
+        .get(
+            &format!("/api/data/app/comments?select={nested}&sort=id&count=exact"),
+            &reader,
+        )
+        .await;
+    assert_eq!(deep_counted.data(), deep.data());
 
     // Each embed is what the caller could read of that table one by one.
     for post in list.data().as_array().unwrap() {

@@ -4,7 +4,7 @@
 //! transaction: every row, or none and the failing record's line.
 
 use permissions::{Access, Action, Plane, Principal};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 use crate::callers::{Caller, DataRequest};
@@ -35,8 +35,15 @@ pub struct Import {
     bearer: String,
     zone_header: Option<String>,
     context: Context,
-    /// Opened with the first chunk, so a body that never comes holds none.
+    /// Opened with the first chunk, so a body that never comes holds none;
+    /// held by the chunk in flight while it is.
     txn: Option<Box<dyn DataTransaction>>,
+    /// Whether the transaction was opened.
+    begun: bool,
+    /// The chunk being inserted while the next one is read.
+    in_flight: Option<tokio::task::JoinHandle<Sent>>,
+    /// Set by the first error: the import can no longer be finished.
+    failed: bool,
     reader: Reader,
     /// The header's names, and their columns by index into the table's,
     /// once read.
@@ -71,6 +78,9 @@ impl DataService {
             zone_header: request.zone_header.map(str::to_owned),
             context,
             txn: None,
+            begun: false,
+            in_flight: None,
+            failed: false,
             reader: Reader::new(FIELD_MAX),
             header: None,
             names: Vec::new(),
@@ -104,6 +114,11 @@ impl DataService {
 impl Import {
     /// Reads the next piece of the body, inserting the chunks it completes.
     pub async fn feed(&mut self, piece: &[u8]) -> Result<(), DataError> {
+        let read = self.read(piece).await;
+        self.settled(read).await
+    }
+
+    async fn read(&mut self, piece: &[u8]) -> Result<(), DataError> {
         self.bytes += piece.len() as u64;
         if self.bytes > self.max_bytes {
             return Err(DataError::TooLarge(self.max_bytes));
@@ -117,6 +132,21 @@ impl Import {
     /// Ends the body: inserts what is left and commits; answers the number
     /// of rows inserted.
     pub async fn finish(mut self) -> Result<u64, DataError> {
+        if self.failed {
+            return Err(payload_error("data", "the import failed before its end"));
+        }
+        let ended = self.end().await;
+        self.settled(ended).await?;
+        self.flush().await?;
+        self.settle().await?;
+        if let Some(txn) = self.txn.take() {
+            txn.commit().await?;
+        }
+        Ok(self.inserted)
+    }
+
+    /// Reads the end of the body.
+    async fn end(&mut self) -> Result<(), DataError> {
         let mut records = Vec::new();
         let reader = std::mem::replace(&mut self.reader, Reader::new(FIELD_MAX));
         let parsed = reader.finish(&mut records);
@@ -128,11 +158,7 @@ impl Import {
                     .at(Place::Line(1)),
             );
         }
-        self.flush().await?;
-        if let Some(txn) = self.txn.take() {
-            txn.commit().await?;
-        }
-        Ok(self.inserted)
+        Ok(())
     }
 
     async fn take(&mut self, records: Vec<Record>) -> Result<(), DataError> {
@@ -201,23 +227,78 @@ impl Import {
         Ok(())
     }
 
-    /// Inserts the rows waiting; on a refusal, finds the first row refused
-    /// and answers its error with its line.
+    /// Sends the rows waiting to the database, to be inserted while the
+    /// next ones are read, after the chunk sent before them is settled.
     async fn flush(&mut self) -> Result<(), DataError> {
+        self.settle().await?;
         if self.lines.is_empty() {
             return Ok(());
         }
-        let pending = std::mem::take(&mut self.pending);
+        let rows = std::mem::take(&mut self.pending);
         let lines = std::mem::take(&mut self.lines);
         self.pending_bytes = 0;
-        if self.insert_current(&pending).await.is_ok() {
+        let mut txn = self.transaction().await?;
+        let chunk = self.chunk();
+        self.in_flight = Some(tokio::spawn(async move {
+            let result = chunk.insert(txn.as_mut(), &rows, &lines).await;
+            Sent {
+                txn,
+                rows,
+                lines,
+                result,
+            }
+        }));
+        Ok(())
+    }
+
+    /// The import's transaction, taken to send a chunk in: opened with the
+    /// first chunk; none later means a chunk was lost, and the import fails.
+    async fn transaction(&mut self) -> Result<Box<dyn DataTransaction>, DataError> {
+        match self.txn.take() {
+            Some(txn) => Ok(txn),
+            None if self.begun => Err(DataError::Store(kernel::StoreError::Internal(
+                "an import lost its transaction".into(),
+            ))),
+            None => {
+                self.begun = true;
+                Ok(self.service.store.begin().await?)
+            }
+        }
+    }
+
+    /// Waits for the chunk in flight (left in place until it ends, so a
+    /// cancelled wait loses nothing). Refused on stale shared state, it is
+    /// inserted again under the caller of now; refused otherwise, row by
+    /// row, to answer the first row refused with its line.
+    async fn settle(&mut self) -> Result<(), DataError> {
+        let Some(task) = self.in_flight.as_mut() else {
+            return Ok(());
+        };
+        let ended = task.await;
+        self.in_flight = None;
+        let sent = ended.map_err(|_| {
+            DataError::Store(kernel::StoreError::Internal(
+                "an import's insert stopped".into(),
+            ))
+        })?;
+        self.txn = Some(sent.txn);
+        let (rows, lines) = (sent.rows, sent.lines);
+        let inserted = match sent.result {
+            Ok(()) => Ok(()),
+            Err(error) if error.is_stale() => {
+                self.refresh().await?;
+                self.insert_current(&rows, &lines).await
+            }
+            Err(error) => Err(error),
+        };
+        if inserted.is_ok() {
             self.inserted += lines.len() as u64;
             return Ok(());
         }
-        for (row, line) in pending.chunks(1).zip(&lines) {
-            self.insert_current(row)
+        for (row, line) in rows.chunks(1).zip(lines.chunks(1)) {
+            self.insert_current(row, line)
                 .await
-                .map_err(|e| e.at(Place::Line(*line)))?;
+                .map_err(|e| e.at(Place::Line(line[0])))?;
         }
         // Refused together, accepted one by one: a conflict among them.
         Err(
@@ -226,13 +307,42 @@ impl Import {
         )
     }
 
-    /// Inserts `rows`; when the shared state moved under the import (the
-    /// statement found its versions stale and was undone), the caller is
-    /// resolved again and the rows inserted under the grants of now.
-    async fn insert_current(&mut self, rows: &[Vec<Option<String>>]) -> Result<(), DataError> {
+    /// `result`, unless a row read before its error is refused: then that
+    /// row's error (the chunk in flight and the rows waiting are inserted
+    /// first). After an error the import is over.
+    async fn settled(&mut self, result: Result<(), DataError>) -> Result<(), DataError> {
+        let Err(error) = result else {
+            return Ok(());
+        };
+        self.failed = true;
+        let earlier = match self.flush().await {
+            Ok(()) => self.settle().await,
+            refused => refused,
+        };
+        match (earlier, line_of(&error)) {
+            (Err(earlier), Some(line)) if line_of(&earlier).is_some_and(|at| at > line) => {
+                Err(error)
+            }
+            (Err(earlier), _) => Err(earlier),
+            (Ok(()), _) => Err(error),
+        }
+    }
+
+    /// Inserts `rows` (of `lines`) in the open transaction; when the shared
+    /// state moved under the import (the statement found its versions stale
+    /// and was undone), the caller is resolved again and the rows inserted
+    /// under the grants of now.
+    async fn insert_current(
+        &mut self,
+        rows: &[Vec<Option<String>>],
+        lines: &[u64],
+    ) -> Result<(), DataError> {
         for _ in 0..2 {
-            let header = self.header.clone().unwrap_or_default();
-            match self.insert(&header, rows).await {
+            let chunk = self.chunk();
+            let mut txn = self.transaction().await?;
+            let inserted = chunk.insert(txn.as_mut(), rows, lines).await;
+            self.txn = Some(txn);
+            match inserted {
                 Err(error) if error.is_stale() => self.refresh().await?,
                 done => return done,
             }
@@ -240,31 +350,79 @@ impl Import {
         Err(DataError::Store(kernel::StoreError::Stale))
     }
 
-    /// Inserts `rows` (each the `header`'s fields) in a savepoint.
+    /// What inserting a chunk needs, as the import stands now.
+    fn chunk(&self) -> Chunk {
+        Chunk {
+            service: self.service.clone(),
+            table: self.table.clone(),
+            principal: self.principal.clone(),
+            ip: self.ip.clone(),
+            context: self.context,
+            header: self.header.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for Import {
+    /// An import dropped unfinished (the client went away, the body
+    /// stalled) stops its chunk in flight; the transaction rolls back.
+    fn drop(&mut self) {
+        if let Some(task) = self.in_flight.take() {
+            task.abort();
+        }
+    }
+}
+
+/// A chunk sent to the database: the transaction it ran in, its rows and
+/// lines, and whether it was inserted.
+struct Sent {
+    txn: Box<dyn DataTransaction>,
+    rows: Vec<Vec<Option<String>>>,
+    lines: Vec<u64>,
+    result: Result<(), DataError>,
+}
+
+/// The import's table, caller and header, owned, so that a chunk is
+/// inserted while the next one is read.
+struct Chunk {
+    service: DataService,
+    table: Arc<Table>,
+    principal: Principal,
+    ip: Option<String>,
+    context: Context,
+    header: Vec<usize>,
+}
+
+impl Chunk {
+    /// Inserts `rows` (each the header's fields) in a savepoint of `txn`,
+    /// audited as `data.import` with their count and first and last line.
     async fn insert(
-        &mut self,
-        header: &[usize],
+        &self,
+        txn: &mut dyn DataTransaction,
         rows: &[Vec<Option<String>>],
+        lines: &[u64],
     ) -> Result<(), DataError> {
         let table = &*self.table;
         let access = Access::evaluate(&self.principal, &table.scopes, Action::Create)?;
-        let columns: Vec<&Column> = header.iter().map(|&i| &table.columns[i]).collect();
+        let columns: Vec<&Column> = self.header.iter().map(|&i| &table.columns[i]).collect();
         let narrowed = cover(&access, &columns, "")?;
         let caller = Caller {
             principal: &self.principal,
             zone_header: None,
             ip: self.ip.as_deref(),
         };
+        let mut audit = self.service.audit(caller, table, "data.import");
+        if let (Some(first), Some(last), Value::Object(details)) =
+            (lines.first(), lines.last(), &mut audit.details)
+        {
+            details.insert("lines".into(), json!([first, last]));
+        }
         let write = Write {
             change: Change::InsertText { columns, rows },
             check: narrowed.row_filters(),
             returning: Shown::default(),
             guard_admin_power: !self.principal.admin,
-            audit: self.service.audit(caller, table, "data.import"),
-        };
-        let txn = match &mut self.txn {
-            Some(txn) => txn,
-            None => self.txn.insert(self.service.store.begin().await?),
+            audit,
         };
         txn.try_write(table, &[write], &self.context)
             .await
@@ -330,6 +488,17 @@ fn checked_fields(
         fields.push(Some(text));
     }
     Ok(fields)
+}
+
+/// The CSV line an error names, if any.
+fn line_of(error: &DataError) -> Option<u64> {
+    match error {
+        DataError::At {
+            place: Place::Line(line),
+            ..
+        } => Some(*line),
+        _ => None,
+    }
 }
 
 /// A boolean as PostgreSQL reads one.

@@ -226,7 +226,8 @@ pub enum Change<'a> {
     /// Inserts rows given as text, each value parsed by PostgreSQL as its
     /// column's type (a CSV import): each row holds its value of every
     /// column, `None` for NULL. Its answer is the number of rows written,
-    /// not the rows.
+    /// not the rows, and its audit entry holds their count, not their keys
+    /// (the event's details say which lines they were).
     InsertText {
         /// Columns given.
         columns: Vec<&'a Column>,

@@ -326,6 +326,12 @@ fn audit(
     written: &Sql<'_>,
 ) -> Result<sea_orm::sea_query::InsertStatement, StoreError> {
     let event = &write.audit;
+    // An import's chunk is audited by its count and lines (in the event's
+    // details): a million keys would make the log the import's main cost.
+    if matches!(write.change, Change::InsertText { .. }) {
+        let details = "CAST($1 AS jsonb) || jsonb_build_object('count', count(*))";
+        return audit_insert(event, context, details, []);
+    }
     let keys = table
         .key_columns()
         .map(|c| written.col(c))
@@ -336,6 +342,19 @@ fn audit(
         let template: Vec<String> = (1..=keys.len()).map(|i| format!("${i}")).collect();
         Expr::cust_with_exprs(template.join(", "), keys)
     };
+    let details = "CAST($1 AS jsonb) || jsonb_build_object('count', count(*), 'keys', jsonb_agg(jsonb_build_array($2)))";
+    audit_insert(event, context, details, [key_list])
+}
+
+/// `INSERT INTO svc.audit_log` of `event` when `w` holds rows, its details
+/// `details_sql` (`$1` the event's details, then `values`).
+fn audit_insert<const N: usize>(
+    event: &audit::AuditEvent,
+    context: &Context,
+    details_sql: &'static str,
+    values: [Expr; N],
+) -> Result<sea_orm::sea_query::InsertStatement, StoreError> {
+    let details = std::iter::once(Expr::val(event.details.to_string())).chain(values);
     let audit_row = Query::select()
         .expr(Expr::val(kernel::new_id()))
         .expr(Expr::val(context.now))
@@ -343,10 +362,7 @@ fn audit(
         .expr(Expr::val(event.actor.id))
         .expr(Expr::val(event.action))
         .expr(Expr::val(event.target.clone()))
-        .expr(Expr::cust_with_exprs(
-            "CAST($1 AS jsonb) || jsonb_build_object('count', count(*), 'keys', jsonb_agg(jsonb_build_array($2)))",
-            [Expr::val(event.details.to_string()), key_list],
-        ))
+        .expr(Expr::cust_with_exprs(details_sql, details))
         .expr(Expr::val(event.ip.clone()))
         .from(Alias::new("w"))
         .and_having(Expr::cust("count(*) > 0"))
