@@ -342,6 +342,52 @@ async fn an_import_in_chunks_answers_its_first_bad_line_and_audits_each_chunk() 
     );
 }
 
+/// A client that goes away in the middle of an import, with chunks sent:
+/// nothing is inserted and no transaction stays open.
+#[tokio::test]
+async fn an_import_whose_client_goes_away_leaves_nothing() {
+    use tokio::io::AsyncWriteExt;
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (_, hr) = people(&app, &admin).await;
+    let rows: String = (1..3000).map(|n| format!("{n},person {n},red\n")).collect();
+    // The body announced is far longer than what is sent.
+    let head = format!(
+        "POST /api/data/app/people HTTP/1.1\r\nHost: tessera\r\n\
+         Authorization: Bearer {hr}\r\nContent-Type: text/csv\r\n\
+         Content-Length: 10000000\r\n\r\nid,name,team\n"
+    );
+    let mut socket = tokio::net::TcpStream::connect(app.address.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    socket.write_all(head.as_bytes()).await.unwrap();
+    socket.write_all(rows.as_bytes()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    drop(socket);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let open = app
+            .db
+            .sql(
+                "SELECT count(*)::text FROM pg_stat_activity WHERE datname = current_database() \
+                 AND pid <> pg_backend_pid() AND xact_start IS NOT NULL",
+            )
+            .await;
+        if open.as_deref() == Some("0") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a transaction stays open: {open:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let count = app
+        .get("/api/data/app/people?aggregate=n:count()", &admin)
+        .await;
+    assert_eq!(count.data()[0]["n"], 0, "nothing inserted");
+}
+
 /// A change of the shared state during an import (another session signs
 /// out, which moves the `auth` version) does not lose it: the caller is
 /// resolved again and the rows go on into the same transaction.
