@@ -24,31 +24,29 @@ const CHUNK_BYTES: usize = 1 << 20;
 const FIELD_MAX: usize = 1 << 20;
 
 /// An import under way: created by [`DataService::begin_import`], fed the
-/// body's pieces, then finished. Dropped unfinished, nothing is inserted.
+/// body's pieces, then finished. Dropped unfinished, nothing is inserted
+/// (its transaction rolls back).
 pub struct Import {
-    service: DataService,
-    table: Arc<Table>,
-    principal: Principal,
-    ip: Option<String>,
+    /// The table, caller and header each chunk is inserted under.
+    chunk: Chunk,
     /// The credential and zone, to resolve the caller again when the shared
     /// state moves during the import.
     bearer: String,
     zone_header: Option<String>,
-    context: Context,
     /// Opened with the first chunk, so a body that never comes holds none;
     /// held by the chunk in flight while it is.
     txn: Option<Box<dyn DataTransaction>>,
     /// Whether the transaction was opened.
     begun: bool,
-    /// The chunk being inserted while the next one is read.
+    /// The chunk being inserted while the next one is read. Dropped
+    /// with the import, it ends on its own (a copy stopped mid-way would
+    /// leave its connection out of step), then its transaction rolls back.
     in_flight: Option<tokio::task::JoinHandle<Sent>>,
     /// Set by the first error: the import can no longer be finished.
     failed: bool,
     reader: Reader,
-    /// The header's names, and their columns by index into the table's,
-    /// once read.
-    header: Option<Vec<usize>>,
-    names: Vec<String>,
+    /// The header's names, once read (its columns are the chunk's).
+    names: Option<Vec<String>>,
     /// The rows waiting, and the line of each.
     pending: Vec<Vec<Option<String>>>,
     lines: Vec<u64>,
@@ -70,20 +68,22 @@ impl DataService {
         let (table, principal, context) = self.import_caller(request, (schema, name)).await?;
         let max_bytes = self.store.import_max_bytes().await?;
         Ok(Import {
-            service: self.clone(),
-            table,
-            principal,
-            ip: request.ip.map(str::to_owned),
+            chunk: Chunk {
+                service: self.clone(),
+                table,
+                principal,
+                ip: request.ip.map(str::to_owned),
+                context,
+                header: Vec::new(),
+            },
             bearer: request.bearer.to_owned(),
             zone_header: request.zone_header.map(str::to_owned),
-            context,
             txn: None,
             begun: false,
             in_flight: None,
             failed: false,
             reader: Reader::new(FIELD_MAX),
-            header: None,
-            names: Vec::new(),
+            names: None,
             pending: Vec::new(),
             lines: Vec::new(),
             pending_bytes: 0,
@@ -152,7 +152,7 @@ impl Import {
         let parsed = reader.finish(&mut records);
         self.take(records).await?;
         parsed.map_err(|e| payload_error("data", e.message).at(Place::Line(e.line)))?;
-        if self.header.is_none() {
+        if self.names.is_none() {
             return Err(
                 payload_error("data", "must start with a header row naming columns")
                     .at(Place::Line(1)),
@@ -164,21 +164,19 @@ impl Import {
     async fn take(&mut self, records: Vec<Record>) -> Result<(), DataError> {
         for record in records {
             let line = record.line;
-            let Some(header) = &self.header else {
-                self.names = record
-                    .fields
-                    .into_iter()
-                    .map(Option::unwrap_or_default)
-                    .collect();
-                self.header = Some(self.header_of().map_err(|e| e.at(Place::Line(line)))?);
+            if self.names.is_none() {
+                let names = record.fields.into_iter().map(Option::unwrap_or_default);
+                self.names = Some(names.collect());
+                self.chunk.header = self.header_of().map_err(|e| e.at(Place::Line(line)))?;
                 continue;
-            };
+            }
+            let (table, header) = (&self.chunk.table, &self.chunk.header);
             // A blank line.
             if header.len() > 1 && record.fields.len() == 1 && record.fields[0].is_none() {
                 continue;
             }
             let fields =
-                checked_fields(&self.table, header, record).map_err(|e| e.at(Place::Line(line)))?;
+                checked_fields(table, header, record).map_err(|e| e.at(Place::Line(line)))?;
             self.pending_bytes += fields.iter().flatten().map(String::len).sum::<usize>();
             self.pending.push(fields);
             self.lines.push(line);
@@ -192,20 +190,20 @@ impl Import {
     /// The header's columns: each a column of the table the caller may
     /// write, as a JSON insert checks them.
     fn header_of(&self) -> Result<Vec<usize>, DataError> {
+        let (table, names) = (&self.chunk.table, self.names.as_deref().unwrap_or_default());
         let mut checked = Map::new();
-        for name in &self.names {
+        for name in names {
             if checked.insert(name.clone(), Value::Null).is_some() {
                 return Err(payload_error(name.clone(), "is named twice in the header"));
             }
         }
-        let access = Access::evaluate(&self.principal, &self.table.scopes, Action::Create)?;
-        let columns = checked_columns(&self.table, &access, &checked, "")?;
+        let access = Access::evaluate(&self.chunk.principal, &table.scopes, Action::Create)?;
+        let columns = checked_columns(table, &access, &checked, "")?;
         cover(&access, &columns, "")?;
         // In the header's order, which the records follow.
-        Ok(self
-            .names
+        Ok(names
             .iter()
-            .filter_map(|name| self.table.columns.iter().position(|c| &c.name == name))
+            .filter_map(|name| table.columns.iter().position(|c| &c.name == name))
             .collect())
     }
 
@@ -215,15 +213,17 @@ impl Import {
         let request = DataRequest {
             bearer: &self.bearer,
             zone_header: self.zone_header.as_deref(),
-            ip: self.ip.as_deref(),
+            ip: self.chunk.ip.as_deref(),
         };
-        let target = (self.table.schema.clone(), self.table.name.clone());
+        let table = &self.chunk.table;
         let (table, principal, context) = self
+            .chunk
             .service
-            .import_caller(request, (&target.0, &target.1))
+            .import_caller(request, (&table.schema, &table.name))
             .await?;
-        (self.table, self.principal, self.context) = (table, principal, context);
-        self.header = Some(self.header_of()?);
+        let chunk = &mut self.chunk;
+        (chunk.table, chunk.principal, chunk.context) = (table, principal, context);
+        self.chunk.header = self.header_of()?;
         Ok(())
     }
 
@@ -238,7 +238,7 @@ impl Import {
         let lines = std::mem::take(&mut self.lines);
         self.pending_bytes = 0;
         let mut txn = self.transaction().await?;
-        let chunk = self.chunk();
+        let chunk = self.chunk.clone();
         self.in_flight = Some(tokio::spawn(async move {
             let result = chunk.insert(txn.as_mut(), &rows, &lines).await;
             Sent {
@@ -261,7 +261,7 @@ impl Import {
             ))),
             None => {
                 self.begun = true;
-                Ok(self.service.store.begin().await?)
+                Ok(self.chunk.service.store.begin().await?)
             }
         }
     }
@@ -338,7 +338,7 @@ impl Import {
         lines: &[u64],
     ) -> Result<(), DataError> {
         for _ in 0..2 {
-            let chunk = self.chunk();
+            let chunk = self.chunk.clone();
             let mut txn = self.transaction().await?;
             let inserted = chunk.insert(txn.as_mut(), rows, lines).await;
             self.txn = Some(txn);
@@ -348,28 +348,6 @@ impl Import {
             }
         }
         Err(DataError::Store(kernel::StoreError::Stale))
-    }
-
-    /// What inserting a chunk needs, as the import stands now.
-    fn chunk(&self) -> Chunk {
-        Chunk {
-            service: self.service.clone(),
-            table: self.table.clone(),
-            principal: self.principal.clone(),
-            ip: self.ip.clone(),
-            context: self.context,
-            header: self.header.clone().unwrap_or_default(),
-        }
-    }
-}
-
-impl Drop for Import {
-    /// An import dropped unfinished (the client went away, the body
-    /// stalled) stops its chunk in flight; the transaction rolls back.
-    fn drop(&mut self) {
-        if let Some(task) = self.in_flight.take() {
-            task.abort();
-        }
     }
 }
 
@@ -384,6 +362,7 @@ struct Sent {
 
 /// The import's table, caller and header, owned, so that a chunk is
 /// inserted while the next one is read.
+#[derive(Clone)]
 struct Chunk {
     service: DataService,
     table: Arc<Table>,
