@@ -24,8 +24,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 const FIELD_MAX: usize = 1 << 20;
 
 /// An import under way: created by [`DataService::begin_import`], fed the
-/// body's pieces, then finished. Dropped unfinished, nothing is inserted
-/// (its transaction rolls back).
+/// body's pieces, then finished. Dropped unfinished, nothing is inserted.
 pub struct Import {
     /// The table, caller and header each chunk is inserted under.
     chunk: Chunk,
@@ -38,9 +37,7 @@ pub struct Import {
     txn: Option<Box<dyn DataTransaction>>,
     /// Whether the transaction was opened.
     begun: bool,
-    /// The chunk being inserted while the next one is read. Dropped
-    /// with the import, it ends on its own (a copy stopped mid-way would
-    /// leave its connection out of step), then its transaction rolls back.
+    /// The chunk being inserted while the next one is read.
     in_flight: Option<tokio::task::JoinHandle<Sent>>,
     /// Set by the first error: the import can no longer be finished.
     failed: bool,
@@ -348,6 +345,16 @@ impl Import {
             }
         }
         Err(DataError::Store(kernel::StoreError::Stale))
+    }
+}
+
+impl Drop for Import {
+    /// An import dropped unfinished (the client went away, the body
+    /// stalled) stops its chunk in flight; the transaction rolls back.
+    fn drop(&mut self) {
+        if let Some(task) = self.in_flight.take() {
+            task.abort();
+        }
     }
 }
 

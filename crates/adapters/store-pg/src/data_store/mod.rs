@@ -8,7 +8,6 @@ mod catalog;
 mod changes;
 mod export;
 mod sql;
-mod transaction;
 mod view_sql;
 mod write;
 
@@ -17,9 +16,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use data::{Chunks, Context, DataStore, DataTransaction, Found, ListQuery, Read, Table, Write};
 use kernel::StoreError;
-use sea_orm::sqlx;
-use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, TransactionTrait};
-use sea_query_sqlx::SqlxValues;
+use sea_orm::{
+    ConnectionTrait, DatabaseTransaction, DbBackend, QueryResult, Statement, TransactionTrait,
+};
 
 use crate::json_rows::{compact, write_object};
 use crate::{PgStore, map_err, map_sqlx, rows};
@@ -27,25 +26,17 @@ use crate::{PgStore, map_err, map_sqlx, rows};
 pub(crate) use catalog::Catalog;
 pub(crate) use changes::changes_sql;
 use sql::{Rows, aggregate_sql};
-use transaction::PgDataTransaction;
 use view_sql::{params_json, view_sql};
 use write::write_sql;
 
-/// Where a statement runs: the pool, or the connection of a transaction.
-pub(super) trait Statements: Send {
+impl PgStore {
     /// Runs one statement answering at most one row.
-    fn one(
-        &mut self,
-        statement: (String, sea_orm::sea_query::Values),
-    ) -> impl Future<Output = Result<Option<QueryResult>, StoreError>> + Send;
-}
-
-impl<C: ConnectionTrait + Sync> Statements for &C {
-    async fn one(
-        &mut self,
+    async fn row(
+        &self,
+        conn: &impl ConnectionTrait,
         (sql, values): (String, sea_orm::sea_query::Values),
     ) -> Result<Option<QueryResult>, StoreError> {
-        self.query_one_raw(Statement::from_sql_and_values(
+        conn.query_one_raw(Statement::from_sql_and_values(
             DbBackend::Postgres,
             sql,
             values,
@@ -53,29 +44,17 @@ impl<C: ConnectionTrait + Sync> Statements for &C {
         .await
         .map_err(map_err)
     }
-}
 
-impl Statements for sqlx::PgConnection {
-    async fn one(
-        &mut self,
-        (sql, values): (String, sea_orm::sea_query::Values),
-    ) -> Result<Option<QueryResult>, StoreError> {
-        sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
-            .fetch_optional(self)
-            .await
-            .map(|row| row.map(QueryResult::from))
-            .map_err(map_sqlx)
-    }
-}
-
-/// Runs one statement whose single column `body` is JSON text.
-async fn body(
-    conn: &mut impl Statements,
-    statement: (String, sea_orm::sea_query::Values),
-) -> Result<Option<String>, StoreError> {
-    match conn.one(statement).await? {
-        Some(row) => json_of(&row),
-        None => Ok(None),
+    /// Runs one statement whose single column `body` is JSON text.
+    async fn body(
+        &self,
+        conn: &impl ConnectionTrait,
+        statement: (String, sea_orm::sea_query::Values),
+    ) -> Result<Option<String>, StoreError> {
+        match self.row(conn, statement).await? {
+            Some(row) => json_of(&row),
+            None => Ok(None),
+        }
     }
 }
 
@@ -89,8 +68,8 @@ impl PgStore {
     ) -> Result<views::store::ViewAnswer, StoreError> {
         let (sql, values) = view_sql(query, context);
         let params = params_json(&values);
-        let row = (&self.db)
-            .one((sql.clone(), values))
+        let row = self
+            .row(&self.db, (sql.clone(), values))
             .await?
             .ok_or_else(|| StoreError::Internal("a view read answered no row".into()))?;
         Ok(views::store::ViewAnswer {
@@ -133,11 +112,17 @@ fn json_of(row: &QueryResult) -> Result<Option<String>, StoreError> {
     Ok(body.map(compact))
 }
 
+/// A Data API transaction on one of the pool's connections.
+struct PgDataTransaction {
+    store: PgStore,
+    txn: DatabaseTransaction,
+}
+
 impl PgStore {
     /// Runs a read on `conn` with its JSON built by PostgreSQL.
     async fn read_json(
         &self,
-        conn: &mut impl Statements,
+        conn: &impl ConnectionTrait,
         table: &Table,
         read: &Read<'_>,
         context: &Context,
@@ -146,8 +131,8 @@ impl PgStore {
             Read::Aggregate(query) => aggregate_sql(table, query, context),
             _ => Rows::of(read).sql(table, context, true),
         };
-        let row = conn
-            .one(statement)
+        let row = self
+            .row(conn, statement)
             .await?
             .ok_or_else(|| StoreError::Internal("a read answered no row".into()))?;
         let json = json_of(&row)?;
@@ -170,16 +155,63 @@ impl PgStore {
     /// Runs the statements of `writes` on `conn`, one after the other.
     async fn write_on(
         &self,
-        conn: &mut impl Statements,
+        conn: &impl ConnectionTrait,
         table: &Table,
         writes: &[Write<'_>],
         context: &Context,
     ) -> Result<Vec<Option<String>>, StoreError> {
         let mut out = Vec::with_capacity(writes.len());
         for write in writes {
-            out.push(body(conn, write_sql(table, write, context)?).await?);
+            out.push(self.body(conn, write_sql(table, write, context)?).await?);
         }
         Ok(out)
+    }
+}
+
+#[async_trait]
+impl DataTransaction for PgDataTransaction {
+    async fn read(
+        &mut self,
+        table: &Table,
+        read: &Read<'_>,
+        context: &Context,
+    ) -> Result<Found, StoreError> {
+        self.store.read_json(&self.txn, table, read, context).await
+    }
+
+    async fn write(
+        &mut self,
+        table: &Table,
+        writes: &[Write<'_>],
+        context: &Context,
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        self.store.write_on(&self.txn, table, writes, context).await
+    }
+
+    async fn try_write(
+        &mut self,
+        table: &Table,
+        writes: &[Write<'_>],
+        context: &Context,
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        let txn = &self.txn;
+        let savepoint =
+            |sql: &'static str| async move { txn.execute_unprepared(sql).await.map_err(map_err) };
+        savepoint("SAVEPOINT data_write").await?;
+        match self.store.write_on(txn, table, writes, context).await {
+            Ok(out) => {
+                savepoint("RELEASE SAVEPOINT data_write").await?;
+                Ok(out)
+            }
+            Err(error) => {
+                savepoint("ROLLBACK TO SAVEPOINT data_write").await?;
+                Err(error)
+            }
+        }
+    }
+
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.txn.commit().await.map_err(map_err)
     }
 }
 
@@ -196,7 +228,16 @@ impl DataStore for PgStore {
     }
 
     async fn begin(&self) -> Result<Box<dyn DataTransaction>, StoreError> {
-        Ok(Box::new(PgDataTransaction::begin(self).await?))
+        let txn = self.db.begin().await.map_err(map_err)?;
+        // A client that stops sending (an import's body, say) does not hold
+        // the connection and its locks for longer than this.
+        txn.execute_unprepared("SET LOCAL idle_in_transaction_session_timeout = '60s'")
+            .await
+            .map_err(map_err)?;
+        Ok(Box::new(PgDataTransaction {
+            store: self.clone(),
+            txn,
+        }))
     }
 
     async fn table(&self, schema: &str, name: &str) -> Result<Option<Arc<Table>>, StoreError> {
@@ -237,7 +278,7 @@ impl DataStore for PgStore {
     ) -> Result<Found, StoreError> {
         let rows = Rows::of(read);
         if matches!(read, Read::Aggregate(_)) || matches!(read, Read::List(q) if q.count) {
-            return self.read_json(&mut &self.db, table, read, context).await;
+            return self.read_json(&self.db, table, read, context).await;
         }
         let (sql, values) = rows.sql(table, context, false);
         let found = self.reads.rows(&sql, values).await.map_err(map_sqlx)?;
@@ -276,11 +317,12 @@ impl DataStore for PgStore {
     ) -> Result<Vec<Option<String>>, StoreError> {
         if let [write] = writes {
             return Ok(vec![
-                body(&mut &self.db, write_sql(table, write, context)?).await?,
+                self.body(&self.db, write_sql(table, write, context)?)
+                    .await?,
             ]);
         }
         let txn = self.db.begin().await.map_err(map_err)?;
-        let out = self.write_on(&mut &txn, table, writes, context).await?;
+        let out = self.write_on(&txn, table, writes, context).await?;
         txn.commit().await.map_err(map_err)?;
         Ok(out)
     }

@@ -1,6 +1,6 @@
 //! The statement of one Data API write.
 
-use data::{Change, Column, Context, Output, Shown, Table, Write};
+use data::{Change, Column, Context, Kind, Output, Shown, Table, Write};
 use kernel::StoreError;
 use kernel::sql::quote_ident;
 use sea_orm::sea_query::{
@@ -8,6 +8,7 @@ use sea_orm::sea_query::{
 };
 
 use super::sql::{JSON_ARRAY, Rel, Sql, build, current, table_ref};
+use crate::json_rows::write_string;
 
 /// The SQL of one write: a data-modifying CTE `w`, the audit entry when a row
 /// changed, and the rows as JSON, each checked against the grants.
@@ -219,22 +220,17 @@ fn change(
                 .to_owned()
                 .into()
         }
-        // A CSV import's rows, copied just before into the scratch table
-        // (`COPY` read each value with its column type's input function and
-        // modifier, as a JSON insert of strings reads it).
-        Change::InsertText { columns, .. } => {
+        // A CSV import's text: each value read by its column type's input
+        // function with the column's modifier, as a JSON insert of strings
+        // (and `COPY`) reads it.
+        Change::InsertText { columns, rows } => {
             if columns.is_empty() {
                 return Err(StoreError::Internal("an import names no column".into()));
             }
-            let mut copied = Query::select();
-            for column in columns.iter() {
-                copied.expr(Expr::col(Alias::new(&column.name)));
-            }
-            copied.from((Alias::new("pg_temp"), Alias::new(IMPORT_SCRATCH)));
             Query::insert()
                 .into_table(table_ref(table))
                 .columns(columns.iter().map(|c| Alias::new(&c.name)))
-                .select_from(copied)
+                .select_from(populated(&record_type, columns, text_rows(columns, rows)))
                 .map_err(|e| StoreError::Internal(e.to_string()))?
                 .returning(Query::returning().columns(all_columns()))
                 .to_owned()
@@ -291,9 +287,36 @@ fn populated(record_type: &str, columns: &[&Column], json: String) -> SelectStat
     select
 }
 
-/// The temporary table an import's rows are copied into, one chunk at a
-/// time, on the import's own connection (see `PgDataTransaction`).
-pub(crate) const IMPORT_SCRATCH: &str = "tessera_import";
+/// Rows of text as the JSON array of objects [`populated`] reads: each
+/// value a JSON string, a JSON column's value its JSON text (checked to be
+/// JSON when the import read it), NULL null.
+fn text_rows(columns: &[&Column], rows: &[Vec<Option<String>>]) -> String {
+    let mut out = String::with_capacity(2 + rows.len() * 64 * columns.len().max(1));
+    out.push('[');
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('{');
+        for (k, (column, value)) in columns.iter().zip(row).enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            write_string(&mut out, &column.name);
+            out.push(':');
+            match value.as_deref() {
+                None => out.push_str("null"),
+                Some(text) if matches!(column.kind, Kind::Json | Kind::Jsonb) => {
+                    out.push_str(text);
+                }
+                Some(text) => write_string(&mut out, text),
+            }
+        }
+        out.push('}');
+    }
+    out.push(']');
+    out
+}
 
 /// The audit entry of the rows written (`w`), when there are any.
 fn audit(
@@ -362,4 +385,33 @@ fn audit_insert<const N: usize>(
         .select_from(audit_row)
         .map_err(|e| StoreError::Internal(e.to_string()))
         .map(|insert| insert.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use data::{Column, Kind};
+    use serde_json::json;
+
+    use super::text_rows;
+
+    #[test]
+    fn text_rows_are_json_strings_json_text_and_nulls() {
+        let name = Column::plain("name", "text", Kind::Text, true);
+        let meta = Column::plain("meta", "jsonb", Kind::Jsonb, true);
+        let rows = vec![
+            vec![
+                Some("say \"hi\"\n\\o/".to_owned()),
+                Some(r#"{"k": [1, 2]}"#.to_owned()),
+            ],
+            vec![None, None],
+        ];
+        let text = text_rows(&[&name, &meta], &rows);
+        let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            rows,
+            json!([{ "name": "say \"hi\"\n\\o/", "meta": { "k": [1, 2] } },
+                   { "name": null, "meta": null }])
+        );
+        assert_eq!(text_rows(&[&name], &[]), "[]");
+    }
 }
