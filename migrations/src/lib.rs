@@ -57,6 +57,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0018_workflow_schedules",
         include_str!("../sql/0018_workflow_schedules.sql"),
     ),
+    (
+        "m0019_second_factors",
+        include_str!("../sql/0019_second_factors.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -269,6 +269,41 @@ async fn reset_password_and_sign_in_in_the_browser() {
 }
 
 #[tokio::test]
+async fn a_totp_sign_in_is_typed_into_the_page() {
+    let app = testkit::spawn_app_with_clock().await;
+    let admin = app.admin_session().await;
+    let (_, secret, _) = crate::mfa::enrolled(&app, &admin, "twofactor@example.com").await;
+    app.advance(chrono::Duration::seconds(30));
+    let browser = Browser::start().await;
+    browser.open(&app, "/admin/auth/sign-in").await;
+    browser.fill("email", "twofactor@example.com").await;
+    browser.fill("password", "password-1").await;
+    browser.submit().await;
+    browser
+        .expect_status("success", "Enter the 6-digit code")
+        .await;
+    let verify = "form[data-action=mfa] button[type=submit]";
+    browser.fill("code", "000000").await;
+    browser.wait_for(verify).await.click().await.unwrap();
+    browser.expect_status("error", "That code is wrong").await;
+    browser
+        .fill("code", &crate::mfa::code(&app, &secret, 0))
+        .await;
+    browser.wait_for(verify).await.click().await.unwrap();
+    browser
+        .expect_status("success", "Signed in as twofactor@example.com")
+        .await;
+    let session = browser
+        .client
+        .execute("return sessionStorage.getItem('tessera.session')", vec![])
+        .await
+        .unwrap();
+    let me = app.get("/api/auth/me", session.as_str().unwrap()).await;
+    assert_eq!(me.data()["email"], "twofactor@example.com");
+    browser.client.close().await.unwrap();
+}
+
+#[tokio::test]
 async fn accept_an_invitation_and_verify_an_email_in_the_browser() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;

@@ -24,6 +24,7 @@ mod instances;
 mod login;
 mod login_limits;
 mod mcp;
+mod mfa;
 mod oauth;
 mod openapi;
 mod processes;

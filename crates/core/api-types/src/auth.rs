@@ -34,8 +34,54 @@ pub struct User {
     pub timezone: Option<String>,
     /// Roles of the user.
     pub roles: Vec<RoleRef>,
+    /// The second factors set up.
+    pub mfa: UserMfa,
     /// Creation time.
     pub created_at: DateTime<Utc>,
+}
+
+/// The second factors of a user.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UserMfa {
+    /// TOTP is on.
+    pub totp: bool,
+    /// Passkeys registered.
+    pub passkeys: u32,
+}
+
+/// `POST /api/auth/mfa/totp` answer: a pending TOTP secret.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TotpEnrollment {
+    /// The secret, base32 (RFC 4648, no padding).
+    pub secret: String,
+    /// The `otpauth://totp/...` URL authenticator apps read, as a QR code.
+    pub otpauth_url: String,
+}
+
+/// A second-factor code: six TOTP digits, or a recovery code where the
+/// route takes one.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MfaCodeRequest {
+    /// The code.
+    pub code: String,
+}
+
+/// `POST /api/auth/mfa/totp/confirm` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveryCodes {
+    /// Ten single-use codes, shown this once.
+    pub recovery_codes: Vec<String>,
+}
+
+/// `POST /api/auth/mfa/verify` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct VerifyMfaRequest {
+    /// The challenge of the MFA_REQUIRED answer.
+    pub challenge: String,
+    /// A TOTP code or an unused recovery code.
+    pub code: String,
 }
 
 /// `POST /api/auth/login` body.

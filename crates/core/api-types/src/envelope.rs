@@ -68,6 +68,9 @@ pub struct ErrorObject {
     /// The 1-based character of the input the error points at (SQL console).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position: Option<usize>,
+    /// The challenge of an MFA_REQUIRED refusal, for `POST /api/auth/mfa/verify`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<String>,
 }
 
 /// A failed request: `{ "errors": [...] }`.

@@ -77,6 +77,16 @@ codes! {
     SessionExpired = "SESSION_EXPIRED", Unauthenticated;
     /// Right password, unverified email, verification required.
     EmailNotVerified = "EMAIL_NOT_VERIFIED", Forbidden;
+    /// Right password (or provider), and the account has a second factor:
+    /// the error carries the `challenge` to finish with.
+    MfaRequired = "MFA_REQUIRED", Unauthenticated;
+    /// A wrong second-factor code for a change of the caller's own factors.
+    InvalidMfaCode = "INVALID_MFA_CODE", InvalidRequest;
+    /// A wrong second-factor code at a sign-in challenge.
+    MfaCodeRefused = "INVALID_MFA_CODE", Unauthenticated;
+    /// An administrator's session without a second factor while
+    /// `auth.mfa_required_for_admins` is on, outside its enrollment.
+    MfaEnrollmentRequired = "MFA_ENROLLMENT_REQUIRED", Forbidden;
     /// Authenticated but not allowed.
     PermissionDenied = "PERMISSION_DENIED", Forbidden;
     /// Authenticated webhook without the invoke grant.
@@ -134,6 +144,11 @@ pub trait ErrorCode {
     /// The 1-based character of the input the error points at (the SQL
     /// console's PostgreSQL refusals).
     fn position(&self) -> Option<usize> {
+        None
+    }
+
+    /// The challenge of an MFA_REQUIRED refusal.
+    fn challenge(&self) -> Option<&str> {
         None
     }
 

@@ -21,6 +21,23 @@ pub enum AuthError {
     /// A reset, verification or invitation token that is unknown, used or expired.
     #[error("The link is invalid or has expired")]
     InvalidToken,
+    /// The first factor passed; a second is required to finish the
+    /// sign-in with this challenge.
+    #[error("A second factor is required")]
+    MfaRequired {
+        /// The challenge secret for `POST /api/auth/mfa/verify`.
+        challenge: String,
+    },
+    /// An administrator's session needs a second factor on the account
+    /// first (`auth.mfa_required_for_admins`).
+    #[error("Set up a second factor (TOTP or a passkey) on your account first")]
+    MfaEnrollmentRequired,
+    /// A wrong code for a change of the caller's own factors (400).
+    #[error("The code is wrong")]
+    InvalidMfaCode,
+    /// A wrong code at a sign-in challenge (401).
+    #[error("The code is wrong")]
+    MfaCodeRefused,
     /// The current password given for a change is wrong.
     #[error("The current password is wrong")]
     InvalidCurrentPassword,
@@ -61,6 +78,10 @@ impl ErrorCode for AuthError {
             AuthError::EmailNotVerified => Code::EmailNotVerified,
             AuthError::InvalidToken => Code::InvalidToken,
             AuthError::InvalidCurrentPassword => Code::InvalidCurrentPassword,
+            AuthError::MfaRequired { .. } => Code::MfaRequired,
+            AuthError::InvalidMfaCode => Code::InvalidMfaCode,
+            AuthError::MfaEnrollmentRequired => Code::MfaEnrollmentRequired,
+            AuthError::MfaCodeRefused => Code::MfaCodeRefused,
             AuthError::Denied(_) | AuthError::PermissionDenied(_) => Code::PermissionDenied,
             AuthError::Invalid(e) => e.code(),
             AuthError::Store(e) => e.code(),
@@ -83,6 +104,13 @@ impl ErrorCode for AuthError {
         match self {
             AuthError::Invalid(e) => e.field(),
             AuthError::Store(e) => e.field(),
+            _ => None,
+        }
+    }
+
+    fn challenge(&self) -> Option<&str> {
+        match self {
+            AuthError::MfaRequired { challenge } => Some(challenge),
             _ => None,
         }
     }

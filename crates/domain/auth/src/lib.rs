@@ -2,12 +2,14 @@
 //! resolver of every protected route, sign-in with lockout, sessions and
 //! personal access tokens. `AccountService` (`account`, `users`):
 //! registration, password reset and change, email verification,
-//! invitations, and the users' administration.
+//! invitations, and the users' administration. `mfa`: TOTP, recovery
+//! codes and the sign-in challenge of accounts with a second factor.
 
 mod account;
 pub mod email;
 mod error;
 mod hasher;
+mod mfa;
 mod model;
 pub mod secret;
 mod sign_in;
@@ -17,7 +19,8 @@ mod users;
 pub use account::{AccountService, InviteRequest};
 pub use error::AuthError;
 pub use hasher::HashPool;
+pub use mfa::{TotpEnrollment, totp_code, totp_step};
 pub use model::*;
 pub use sign_in::{MAX_TOKEN_DAYS, SignInService, TokenRequest};
-pub use store::AuthStore;
+pub use store::{AuthStore, MfaStore};
 pub use users::{ChangeUser, CreateUser};

@@ -36,8 +36,19 @@ pub struct User {
     pub api_access: bool,
     /// Member of Administrators.
     pub admin: bool,
+    /// The second factors set up.
+    pub mfa: Factors,
     /// Creation time.
     pub created_at: DateTime<Utc>,
+}
+
+/// The second factors of an account.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Factors {
+    /// TOTP is on.
+    pub totp: bool,
+    /// Passkeys registered.
+    pub passkeys: u32,
 }
 
 /// What sign-in needs to know about the account behind an email.
@@ -59,6 +70,8 @@ pub struct LoginCandidate {
     pub locked: bool,
     /// Some role gives API access.
     pub api_access: bool,
+    /// TOTP is on: a right password leads to a challenge.
+    pub totp: bool,
 }
 
 /// What a refused sign-in does to its account's lockout state.
@@ -133,6 +146,8 @@ pub struct CredentialRecord {
     pub admin: bool,
     /// The user's time zone preference.
     pub timezone: Option<String>,
+    /// The account has a second factor (TOTP or a passkey).
+    pub has_factor: bool,
 }
 
 /// A bearer credential resolved: who it stands for, as of which versions of
@@ -343,4 +358,87 @@ pub struct Invitation {
 /// The audit target `kind:id`.
 pub(crate) fn target(kind: &str, id: Uuid) -> Option<String> {
     Some(format!("{kind}:{id}"))
+}
+
+/// A user's TOTP as stored.
+#[derive(Debug, Clone)]
+pub struct TotpRecord {
+    /// The secret in use, while TOTP is on.
+    pub secret: Option<Vec<u8>>,
+    /// A secret waiting for its first code.
+    pub pending_secret: Option<Vec<u8>>,
+    /// The step of the last code accepted.
+    pub last_step: Option<i64>,
+}
+
+/// What a code proved: a TOTP step (accepted once, only after the last
+/// one accepted) or a recovery code (by its hash, accepted once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MfaProof {
+    /// A TOTP code of this step.
+    Totp {
+        /// The 30 s step.
+        step: i64,
+    },
+    /// A recovery code.
+    Recovery {
+        /// SHA-256 of the code as typed, normalised.
+        hash: [u8; 32],
+    },
+}
+
+/// A sign-in challenge to store.
+#[derive(Debug, Clone)]
+pub struct NewMfaChallenge {
+    /// Challenge id.
+    pub id: Uuid,
+    /// SHA-256 of the challenge secret.
+    pub token_hash: [u8; 32],
+    /// Its user.
+    pub user_id: Uuid,
+    /// The password hash the first factor verified (none: a provider or
+    /// an invitation).
+    pub checked_hash: Option<String>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// End of validity.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A live sign-in challenge with what checking its code needs.
+#[derive(Debug, Clone)]
+pub struct MfaChallengeRecord {
+    /// Its user.
+    pub user_id: Uuid,
+    /// The user's TOTP secret (none: turned off since).
+    pub secret: Option<Vec<u8>>,
+    /// The step of the last TOTP code accepted.
+    pub last_step: Option<i64>,
+    /// Sign-ins in a row that did not succeed.
+    pub failed_sign_ins: i64,
+    /// Whether a lock is in force.
+    pub locked: bool,
+}
+
+/// How finishing a challenge went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MfaFinish {
+    /// The session is stored.
+    Done,
+    /// The code was used already (a TOTP step, a recovery code).
+    Refused,
+    /// The challenge is used, expired or dead, or the password changed.
+    Gone,
+}
+
+/// What a wrong code does to its account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MfaFailure {
+    /// Counts toward the lockout.
+    Count,
+    /// Locks the account until then (unless a lock is in force).
+    Lock {
+        /// End of the lock.
+        until: DateTime<Utc>,
+    },
 }

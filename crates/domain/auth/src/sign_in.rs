@@ -97,16 +97,41 @@ impl SignInService {
     }
 
     /// [`SignInService::authenticate`], also answering the shared state's
-    /// versions read in the same round trip and the credential's end.
+    /// versions read in the same round trip and the credential's end. An
+    /// administrator's session without a second factor is refused while
+    /// `auth.mfa_required_for_admins` is on.
     pub async fn resolve(&self, bearer: &str) -> Result<Resolved, AuthError> {
+        let (resolved, unenrolled) = self.resolve_any(bearer).await?;
+        // The settings as of the versions the lookup just read.
+        if unenrolled && self.settings.current().await?.mfa_required_for_admins() {
+            return Err(AuthError::MfaEnrollmentRequired);
+        }
+        Ok(resolved)
+    }
+
+    /// [`SignInService::resolve`] for the routes an administrator without
+    /// a second factor may still reach: signing out and enrolling one.
+    pub async fn resolve_enrolling(&self, bearer: &str) -> Result<Resolved, AuthError> {
+        Ok(self.resolve_any(bearer).await?.0)
+    }
+
+    /// The credential resolved, and whether it is an administrator's
+    /// session on an account without a second factor.
+    async fn resolve_any(&self, bearer: &str) -> Result<(Resolved, bool), AuthError> {
         let lookup = CredentialLookup::of(bearer);
         let (versions, record) = self.store.credential(lookup.kind, &lookup.hash).await?;
         let record = record.ok_or(AuthError::AuthenticationRequired)?;
-        Ok(Resolved {
-            expires_at: record.expires_at,
-            principal: self.principal(lookup.kind, record)?,
-            versions,
-        })
+        let (has_factor, expires_at) = (record.has_factor, record.expires_at);
+        let principal = self.principal(lookup.kind, record)?;
+        let unenrolled = principal.admin && principal.session_id().is_some() && !has_factor;
+        Ok((
+            Resolved {
+                expires_at,
+                principal,
+                versions,
+            },
+            unenrolled,
+        ))
     }
 
     /// The caller a credential record stands for, or why it is refused.
@@ -196,7 +221,8 @@ impl SignInService {
     }
 
     /// Signs in with email and password. Every failure but an unverified
-    /// email answers the same, after the same argon2 work.
+    /// email answers the same, after the same argon2 work; an account with
+    /// TOTP on answers a challenge instead of a session.
     pub async fn login(
         &self,
         email: &str,
@@ -275,6 +301,12 @@ impl SignInService {
                 .record_login_failure(Some(user_id), effect, failed(Some(user_id), reason))
                 .await?;
             return Err(error);
+        }
+        // Only after the right password: MFA_REQUIRED tells nothing else.
+        if candidate.totp {
+            return Err(self
+                .mfa_challenge(user_id, candidate.password_hash, &origin)
+                .await);
         }
         let (token, session) = self.new_session(user_id, &settings, &origin);
         let event = AuditEvent::new(

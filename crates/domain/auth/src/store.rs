@@ -9,7 +9,7 @@ use crate::model::*;
 /// Persistence of users and their credentials. Every method that changes
 /// something takes its audit event and writes both in one transaction.
 #[async_trait]
-pub trait AuthStore: Send + Sync + 'static {
+pub trait AuthStore: MfaStore + Send + Sync + 'static {
     /// Looks a bearer secret's hash up, with its user's state and roles, in
     /// one round trip that also reads (and lets the store's caches heed) the
     /// shared state's current versions.
@@ -183,4 +183,76 @@ pub trait AuthStore: Send + Sync + 'static {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<bool, StoreError>;
+}
+
+/// Persistence of second factors and sign-in challenges. Every method that
+/// changes something writes its audit event in the same transaction.
+#[async_trait]
+pub trait MfaStore: Send + Sync {
+    /// A user's TOTP, if one was ever started.
+    async fn totp(&self, user_id: Uuid) -> Result<Option<TotpRecord>, StoreError>;
+    /// Stores a pending TOTP secret, replacing an older pending one; false
+    /// (nothing stored) while TOTP is on.
+    async fn set_pending_totp(
+        &self,
+        user_id: Uuid,
+        secret: Vec<u8>,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError>;
+    /// Turns TOTP on with `secret` while it is still the pending one, its
+    /// code of `step` accepted, with these recovery codes (hashes) in place
+    /// of older ones; false when the pending secret changed.
+    async fn enable_totp(
+        &self,
+        user_id: Uuid,
+        secret: &[u8],
+        step: i64,
+        recovery: Vec<[u8; 32]>,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError>;
+    /// Uses `proof` and turns TOTP off with its recovery codes; false
+    /// (nothing changed) when the proof was used already.
+    async fn disable_totp(
+        &self,
+        user_id: Uuid,
+        proof: MfaProof,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError>;
+    /// Removes every second factor of a user and their challenges; false
+    /// when there is no such user.
+    async fn reset_mfa(&self, user_id: Uuid, event: AuditEvent) -> Result<bool, StoreError>;
+    /// Stores a sign-in challenge.
+    async fn create_mfa_challenge(
+        &self,
+        challenge: NewMfaChallenge,
+        event: AuditEvent,
+    ) -> Result<(), StoreError>;
+    /// The challenge with this hash while it is unused, unexpired and has
+    /// wrong codes left, with its user's TOTP and lockout state at `now`.
+    async fn live_mfa_challenge(
+        &self,
+        hash: &[u8; 32],
+        now: DateTime<Utc>,
+    ) -> Result<Option<MfaChallengeRecord>, StoreError>;
+    /// Uses the challenge and `proof` and stores `session` (clearing the
+    /// lockout), all or nothing.
+    async fn finish_mfa(
+        &self,
+        hash: &[u8; 32],
+        proof: MfaProof,
+        session: NewSession,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<MfaFinish, StoreError>;
+    /// Counts a wrong code against the challenge and the account.
+    async fn refuse_mfa_code(
+        &self,
+        hash: &[u8; 32],
+        user_id: Uuid,
+        effect: MfaFailure,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<(), StoreError>;
 }

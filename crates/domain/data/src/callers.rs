@@ -148,7 +148,15 @@ impl DataService {
         let run = &run;
         until_current(
             || async move {
-                let resolved = self.auth.resolve(request.bearer).await?;
+                // Refused now, the caller remembered from before is too
+                // (a refusal by settings leaves the auth version as it was).
+                let resolved = match self.auth.resolve(request.bearer).await {
+                    Ok(resolved) => resolved,
+                    Err(refused) => {
+                        self.callers.forget(&lookup);
+                        return Err(refused.into());
+                    }
+                };
                 resolved.principal.authorize(plane, false)?;
                 if plane == Plane::Api {
                     self.callers.put(lookup, &resolved);
@@ -188,6 +196,13 @@ impl KnownCallers {
             .get(lookup)
             .filter(|known| known.expires_at > now)
             .cloned()
+    }
+
+    /// Forgets the caller `lookup` stood for.
+    pub(crate) fn forget(&self, lookup: &CredentialLookup) {
+        if let Ok(mut known) = self.0.write() {
+            known.remove(lookup);
+        }
     }
 
     pub(crate) fn put(&self, lookup: CredentialLookup, resolved: &Resolved) {

@@ -19,6 +19,10 @@ pub fn user(u: auth::User) -> wire::User {
                 name: r.name,
             })
             .collect(),
+        mfa: wire::UserMfa {
+            totp: u.mfa.totp,
+            passkeys: u.mfa.passkeys,
+        },
         created_at: u.created_at,
     }
 }

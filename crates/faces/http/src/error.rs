@@ -1,5 +1,5 @@
 //! The only place that knows status codes: domain errors become the envelope
-//! `{ "errors": [ { code, message, field?, position? } ] }`.
+//! `{ "errors": [ { code, message, field?, position?, challenge? } ] }`.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
@@ -11,11 +11,13 @@ use kernel::{Code, ErrorCode, ErrorKind};
 pub struct ApiError {
     code: Code,
     message: String,
-    field: Option<String>,
+    field: Option<Box<str>>,
     /// The character of the input the error points at.
     position: Option<usize>,
+    /// The challenge of an MFA_REQUIRED refusal.
+    challenge: Option<Box<str>>,
     /// The `Allow` header of a 405.
-    allow: Option<String>,
+    allow: Option<Box<str>>,
     /// The `Retry-After` header (seconds) of a 429 or 503.
     retry_after: Option<u64>,
     /// The envelope's `meta`.
@@ -30,6 +32,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             position: None,
+            challenge: None,
             allow: None,
             retry_after: None,
             meta: None,
@@ -41,8 +44,9 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
-            field: Some(field.into()),
+            field: Some(field.into().into_boxed_str()),
             position: None,
+            challenge: None,
             allow: None,
             retry_after: None,
             meta: None,
@@ -51,7 +55,7 @@ impl ApiError {
 
     /// Names the methods a resource answers (the `Allow` header of a 405).
     pub fn with_allow(mut self, methods: String) -> Self {
-        self.allow = Some(methods);
+        self.allow = Some(methods.into_boxed_str());
         self
     }
 
@@ -66,8 +70,9 @@ impl ApiError {
             errors: vec![ErrorObject {
                 code: self.code.as_str().to_owned(),
                 message: self.message.clone(),
-                field: self.field.clone(),
+                field: self.field.as_deref().map(str::to_owned),
                 position: self.position,
+                challenge: self.challenge.as_deref().map(str::to_owned),
             }],
             meta: self.meta.as_deref().cloned(),
         }
@@ -107,7 +112,7 @@ impl ResponseError for ApiError {
     fn error_response(&self) -> HttpResponse {
         let mut response = HttpResponse::build(self.status_code());
         if let Some(allow) = &self.allow {
-            response.insert_header((actix_web::http::header::ALLOW, allow.as_str()));
+            response.insert_header((actix_web::http::header::ALLOW, &**allow));
         }
         if let Some(seconds) = self.retry_after {
             response.insert_header((actix_web::http::header::RETRY_AFTER, seconds));
@@ -127,8 +132,9 @@ impl<E: ErrorCode + std::fmt::Debug> From<E> for ApiError {
         Self {
             code,
             message: err.message().into_owned(),
-            field: err.field().map(str::to_owned),
+            field: err.field().map(Box::from),
             position: err.position(),
+            challenge: err.challenge().map(Box::from),
             allow: None,
             retry_after: err.retry_after(),
             meta: err.meta().map(Box::new),

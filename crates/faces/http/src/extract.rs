@@ -220,6 +220,9 @@ pub trait Policy: 'static {
     const PLANE: Plane;
     /// Whether tokens are refused.
     const SESSION_ONLY: bool;
+    /// Whether an administrator's session without a second factor passes
+    /// while `auth.mfa_required_for_admins` is on (sign-out, enrollment).
+    const WHILE_ENROLLING: bool = false;
 }
 
 /// Any credential valid on the Data API plane.
@@ -228,6 +231,10 @@ pub struct ApiPlane;
 /// A session, on the Data API plane (account routes).
 #[derive(Debug)]
 pub struct SessionOnly;
+/// A session, on the Data API plane, that may still be enrolling its
+/// second factor (sign-out and the MFA routes).
+#[derive(Debug)]
+pub struct Enrolling;
 /// An administrator, with a session or an ADMIN token.
 #[derive(Debug)]
 pub struct AdminPlane;
@@ -239,6 +246,11 @@ impl Policy for ApiPlane {
 impl Policy for SessionOnly {
     const PLANE: Plane = Plane::Api;
     const SESSION_ONLY: bool = true;
+}
+impl Policy for Enrolling {
+    const PLANE: Plane = Plane::Api;
+    const SESSION_ONLY: bool = true;
+    const WHILE_ENROLLING: bool = true;
 }
 impl Policy for AdminPlane {
     const PLANE: Plane = Plane::Admin;
@@ -340,7 +352,12 @@ impl<P: Policy> FromRequest for Caller<P> {
         Box::pin(async move {
             let state = state.ok_or_else(|| ApiError::new(Code::Internal, "Internal error"))?;
             let secret = secret.ok_or_else(credential_required)?;
-            let principal = state.services.sign_in.authenticate(&secret).await?;
+            let sign_in = &state.services.sign_in;
+            let principal = if P::WHILE_ENROLLING {
+                sign_in.resolve_enrolling(&secret).await?.principal
+            } else {
+                sign_in.authenticate(&secret).await?
+            };
             principal.authorize(P::PLANE, P::SESSION_ONLY)?;
             Ok(Caller {
                 principal,

@@ -26,8 +26,8 @@ use utoipa_actix_web::{AppExt, UtoipaApp};
 use crate::error::ApiError;
 use crate::routes::{
     account, admin, auth as auth_routes, console, data as data_routes, docs, files as file_routes,
-    health, mcp as mcp_routes, oauth, pages, realtime as realtime_routes, views as view_routes,
-    workflows as workflow_routes,
+    health, mcp as mcp_routes, mfa, oauth, pages, realtime as realtime_routes,
+    views as view_routes, workflows as workflow_routes,
 };
 
 #[derive(OpenApi)]
@@ -75,6 +75,10 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 .service(auth_routes::tokens)
                 .service(auth_routes::create_token)
                 .service(auth_routes::revoke_token)
+                .service(mfa::start_totp)
+                .service(mfa::confirm_totp)
+                .service(mfa::disable_totp)
+                .service(mfa::verify)
                 .service(oauth::providers)
                 .service(oauth::start)
                 .service(oauth::callback)
@@ -95,6 +99,7 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 .service(admin::users::remove)
                 .service(admin::users::identities)
                 .service(admin::users::unlink_identity)
+                .service(admin::users::reset_mfa)
                 .service(admin::roles::list)
                 .service(admin::roles::create)
                 .service(admin::roles::get)

@@ -13,6 +13,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+mod mfa;
 mod statements;
 
 use self::statements::{
@@ -115,7 +116,8 @@ impl AuthStore for PgStore {
                    u.id, u.password_hash, u.active, u.email_verified, \
                    coalesce((SELECT failed_sign_ins FROM counted), 0) AS attempt, \
                    NOT EXISTS (SELECT 1 FROM counted) AS locked, \
-                   coalesce(bool_or(r.api_access), false) AS api_access \
+                   coalesce(bool_or(r.api_access), false) AS api_access, \
+                   EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS totp \
                    FROM svc.users u LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id \
                    WHERE lower(u.email) = lower($1) GROUP BY u.id";
         let Some(row) = self
@@ -135,6 +137,7 @@ impl AuthStore for PgStore {
             attempt: r.attempt,
             locked: r.locked,
             api_access: r.api_access,
+            totp: r.totp,
         }))
     }
 

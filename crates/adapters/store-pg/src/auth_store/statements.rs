@@ -2,7 +2,9 @@
 //! resolver's query, a user with its roles, and the writes that several
 //! stores share (a new user, a new session).
 
-use auth::{CredentialKind, CredentialRecord, NewSession, NewUser, RoleRef, TokenInfo, User};
+use auth::{
+    CredentialKind, CredentialRecord, Factors, NewSession, NewUser, RoleRef, TokenInfo, User,
+};
 use chrono::{DateTime, Utc};
 use kernel::{FieldError, StoreError};
 use permissions::Plane;
@@ -20,6 +22,7 @@ use crate::{add_memberships, map_err, rows, stmt};
 macro_rules! user_columns {
     () => {
         "u.email, u.name, u.email_verified, u.created_at, \
+         EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS mfa_totp, \
          coalesce(json_agg(json_build_object('id', r.id, 'name', r.name) ORDER BY r.name) FILTER (WHERE r.id IS NOT NULL), '[]') AS roles"
     };
 }
@@ -65,6 +68,7 @@ macro_rules! credential_sql {
             $plane,
             " AS plane, ",
             "u.active, u.timezone, ",
+            "EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS has_factor, ",
             "coalesce(array_agg(r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS role_ids, ",
             access_columns!(),
             $extra,
@@ -116,6 +120,7 @@ pub(super) struct CredentialRow {
     api_access: bool,
     admin: bool,
     timezone: Option<String>,
+    has_factor: bool,
 }
 
 /// The credential of a row of the credential resolver's query, if any.
@@ -134,6 +139,7 @@ pub(super) fn credential_record(row: &QueryResult) -> Result<Option<CredentialRe
         api_access: r.api_access,
         admin: r.admin,
         timezone: r.timezone,
+        has_factor: r.has_factor,
     }))
 }
 
@@ -146,6 +152,7 @@ pub(super) struct UserRow {
     active: bool,
     timezone: Option<String>,
     created_at: DateTime<Utc>,
+    mfa_totp: bool,
     roles: serde_json::Value,
     api_access: bool,
     admin: bool,
@@ -180,6 +187,10 @@ pub(super) fn user_from_row(row: &QueryResult, id_column: &str) -> Result<User, 
         roles,
         api_access: r.api_access,
         admin: r.admin,
+        mfa: Factors {
+            totp: r.mfa_totp,
+            passkeys: 0,
+        },
     })
 }
 
@@ -335,4 +346,5 @@ pub(super) struct CandidateRow {
     pub(super) attempt: i32,
     pub(super) locked: bool,
     pub(super) api_access: bool,
+    pub(super) totp: bool,
 }

@@ -80,6 +80,12 @@ impl Settings {
             .unwrap_or(720.0)
     }
 
+    /// Whether an administrator's session needs a second factor on the
+    /// account to reach anything but its own enrollment.
+    pub fn mfa_required_for_admins(&self) -> bool {
+        self.bool("auth.mfa_required_for_admins")
+    }
+
     /// Whether self-registration is open.
     pub fn registration_enabled(&self) -> bool {
         self.bool("auth.registration_enabled")

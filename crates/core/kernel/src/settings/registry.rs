@@ -44,6 +44,12 @@ pub(super) const KEYS: &[Key] = &[
     key("auth.registration_enabled", Rule::Bool),
     key("auth.registration_role_id", Rule::RoleId),
     key("auth.email_verification_required", Rule::Bool),
+    // Turning the rule off is an administrator's decision, never a token's.
+    Key {
+        name: "auth.mfa_required_for_admins",
+        rule: Rule::Bool,
+        session_only: true,
+    },
     key("auth.password_min_length", Rule::Int { min: 8, max: 128 }),
     key("auth.lockout_threshold", Rule::Int { min: 1, max: 1000 }),
     key(
@@ -227,6 +233,7 @@ pub fn default_of(name: &str) -> Value {
         "realtime.max_subscribers" => json!(10_000),
         "auth.registration_enabled"
         | "auth.email_verification_required"
+        | "auth.mfa_required_for_admins"
         | "workflows.http_allow_private"
         | "mcp.enabled"
         | "sql_console.allow_api_tokens" => json!(false),

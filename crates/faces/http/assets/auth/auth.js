@@ -3,6 +3,8 @@
 // The sign-in page also offers the enabled providers and finishes their flow:
 // the provider's redirect brings the session in the fragment (#token=), taken
 // only back from a sign-in this tab started (a nonce in its sessionStorage).
+// An account with a second factor answers the password with a challenge:
+// the code form takes over and finishes it.
 "use strict";
 
 // Where the service is mounted: "" standalone, the host's prefix when embedded.
@@ -10,6 +12,7 @@ const BASE = document.documentElement.dataset.base ?? "";
 
 const ROUTES = {
   "sign-in": BASE + "/api/auth/login",
+  "mfa": BASE + "/api/auth/mfa/verify",
   "reset-password": BASE + "/api/auth/password/reset",
   "verify-email": BASE + "/api/auth/email/verify",
   "accept-invitation": BASE + "/api/auth/invitations/accept",
@@ -17,6 +20,7 @@ const ROUTES = {
 
 const SUCCESS = {
   "sign-in": (data) => `Signed in as ${data.user.email}.`,
+  "mfa": (data) => `Signed in as ${data.user.email}.`,
   "reset-password": () => "Your password has been changed. You can now sign in with it.",
   "verify-email": () => "Your email address is confirmed.",
   "accept-invitation": () => "Welcome! Your account is ready. You can now sign in.",
@@ -24,6 +28,8 @@ const SUCCESS = {
 
 const MESSAGES = {
   INVALID_TOKEN: "This link is invalid, already used or expired. Ask for a new one.",
+  INVALID_MFA_CODE: "That code is wrong. Enter the current code from your app, or an unused recovery code.",
+  MFA_REQUIRED: "Enter the 6-digit code from your authenticator app, or one of your recovery codes.",
   EMAIL_NOT_VERIFIED: "Your email address is not confirmed yet. Check your inbox for the confirmation link.",
   CONFLICT: "An account with this email exists already. Sign in instead.",
   PAYLOAD_TOO_LARGE: "That is too long.",
@@ -51,6 +57,7 @@ function body(action, form, token) {
   const value = (name) => form.querySelector(`[name="${name}"]`)?.value ?? "";
   switch (action) {
     case "sign-in": return { email: value("email"), password: value("password") };
+    case "mfa": return { challenge: mfaChallenge, code: value("code") };
     case "verify-email": return { token };
     default: return { token, password: value("password") };
   }
@@ -69,7 +76,7 @@ async function submit(event) {
   const form = event.currentTarget;
   const action = form.dataset.action;
   const token = new URLSearchParams(location.search).get("token") ?? "";
-  if (action !== "sign-in" && !token) {
+  if (!(action in SIGN_INS) && !token) {
     show("error", MESSAGES.INVALID_TOKEN);
     return;
   }
@@ -90,13 +97,21 @@ async function submit(event) {
     const answer = response.status === 204 ? null : await response.json().catch(() => null);
     if (response.ok) {
       markInvalid(form, null);
-      if (action === "sign-in") {
+      if (action in SIGN_INS) {
+        if (action === "mfa") form.hidden = true;
         if (signedIn(answer.data.token)) return;
       } else form.hidden = true;
       show("success", SUCCESS[action](answer && answer.data));
       return;
     }
     const error = answer && answer.errors && answer.errors[0];
+    if (error && error.code === "MFA_REQUIRED") { askCode(form, error.challenge); return; }
+    if (action === "mfa" && error && error.code === "INVALID_TOKEN") {
+      form.hidden = true;
+      document.querySelector('form[data-action="sign-in"]').hidden = false;
+      show("error", "This sign-in has expired. Sign in again.");
+      return;
+    }
     markInvalid(form, error && error.field);
     show("error", (error && MESSAGES[error.code]) || (error && error.message) || `Request failed (${response.status}).`);
   } catch (_) {
@@ -104,6 +119,24 @@ async function submit(event) {
   } finally {
     button.disabled = false;
   }
+}
+
+// The sign-in page's forms that end in a session.
+const SIGN_INS = { "sign-in": true, "mfa": true };
+
+// The challenge of a sign-in waiting for its second factor.
+let mfaChallenge = "";
+
+// The password was right and a code is needed: the code form replaces the
+// password form.
+function askCode(form, challenge) {
+  mfaChallenge = challenge;
+  form.hidden = true;
+  const codeForm = document.querySelector('form[data-action="mfa"]');
+  codeForm.hidden = false;
+  codeForm.querySelector('[name="code"]').value = "";
+  show("success", MESSAGES.MFA_REQUIRED);
+  codeForm.querySelector('[name="code"]').focus();
 }
 
 // Keeps the session as the page's own; answers true when leaving for ?next=.

@@ -10,14 +10,14 @@ use auth::TokenRequest;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::extract::{Body, Caller, ClientOrigin, LazyCaller, Policy, SessionOnly};
+use crate::extract::{Body, Caller, ClientOrigin, Enrolling, LazyCaller, Policy, SessionOnly};
 use crate::respond::{created, no_content, ok};
 use crate::{AppState, convert};
 
 /// Signs in with email and password. Every failure answers the same 401.
 #[utoipa::path(operation_id = "login", tag = "auth", request_body = LoginRequest,
     responses((status = 200, body = inline(api_types::DataEnvelope<LoginResponse>)),
-              (status = 401, description = "Invalid email or password", body = ErrorEnvelope),
+              (status = 401, description = "Invalid email or password; or MFA_REQUIRED, after the right password of an account with TOTP on, with the `challenge` to finish at POST /api/auth/mfa/verify", body = ErrorEnvelope),
               (status = 403, description = "EMAIL_NOT_VERIFIED", body = ErrorEnvelope),
               (status = 429, description = "Too many sign-in attempts from this address", body = ErrorEnvelope)))]
 #[post("/login")]
@@ -42,7 +42,7 @@ pub async fn login(
 #[post("/logout")]
 pub async fn logout(
     state: web::Data<AppState>,
-    caller: Caller<SessionOnly>,
+    caller: Caller<Enrolling>,
 ) -> Result<HttpResponse, ApiError> {
     state
         .services

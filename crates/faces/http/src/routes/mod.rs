@@ -9,6 +9,7 @@ pub mod docs;
 pub mod files;
 pub mod health;
 pub mod mcp;
+pub mod mfa;
 pub mod oauth;
 pub mod pages;
 pub mod realtime;

@@ -155,3 +155,20 @@ pub async fn unlink_identity(
         .await?;
     Ok(no_content())
 }
+
+/// Removes a user's second factors: TOTP, recovery codes and passkeys.
+#[utoipa::path(operation_id = "resetUserMfa", tag = "users", security(("bearer" = [])), params(("id" = Uuid, Path)),
+    responses((status = 204), (status = 404, body = ErrorEnvelope)))]
+#[delete("/users/{id}/mfa")]
+pub async fn reset_mfa(
+    state: web::Data<AppState>,
+    caller: Caller<AdminPlane>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    state
+        .services
+        .sign_in
+        .reset_mfa(&caller.principal, id.into_inner(), caller.ip())
+        .await?;
+    Ok(no_content())
+}

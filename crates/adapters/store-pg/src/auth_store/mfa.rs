@@ -1,0 +1,332 @@
+//! Second factors and sign-in challenges (`svc.user_totp`,
+//! `svc.mfa_recovery_codes`, `svc.mfa_challenges`). A code is used by a
+//! compare-and-set in the transaction that acts on it, so two requests
+//! with one code (on any instances) cannot both pass.
+
+use async_trait::async_trait;
+use audit::AuditEvent;
+use auth::{
+    MfaChallengeRecord, MfaFailure, MfaFinish, MfaProof, MfaStore, NewMfaChallenge, NewSession,
+    TotpRecord,
+};
+use chrono::{DateTime, Utc};
+use kernel::StoreError;
+use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait};
+use uuid::Uuid;
+
+use super::statements::insert_session_row;
+use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
+
+/// A row of `svc.user_totp`.
+#[derive(FromQueryResult)]
+struct TotpRow {
+    secret: Option<Vec<u8>>,
+    pending_secret: Option<Vec<u8>>,
+    last_step: Option<i64>,
+}
+
+/// A live challenge with its user's TOTP and lockout state.
+#[derive(FromQueryResult)]
+struct ChallengeRow {
+    user_id: Uuid,
+    secret: Option<Vec<u8>>,
+    last_step: Option<i64>,
+    failed_sign_ins: i32,
+    locked: bool,
+}
+
+/// Uses `proof` for `user_id` in `txn`: a TOTP step later than the last
+/// one accepted, or an unused recovery code. False when it was used.
+async fn use_proof(
+    txn: &impl ConnectionTrait,
+    user_id: Uuid,
+    proof: MfaProof,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let used = match proof {
+        MfaProof::Totp { step } => {
+            execute(
+                txn,
+                "UPDATE svc.user_totp SET last_step = $2 WHERE user_id = $1 \
+                 AND secret IS NOT NULL AND (last_step IS NULL OR last_step < $2)",
+                [user_id.into(), step.into()],
+            )
+            .await?
+        }
+        MfaProof::Recovery { hash } => {
+            execute(
+                txn,
+                "UPDATE svc.mfa_recovery_codes SET used_at = $3 \
+                 WHERE user_id = $1 AND code_hash = $2 AND used_at IS NULL \
+                 AND EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = $1 AND t.secret IS NOT NULL)",
+                [user_id.into(), hash.to_vec().into(), now.into()],
+            )
+            .await?
+        }
+    };
+    Ok(used == 1)
+}
+
+#[async_trait]
+impl MfaStore for PgStore {
+    async fn totp(&self, user_id: Uuid) -> Result<Option<TotpRecord>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT secret, pending_secret, last_step FROM svc.user_totp WHERE user_id = $1",
+                [user_id.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|row| {
+            let r = rows::row::<TotpRow>(&row)?;
+            Ok(TotpRecord {
+                secret: r.secret,
+                pending_secret: r.pending_secret,
+                last_step: r.last_step,
+            })
+        })
+        .transpose()
+    }
+
+    async fn set_pending_totp(
+        &self,
+        user_id: Uuid,
+        secret: Vec<u8>,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let stored = execute(
+            &txn,
+            "INSERT INTO svc.user_totp (user_id, pending_secret) VALUES ($1, $2) \
+             ON CONFLICT (user_id) DO UPDATE SET pending_secret = EXCLUDED.pending_secret \
+             WHERE svc.user_totp.secret IS NULL",
+            [user_id.into(), secret.into()],
+        )
+        .await?;
+        if stored == 0 {
+            return Ok(false);
+        }
+        commit_with_audit(txn, event, self.now()).await?;
+        Ok(true)
+    }
+
+    async fn enable_totp(
+        &self,
+        user_id: Uuid,
+        secret: &[u8],
+        step: i64,
+        recovery: Vec<[u8; 32]>,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let enabled = execute(
+            &txn,
+            "UPDATE svc.user_totp SET secret = pending_secret, pending_secret = NULL, \
+             last_step = $3, enabled_at = $4 \
+             WHERE user_id = $1 AND pending_secret = $2 AND secret IS NULL",
+            [
+                user_id.into(),
+                secret.to_vec().into(),
+                step.into(),
+                now.into(),
+            ],
+        )
+        .await?;
+        if enabled == 0 {
+            return Ok(false);
+        }
+        let hashes: Vec<Vec<u8>> = recovery.iter().map(|h| h.to_vec()).collect();
+        execute(
+            &txn,
+            "DELETE FROM svc.mfa_recovery_codes WHERE user_id = $1",
+            [user_id.into()],
+        )
+        .await?;
+        execute(
+            &txn,
+            "INSERT INTO svc.mfa_recovery_codes (user_id, code_hash) \
+             SELECT $1, unnest($2::bytea[])",
+            [user_id.into(), hashes.into()],
+        )
+        .await?;
+        commit_with_audit(txn, event, now).await?;
+        Ok(true)
+    }
+
+    async fn disable_totp(
+        &self,
+        user_id: Uuid,
+        proof: MfaProof,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        if !use_proof(&txn, user_id, proof, now).await? {
+            return Ok(false);
+        }
+        execute(
+            &txn,
+            "DELETE FROM svc.user_totp WHERE user_id = $1",
+            [user_id.into()],
+        )
+        .await?;
+        execute(
+            &txn,
+            "DELETE FROM svc.mfa_recovery_codes WHERE user_id = $1",
+            [user_id.into()],
+        )
+        .await?;
+        commit_with_audit(txn, event, now).await?;
+        Ok(true)
+    }
+
+    async fn reset_mfa(&self, user_id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let found = execute(
+            &txn,
+            "WITH totp AS (DELETE FROM svc.user_totp WHERE user_id = $1), \
+             codes AS (DELETE FROM svc.mfa_recovery_codes WHERE user_id = $1), \
+             challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id = $1) \
+             SELECT 1 FROM svc.users WHERE id = $1",
+            [user_id.into()],
+        )
+        .await?;
+        if found == 0 {
+            return Ok(false);
+        }
+        commit_with_audit(txn, event, self.now()).await?;
+        Ok(true)
+    }
+
+    async fn create_mfa_challenge(
+        &self,
+        challenge: NewMfaChallenge,
+        event: AuditEvent,
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        // A user's challenges that ended are cleared as new ones come.
+        execute(
+            &txn,
+            "WITH ended AS (DELETE FROM svc.mfa_challenges WHERE user_id = $3 \
+                 AND (used_at IS NOT NULL OR expires_at <= $5 OR attempts >= 5)) \
+             INSERT INTO svc.mfa_challenges \
+             (id, token_hash, user_id, checked_hash, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            [
+                challenge.id.into(),
+                challenge.token_hash.to_vec().into(),
+                challenge.user_id.into(),
+                challenge.checked_hash.into(),
+                challenge.created_at.into(),
+                challenge.expires_at.into(),
+            ],
+        )
+        .await?;
+        commit_with_audit(txn, event, challenge.created_at).await
+    }
+
+    async fn live_mfa_challenge(
+        &self,
+        hash: &[u8; 32],
+        now: DateTime<Utc>,
+    ) -> Result<Option<MfaChallengeRecord>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "SELECT c.user_id, t.secret, t.last_step, u.failed_sign_ins, \
+                 coalesce(u.locked_until > $2, false) AS locked \
+                 FROM svc.mfa_challenges c JOIN svc.users u ON u.id = c.user_id \
+                 LEFT JOIN svc.user_totp t ON t.user_id = c.user_id \
+                 WHERE c.token_hash = $1 AND c.used_at IS NULL AND c.expires_at > $2 \
+                 AND c.attempts < 5",
+                [hash.to_vec().into(), now.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|row| {
+            let r = rows::row::<ChallengeRow>(&row)?;
+            Ok(MfaChallengeRecord {
+                user_id: r.user_id,
+                secret: r.secret,
+                last_step: r.last_step,
+                failed_sign_ins: i64::from(r.failed_sign_ins),
+                locked: r.locked,
+            })
+        })
+        .transpose()
+    }
+
+    async fn finish_mfa(
+        &self,
+        hash: &[u8; 32],
+        proof: MfaProof,
+        session: NewSession,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<MfaFinish, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        // The challenge is used, and the account's row locked to the
+        // commit, only while the password is the one its first factor
+        // checked and no lock is in force.
+        let used = execute(
+            &txn,
+            "WITH c AS (UPDATE svc.mfa_challenges SET used_at = $2 \
+                 WHERE token_hash = $1 AND user_id = $3 AND used_at IS NULL AND expires_at > $2 \
+                 AND attempts < 5 RETURNING user_id, checked_hash) \
+             UPDATE svc.users u SET failed_sign_ins = 0, locked_until = NULL FROM c \
+             WHERE u.id = c.user_id AND (c.checked_hash IS NULL OR u.password_hash = c.checked_hash) \
+             AND (u.locked_until IS NULL OR u.locked_until <= $2)",
+            [hash.to_vec().into(), now.into(), session.user_id.into()],
+        )
+        .await?;
+        if used == 0 {
+            return Ok(MfaFinish::Gone);
+        }
+        if !use_proof(&txn, session.user_id, proof, now).await? {
+            return Ok(MfaFinish::Refused);
+        }
+        insert_session_row(&txn, session).await?;
+        commit_with_audit(txn, event, now).await?;
+        Ok(MfaFinish::Done)
+    }
+
+    async fn refuse_mfa_code(
+        &self,
+        hash: &[u8; 32],
+        user_id: Uuid,
+        effect: MfaFailure,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<(), StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        execute(
+            &txn,
+            "UPDATE svc.mfa_challenges SET attempts = attempts + 1 WHERE token_hash = $1",
+            [hash.to_vec().into()],
+        )
+        .await?;
+        match effect {
+            MfaFailure::Count => {
+                execute(
+                    &txn,
+                    "UPDATE svc.users SET failed_sign_ins = failed_sign_ins + 1 \
+                     WHERE id = $1 AND (locked_until IS NULL OR locked_until <= $2)",
+                    [user_id.into(), now.into()],
+                )
+                .await?
+            }
+            MfaFailure::Lock { until } => {
+                execute(
+                    &txn,
+                    "UPDATE svc.users SET locked_until = $2, failed_sign_ins = 0 \
+                     WHERE id = $1 AND (locked_until IS NULL OR locked_until <= $3)",
+                    [user_id.into(), until.into(), now.into()],
+                )
+                .await?
+            }
+        };
+        commit_with_audit(txn, event, now).await
+    }
+}

@@ -1,0 +1,102 @@
+//! `/api/auth/mfa`: TOTP enrollment of the signed-in user, and the second
+//! step of a sign-in that answered MFA_REQUIRED (API.md 14).
+
+use actix_web::{HttpResponse, delete, post, web};
+use api_types::{
+    ErrorEnvelope, LoginResponse, MfaCodeRequest, RecoveryCodes, TotpEnrollment, VerifyMfaRequest,
+};
+
+use crate::error::ApiError;
+use crate::extract::{Body, Caller, ClientOrigin, Enrolling};
+use crate::respond::{no_content, ok};
+use crate::{AppState, convert};
+
+/// Starts a TOTP enrollment: a new pending secret (replacing an older
+/// pending one) and its `otpauth://` URL. Refused while TOTP is on.
+#[utoipa::path(operation_id = "startTotp", tag = "auth", security(("bearer" = [])),
+    responses((status = 200, body = inline(api_types::DataEnvelope<TotpEnrollment>)),
+              (status = 401, body = ErrorEnvelope),
+              (status = 409, description = "TOTP is already on", body = ErrorEnvelope)))]
+#[post("/mfa/totp")]
+pub async fn start_totp(
+    state: web::Data<AppState>,
+    caller: Caller<Enrolling>,
+) -> Result<HttpResponse, ApiError> {
+    let enrollment = state
+        .services
+        .sign_in
+        .start_totp(&caller.principal, caller.ip())
+        .await?;
+    Ok(ok(TotpEnrollment {
+        secret: enrollment.secret,
+        otpauth_url: enrollment.otpauth_url,
+    }))
+}
+
+/// Turns TOTP on with a code of the pending secret; answers the recovery
+/// codes, shown this once.
+#[utoipa::path(operation_id = "confirmTotp", tag = "auth", security(("bearer" = [])), request_body = MfaCodeRequest,
+    responses((status = 200, body = inline(api_types::DataEnvelope<RecoveryCodes>)),
+              (status = 400, description = "INVALID_MFA_CODE", body = ErrorEnvelope),
+              (status = 401, body = ErrorEnvelope),
+              (status = 429, body = ErrorEnvelope)))]
+#[post("/mfa/totp/confirm")]
+pub async fn confirm_totp(
+    state: web::Data<AppState>,
+    caller: Caller<Enrolling>,
+    origin: ClientOrigin,
+    body: Body<MfaCodeRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let recovery_codes = state
+        .services
+        .sign_in
+        .confirm_totp(&caller.principal, &body.0.code, &origin.0)
+        .await?;
+    Ok(ok(RecoveryCodes { recovery_codes }))
+}
+
+/// Turns TOTP off, given one of its codes or an unused recovery code.
+#[utoipa::path(operation_id = "disableTotp", tag = "auth", security(("bearer" = [])), request_body = MfaCodeRequest,
+    responses((status = 204),
+              (status = 400, description = "INVALID_MFA_CODE", body = ErrorEnvelope),
+              (status = 401, body = ErrorEnvelope),
+              (status = 429, body = ErrorEnvelope)))]
+#[delete("/mfa/totp")]
+pub async fn disable_totp(
+    state: web::Data<AppState>,
+    caller: Caller<Enrolling>,
+    origin: ClientOrigin,
+    body: Body<MfaCodeRequest>,
+) -> Result<HttpResponse, ApiError> {
+    state
+        .services
+        .sign_in
+        .disable_totp(&caller.principal, &body.0.code, &origin.0)
+        .await?;
+    Ok(no_content())
+}
+
+/// Finishes a sign-in that answered MFA_REQUIRED with a TOTP code or an
+/// unused recovery code: answers what the sign-in would have.
+#[utoipa::path(operation_id = "verifyMfa", tag = "auth", request_body = VerifyMfaRequest,
+    responses((status = 200, body = inline(api_types::DataEnvelope<LoginResponse>)),
+              (status = 400, description = "INVALID_TOKEN: an unknown, used, expired or dead challenge", body = ErrorEnvelope),
+              (status = 401, description = "INVALID_MFA_CODE", body = ErrorEnvelope),
+              (status = 429, body = ErrorEnvelope)))]
+#[post("/mfa/verify")]
+pub async fn verify(
+    state: web::Data<AppState>,
+    origin: ClientOrigin,
+    body: Body<VerifyMfaRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.0;
+    let (token, user) = state
+        .services
+        .sign_in
+        .verify_mfa(&body.challenge, &body.code, origin.0)
+        .await?;
+    Ok(ok(LoginResponse {
+        token,
+        user: convert::user(user),
+    }))
+}

@@ -1,0 +1,365 @@
+//! Second factors (API.md 14): TOTP enrollment, the sign-in challenge,
+//! replay refusal, recovery codes, the challenge's death and expiry,
+//! lockout, turning off and the administrator's reset; codes computed here
+//! from the secret the route answers, at the server's clock.
+
+use kernel::Clock;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use testkit::{Answer, TestApp, spawn_app_with_clock};
+
+/// RFC 4648 base32 without padding, decoded.
+fn base32_decode(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let (mut out, mut buffer, mut bits) = (Vec::new(), 0u32, 0u32);
+    for byte in text.bytes() {
+        let value = ALPHABET.iter().position(|&a| a == byte).expect("base32") as u32;
+        buffer = (buffer << 5) | value;
+        bits += 5;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((buffer >> bits) as u8);
+        }
+    }
+    out
+}
+
+/// The six digits of `secret` at the app's clock, `steps` steps on.
+pub(crate) fn code(app: &TestApp, secret: &[u8], steps: i64) -> String {
+    let now = app.clock.as_ref().expect("manual clock").now();
+    format!(
+        "{:06}",
+        auth::totp_code(secret, auth::totp_step(now) + steps)
+    )
+}
+
+async fn verify(address: &str, app: &TestApp, challenge: &str, code: &str) -> Answer {
+    let response = app
+        .client
+        .post(format!("{address}/api/auth/mfa/verify"))
+        .json(&json!({ "challenge": challenge, "code": code }))
+        .send()
+        .await
+        .expect("sent");
+    TestApp::answer(response).await
+}
+
+/// Signs in with the right password: the challenge of the MFA_REQUIRED answer.
+async fn challenge(app: &TestApp, email: &str) -> String {
+    let answer = app.login_answer(email, "password-1").await;
+    assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{:?}", answer.body);
+    assert_eq!(answer.code(), "MFA_REQUIRED");
+    answer.body["errors"][0]["challenge"]
+        .as_str()
+        .expect("challenge")
+        .to_owned()
+}
+
+/// A user with TOTP on: their session, secret and recovery codes.
+pub(crate) async fn enrolled(
+    app: &TestApp,
+    admin: &str,
+    email: &str,
+) -> (String, Vec<u8>, Vec<String>) {
+    app.create_user(admin, email, "password-1", None).await;
+    let session = app.login(email, "password-1").await;
+    let started = app.post("/api/auth/mfa/totp", &session, json!({})).await;
+    assert_eq!(started.status, StatusCode::OK, "{:?}", started.body);
+    let secret = base32_decode(started.data()["secret"].as_str().unwrap());
+    let confirmed = app
+        .post(
+            "/api/auth/mfa/totp/confirm",
+            &session,
+            json!({ "code": code(app, &secret, 0) }),
+        )
+        .await;
+    assert_eq!(confirmed.status, StatusCode::OK, "{:?}", confirmed.body);
+    let codes = confirmed.data()["recoveryCodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_owned())
+        .collect();
+    (session, secret, codes)
+}
+
+fn delete_with(
+    app: &TestApp,
+    path: &str,
+    bearer: &str,
+    body: Value,
+) -> impl Future<Output = Answer> {
+    app.call(Method::DELETE, path, Some(bearer), Some(body))
+}
+
+#[tokio::test]
+async fn totp_enrolls_then_signs_in_through_a_challenge_once_per_code() {
+    let app = spawn_app_with_clock().await;
+    let admin = app.admin_session().await;
+    app.create_user(&admin, "totp@example.com", "password-1", None)
+        .await;
+    let session = app.login("totp@example.com", "password-1").await;
+    let me = app.get("/api/auth/me", &session).await;
+    assert_eq!(me.data()["mfa"], json!({ "totp": false, "passkeys": 0 }));
+
+    // Enrollment: a pending secret, a new one replacing it, then confirmed.
+    let first = app.post("/api/auth/mfa/totp", &session, json!({})).await;
+    let first_secret = base32_decode(first.data()["secret"].as_str().unwrap());
+    let started = app.post("/api/auth/mfa/totp", &session, json!({})).await;
+    assert_eq!(started.status, StatusCode::OK);
+    let url = started.data()["otpauthUrl"].as_str().unwrap();
+    let encoded = started.data()["secret"].as_str().unwrap();
+    assert!(
+        url.starts_with("otpauth://totp/Tessera:totp@example.com?")
+            && url.contains(&format!("secret={encoded}"))
+            && url.contains("issuer=Tessera"),
+        "{url}"
+    );
+    let secret = base32_decode(encoded);
+    assert_eq!(secret.len(), 20);
+    // A pending secret changes nothing at sign-in.
+    app.login("totp@example.com", "password-1").await;
+    for wrong in [code(&app, &first_secret, 0), "12345".into(), "abc".into()] {
+        let refused = app
+            .post(
+                "/api/auth/mfa/totp/confirm",
+                &session,
+                json!({ "code": wrong }),
+            )
+            .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert_eq!(refused.code(), "INVALID_MFA_CODE");
+    }
+    let confirmed = app
+        .post(
+            "/api/auth/mfa/totp/confirm",
+            &session,
+            json!({ "code": code(&app, &secret, 0) }),
+        )
+        .await;
+    assert_eq!(confirmed.status, StatusCode::OK, "{:?}", confirmed.body);
+    let recovery: Vec<String> =
+        serde_json::from_value(confirmed.data()["recoveryCodes"].clone()).unwrap();
+    assert_eq!(recovery.len(), 10);
+    let again = app.post("/api/auth/mfa/totp", &session, json!({})).await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+    let me = app.get("/api/auth/me", &session).await;
+    assert_eq!(me.data()["mfa"]["totp"], true);
+    // Secrets and hashes are stored, never the codes.
+    let stored = app
+        .db
+        .sql("SELECT count(*)::text FROM svc.mfa_recovery_codes WHERE length(code_hash) = 32")
+        .await;
+    assert_eq!(stored.as_deref(), Some("10"));
+
+    // A wrong password says nothing about the second factor.
+    let wrong = app.login_answer("totp@example.com", "wrong").await;
+    assert_eq!(wrong.code(), "AUTHENTICATION_REQUIRED");
+    assert!(wrong.body["errors"][0].get("challenge").is_none());
+
+    // The code of the step confirmed is used; the next step's works, once,
+    // and the challenge is finished on another instance.
+    let peer = app.spawn_peer().await;
+    let pending = challenge(&app, "totp@example.com").await;
+    let replay = verify(&app.address, &app, &pending, &code(&app, &secret, 0)).await;
+    assert_eq!(replay.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(replay.code(), "INVALID_MFA_CODE");
+    app.advance(chrono::Duration::seconds(30));
+    let signed_in = verify(&peer, &app, &pending, &code(&app, &secret, 0)).await;
+    assert_eq!(signed_in.status, StatusCode::OK, "{:?}", signed_in.body);
+    assert_eq!(signed_in.data()["user"]["email"], "totp@example.com");
+    let token = signed_in.data()["token"].as_str().unwrap();
+    assert_eq!(app.get("/api/auth/me", token).await.status, StatusCode::OK);
+    let used = verify(&app.address, &app, &pending, &code(&app, &secret, 1)).await;
+    assert_eq!(used.status, StatusCode::BAD_REQUEST);
+    assert_eq!(used.code(), "INVALID_TOKEN");
+    let unknown = verify(&app.address, &app, "no-such-challenge", "123456").await;
+    assert_eq!(unknown.code(), "INVALID_TOKEN");
+    // The same code on a new challenge is a replay.
+    let next = challenge(&app, "totp@example.com").await;
+    let replay = verify(&app.address, &app, &next, &code(&app, &secret, 0)).await;
+    assert_eq!(replay.code(), "INVALID_MFA_CODE");
+    // A step of drift either way; not two.
+    let far = verify(&app.address, &app, &next, &code(&app, &secret, 2)).await;
+    assert_eq!(far.code(), "INVALID_MFA_CODE");
+    let ahead = verify(&app.address, &app, &next, &code(&app, &secret, 1)).await;
+    assert_eq!(ahead.status, StatusCode::OK, "{:?}", ahead.body);
+
+    // A recovery code works once, typed in any case.
+    let next = challenge(&app, "totp@example.com").await;
+    let typed = recovery[0].to_uppercase();
+    let recovered = verify(&app.address, &app, &next, &typed).await;
+    assert_eq!(recovered.status, StatusCode::OK, "{:?}", recovered.body);
+    let next = challenge(&app, "totp@example.com").await;
+    let reused = verify(&app.address, &app, &next, &recovery[0]).await;
+    assert_eq!(reused.code(), "INVALID_MFA_CODE");
+
+    // The fifth wrong code ends the challenge (that answer is still 401).
+    let next = challenge(&app, "totp@example.com").await;
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        answers.push(verify(&app.address, &app, &next, "000000").await.status);
+    }
+    assert!(
+        answers.iter().all(|s| *s == StatusCode::UNAUTHORIZED),
+        "{answers:?}"
+    );
+    app.advance(chrono::Duration::seconds(30));
+    let dead = verify(&app.address, &app, &next, &code(&app, &secret, 0)).await;
+    assert_eq!(dead.code(), "INVALID_TOKEN");
+    // A challenge lives five minutes.
+    let next = challenge(&app, "totp@example.com").await;
+    app.advance(chrono::Duration::minutes(5));
+    let expired = verify(&app.address, &app, &next, &code(&app, &secret, 0)).await;
+    assert_eq!(expired.code(), "INVALID_TOKEN");
+
+    // Turned off with a code: the password alone signs in again.
+    let path = "/api/auth/mfa/totp";
+    let refused = delete_with(&app, path, &session, json!({ "code": "000000" })).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert_eq!(refused.code(), "INVALID_MFA_CODE");
+    app.advance(chrono::Duration::seconds(30));
+    let off = delete_with(
+        &app,
+        path,
+        &session,
+        json!({ "code": code(&app, &secret, 0) }),
+    )
+    .await;
+    assert_eq!(off.status, StatusCode::NO_CONTENT, "{:?}", off.body);
+    app.login("totp@example.com", "password-1").await;
+    let left = app
+        .db
+        .sql("SELECT count(*)::text FROM svc.mfa_recovery_codes")
+        .await;
+    assert_eq!(left.as_deref(), Some("0"));
+}
+
+#[tokio::test]
+async fn wrong_codes_lock_the_account_and_an_administrator_resets_the_factors() {
+    let app = spawn_app_with_clock().await;
+    let admin = app.admin_session().await;
+    app.patch(
+        "/admin/api/settings",
+        &admin,
+        json!({ "data": { "auth.lockout_threshold": 3, "auth.lockout_minutes": 10 } }),
+    )
+    .await;
+    let (session, secret, recovery) = enrolled(&app, &admin, "lockme@example.com").await;
+    app.advance(chrono::Duration::seconds(30));
+    // The right password counts as the first attempt until the code
+    // finishes the sign-in; two wrong codes make three: locked.
+    let pending = challenge(&app, "lockme@example.com").await;
+    for _ in 0..2 {
+        let wrong = verify(&app.address, &app, &pending, "000000").await;
+        assert_eq!(wrong.code(), "INVALID_MFA_CODE");
+    }
+    let locked = verify(&app.address, &app, &pending, &code(&app, &secret, 0)).await;
+    assert_eq!(locked.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(locked.code(), "INVALID_MFA_CODE");
+    let password = app.login_answer("lockme@example.com", "password-1").await;
+    assert_eq!(password.code(), "AUTHENTICATION_REQUIRED");
+    app.advance(chrono::Duration::minutes(11));
+    let pending = challenge(&app, "lockme@example.com").await;
+    let done = verify(&app.address, &app, &pending, &recovery[1]).await;
+    assert_eq!(done.status, StatusCode::OK, "{:?}", done.body);
+
+    // Only administrators reset a user's factors.
+    let id = app.get("/api/auth/me", &session).await.data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/admin/api/users/{id}/mfa");
+    assert_eq!(
+        app.delete(&path, &session).await.status,
+        StatusCode::FORBIDDEN
+    );
+    let unknown = app
+        .delete(
+            "/admin/api/users/00000000-0000-7000-8000-00000000dead/mfa",
+            &admin,
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    let user = app.get(&format!("/admin/api/users/{id}"), &admin).await;
+    assert_eq!(user.data()["mfa"]["totp"], true);
+    assert_eq!(
+        app.delete(&path, &admin).await.status,
+        StatusCode::NO_CONTENT
+    );
+    let user = app.get(&format!("/admin/api/users/{id}"), &admin).await;
+    assert_eq!(user.data()["mfa"], json!({ "totp": false, "passkeys": 0 }));
+    app.login("lockme@example.com", "password-1").await;
+}
+
+#[tokio::test]
+async fn administrators_without_a_second_factor_only_enroll_while_it_is_required() {
+    let app = spawn_app_with_clock().await;
+    let admin = app.admin_session().await;
+    let admin_token = app.create_token(&admin, "ADMIN").await;
+    app.create_user(&admin, "plain@example.com", "password-1", None)
+        .await;
+    let on = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "auth.mfa_required_for_admins": true } }),
+        )
+        .await;
+    assert_eq!(on.status, StatusCode::OK, "{:?}", on.body);
+    // The administrator's session reaches only itself and its enrollment.
+    for path in ["/admin/api/users", "/api/auth/sessions", "/api/auth/tokens"] {
+        let refused = app.get(path, &admin).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{path}");
+        assert_eq!(refused.code(), "MFA_ENROLLMENT_REQUIRED", "{path}");
+    }
+    assert_eq!(app.get("/api/auth/me", &admin).await.status, StatusCode::OK);
+    // Tokens, and people who are not administrators, are not concerned.
+    assert_eq!(
+        app.get("/admin/api/users", &admin_token).await.status,
+        StatusCode::OK
+    );
+    let plain = app.login("plain@example.com", "password-1").await;
+    assert_eq!(
+        app.get("/api/auth/sessions", &plain).await.status,
+        StatusCode::OK
+    );
+    // Enrolled, the same session goes on.
+    let started = app.post("/api/auth/mfa/totp", &admin, json!({})).await;
+    assert_eq!(started.status, StatusCode::OK, "{:?}", started.body);
+    let secret = base32_decode(started.data()["secret"].as_str().unwrap());
+    let confirmed = app
+        .post(
+            "/api/auth/mfa/totp/confirm",
+            &admin,
+            json!({ "code": code(&app, &secret, 0) }),
+        )
+        .await;
+    assert_eq!(confirmed.status, StatusCode::OK, "{:?}", confirmed.body);
+    assert_eq!(
+        app.get("/admin/api/users", &admin).await.status,
+        StatusCode::OK
+    );
+    // Another administrator's session, signed in without a factor, is refused
+    // on every instance, and may sign out.
+    let other = app
+        .create_user(
+            &admin,
+            "second@example.com",
+            "password-1",
+            Some(vec![crate::ADMINS_ROLE.into()]),
+        )
+        .await;
+    let second = app.login("second@example.com", "password-1").await;
+    let peer = app.spawn_peer().await;
+    let response = app
+        .client
+        .get(format!("{peer}/admin/api/users/{other}"))
+        .bearer_auth(&second)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    let out = app.post("/api/auth/logout", &second, json!({})).await;
+    assert_eq!(out.status, StatusCode::NO_CONTENT);
+}
