@@ -455,3 +455,28 @@ async fn unknown_and_disabled_providers_are_not_found() {
     let listed = providers(&app).await;
     assert_eq!(listed["data"], json!([]));
 }
+
+#[tokio::test]
+async fn an_account_with_totp_ends_a_provider_sign_in_at_the_challenge() {
+    let app = testkit::spawn_app_with_clock().await;
+    let mock = MockProvider::start().await;
+    let admin = app.admin_session().await;
+    let (_, secret, _) = crate::mfa::enrolled(&app, &admin, "second@example.com").await;
+    enable(&app, &mock, "oidc", false).await;
+    mock.set_user(person("3001", "second@example.com", true));
+    let (key, challenge) = sign_in(&app, "oidc").await;
+    assert_eq!(key, "mfa", "no session before the second factor");
+    // The identity is linked; no session was made.
+    assert_eq!(audit_actions(&app, "auth.identity_link").await.len(), 1);
+    app.advance(chrono::Duration::seconds(30));
+    let response = app
+        .client
+        .post(format!("{}/api/auth/mfa/verify", app.address))
+        .json(&json!({ "challenge": challenge, "code": crate::mfa::code(&app, &secret, 0) }))
+        .send()
+        .await
+        .unwrap();
+    let done = TestApp::answer(response).await;
+    assert_eq!(done.status, StatusCode::OK, "{:?}", done.body);
+    assert_eq!(done.data()["user"]["email"], "second@example.com");
+}

@@ -58,6 +58,7 @@ struct AccountRow {
     identity_id: Option<Uuid>,
     active: bool,
     api_access: bool,
+    totp: bool,
 }
 
 async fn insert_identity(conn: &impl ConnectionTrait, i: Identity) -> Result<(), StoreError> {
@@ -139,7 +140,8 @@ impl OAuthStore for PgStore {
         email: Option<&str>,
     ) -> Result<Option<AccountMatch>, StoreError> {
         let sql = "SELECT u.id, i.id AS identity_id, u.active, \
-                   coalesce(bool_or(r.api_access), false) AS api_access \
+                   coalesce(bool_or(r.api_access), false) AS api_access, \
+                   EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS totp \
                    FROM svc.users u \
                    LEFT JOIN svc.user_identities i ON i.user_id = u.id AND i.provider = $1 AND i.subject = $2 \
                    LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id \
@@ -165,6 +167,7 @@ impl OAuthStore for PgStore {
                 identity_id: account.identity_id,
                 active: account.active,
                 api_access: account.api_access,
+                totp: account.totp,
             })
         })
         .transpose()
@@ -188,7 +191,7 @@ impl OAuthStore for PgStore {
     async fn sign_in(
         &self,
         plan: SignInPlan,
-        session: NewSession,
+        session: Option<NewSession>,
         events: Vec<AuditEvent>,
     ) -> Result<(), StoreError> {
         let now = self.now();
@@ -198,7 +201,7 @@ impl OAuthStore for PgStore {
                 execute(
                     &txn,
                     "UPDATE svc.user_identities SET email = $2, last_used_at = $3 WHERE id = $1",
-                    [identity_id.into(), email.into(), session.created_at.into()],
+                    [identity_id.into(), email.into(), now.into()],
                 )
                 .await?;
             }
@@ -237,7 +240,9 @@ impl OAuthStore for PgStore {
                 insert_identity(&txn, identity).await?;
             }
         }
-        insert_session(&txn, session).await?;
+        if let Some(session) = session {
+            insert_session(&txn, session).await?;
+        }
         for event in events {
             write_audit(&txn, event, now).await?;
         }

@@ -279,15 +279,16 @@ impl SignInService {
         }
     }
 
-    /// The refusal of a first factor that passed for an account with TOTP
-    /// on: a new challenge, to be finished by [`SignInService::verify_mfa`].
-    /// `checked_hash` is the password verified (none: a provider).
-    pub(crate) async fn mfa_challenge(
+    /// A new sign-in challenge for an account with TOTP on whose first
+    /// factor passed, to be finished by [`SignInService::verify_mfa`]:
+    /// answers its secret. `checked_hash` is the password verified (none: a
+    /// provider).
+    pub async fn mfa_challenge(
         &self,
         user_id: Uuid,
         checked_hash: Option<String>,
         origin: &Origin,
-    ) -> AuthError {
+    ) -> Result<String, AuthError> {
         let challenge = secret::new_session_token();
         let now = self.now();
         let new = NewMfaChallenge {
@@ -304,10 +305,8 @@ impl SignInService {
             target("user", user_id),
             origin.ip.clone(),
         );
-        match self.store.create_mfa_challenge(new, event).await {
-            Ok(()) => AuthError::MfaRequired { challenge },
-            Err(error) => error.into(),
-        }
+        self.store.create_mfa_challenge(new, event).await?;
+        Ok(challenge)
     }
 
     /// Finishes a sign-in challenge with a TOTP or recovery code: answers

@@ -304,9 +304,10 @@ impl SignInService {
         }
         // Only after the right password: MFA_REQUIRED tells nothing else.
         if candidate.totp {
-            return Err(self
+            let challenge = self
                 .mfa_challenge(user_id, candidate.password_hash, &origin)
-                .await);
+                .await?;
+            return Err(AuthError::MfaRequired { challenge });
         }
         let (token, session) = self.new_session(user_id, &settings, &origin);
         let event = AuditEvent::new(

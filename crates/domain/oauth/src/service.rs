@@ -205,7 +205,8 @@ impl OAuthService {
             .complete(provider, &state, &flow, callback, origin)
             .await?
         {
-            Ok(token) => format!("token={token}"),
+            Ok(Landing::Session(token)) => format!("token={token}"),
+            Ok(Landing::Challenge(challenge)) => format!("mfa={challenge}"),
             Err((refusal, email)) => {
                 self.refused(provider, &refusal, email.as_deref(), origin)
                     .await?;
@@ -225,7 +226,7 @@ impl OAuthService {
         flow: &PendingFlow,
         callback: Callback,
         origin: &Origin,
-    ) -> Result<Result<String, (Refusal, Option<String>)>, OAuthError> {
+    ) -> Result<Result<Landing, (Refusal, Option<String>)>, OAuthError> {
         let settings = self.settings.heeded().await?;
         let Some(config) = ProviderConfig::of(&settings, provider) else {
             return Ok(Err((Refusal::failed("provider_disabled"), None)));
@@ -257,14 +258,15 @@ impl OAuthService {
             .map_err(|refusal| (refusal, email)))
     }
 
-    /// Matches the account (API.md 3a) and stores the session.
+    /// Matches the account (API.md 3a) and stores the session, or, for an
+    /// account with TOTP on, starts its second-factor challenge.
     async fn sign_in(
         &self,
         provider: Provider,
         identity: ProviderIdentity,
         settings: &Settings,
         origin: &Origin,
-    ) -> Result<Result<String, Refusal>, OAuthError> {
+    ) -> Result<Result<Landing, Refusal>, OAuthError> {
         let email = match (&identity.email, identity.email_verified) {
             (Some(email), true) => Email::parse(email, "email").ok(),
             _ => None,
@@ -289,6 +291,7 @@ impl OAuthService {
         };
         let details = json!({ "provider": provider.as_str() });
         let ip = origin.ip.clone();
+        let totp = found.as_ref().is_some_and(|account| account.totp);
         let (user_id, plan, change) = match found {
             Some(account) if !account.active => return Ok(Err(Refusal::failed("inactive"))),
             Some(account) if !account.api_access => {
@@ -357,13 +360,21 @@ impl OAuthService {
             Some(format!("session:{}", session.id)),
             ip,
         );
+        let (session, login) = if totp {
+            (None, None)
+        } else {
+            (Some(session), Some(login))
+        };
         let events = change
             .into_iter()
-            .chain([login])
+            .chain(login)
             .map(|e| e.with_details(details.clone()))
             .collect();
         match self.store.sign_in(plan, session, events).await {
-            Ok(()) => Ok(Ok(token)),
+            Ok(()) if totp => Ok(Ok(Landing::Challenge(
+                self.auth.mfa_challenge(user_id, None, origin).await?,
+            ))),
+            Ok(()) => Ok(Ok(Landing::Session(token))),
             // The same identity or email registered by a simultaneous callback.
             Err(StoreError::Conflict { .. }) => Ok(Err(Refusal::failed("conflict"))),
             Err(e) => Err(e.into()),
@@ -426,4 +437,12 @@ impl OAuthService {
             Err(OAuthError::NotFound)
         }
     }
+}
+
+/// Where a provider's sign-in lands.
+enum Landing {
+    /// A session, by its token.
+    Session(String),
+    /// A second-factor challenge, by its secret.
+    Challenge(String),
 }

@@ -54,6 +54,8 @@ pub struct AccountMatch {
     pub active: bool,
     /// Some role gives API access.
     pub api_access: bool,
+    /// TOTP is on: the sign-in ends at a challenge.
+    pub totp: bool,
 }
 
 /// What a successful provider sign-in writes besides the session.
@@ -90,11 +92,12 @@ pub trait OAuthStore: Send + Sync + 'static {
     ) -> Result<Option<AccountMatch>, StoreError>;
     /// Whether a role gives API access.
     async fn role_api_access(&self, role_id: Uuid) -> Result<bool, StoreError>;
-    /// Writes the plan, the session and the events in one transaction.
+    /// Writes the plan, the session (none: the sign-in goes on to a
+    /// second factor) and the events in one transaction.
     async fn sign_in(
         &self,
         plan: SignInPlan,
-        session: NewSession,
+        session: Option<NewSession>,
         events: Vec<AuditEvent>,
     ) -> Result<(), StoreError>;
     /// The identities linked to a user, oldest first; `None` for an unknown user.

@@ -1,7 +1,8 @@
 // Forms of the account pages: each posts JSON to its /api/auth route and shows
 // the outcome in #status. The token of an emailed link comes from ?token=.
 // The sign-in page also offers the enabled providers and finishes their flow:
-// the provider's redirect brings the session in the fragment (#token=), taken
+// the provider's redirect brings the session in the fragment (#token=, or
+// #mfa= with a second-factor challenge), taken
 // only back from a sign-in this tab started (a nonce in its sessionStorage).
 // An account with a second factor answers the password with a challenge:
 // the code form takes over and finishes it.
@@ -186,17 +187,19 @@ async function finishProvider() {
   if (!document.getElementById("providers")) return;
   const fragment = new URLSearchParams(location.hash.slice(1));
   const token = fragment.get("token");
+  const challenge = fragment.get("mfa");
   const error = fragment.get("error");
   const query = new URLSearchParams(location.search);
   const nonce = query.get(NONCE_PARAM);
   query.delete(NONCE_PARAM);
   const rest = query.toString();
-  if (nonce || token || error) history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : ""));
-  if (!token && !error) return;
+  if (nonce || token || challenge || error) history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : ""));
+  if (!token && !challenge && !error) return;
   const expected = sessionStorage.getItem(NONCE_KEY);
   sessionStorage.removeItem(NONCE_KEY);
   if (!nonce || nonce !== expected) return;
   if (error) { show("error", MESSAGES[error] || MESSAGES.OAUTH_FAILED); return; }
+  if (challenge) { askCode(document.querySelector('form[data-action="sign-in"]'), challenge); return; }
   if (signedIn(token)) return;
   const me = await fetch(BASE + "/api/auth/me", { headers: { Authorization: `Bearer ${token}` } })
     .then((r) => r.json()).catch(() => null);

@@ -60,9 +60,10 @@ pub async fn start(
 }
 
 /// Where the provider sends the browser back: 302 to `redirect_to` with
-/// `#token=<session token>` or `#error=<CODE>`.
+/// `#token=<session token>`, `#mfa=<challenge>` (an account with TOTP on:
+/// finish at `POST /api/auth/mfa/verify`) or `#error=<CODE>`.
 #[utoipa::path(operation_id = "finishOAuth", tag = "auth", params(("provider" = String, Path, description = "google, github or oidc"), OAuthCallbackQuery),
-    responses((status = 302, description = "To redirect_to, with the outcome in the fragment"),
+    responses((status = 302, description = "To redirect_to, with the outcome in the fragment: token=, mfa= or error="),
               (status = 400, description = "INVALID_TOKEN: unknown, used, expired or another provider's state", body = ErrorEnvelope),
               (status = 404, description = "Unknown provider", body = ErrorEnvelope)))]
 #[get("/oauth/{provider}/callback")]
