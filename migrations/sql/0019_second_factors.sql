@@ -39,3 +39,83 @@ CREATE TABLE svc.mfa_challenges (
     used_at      timestamptz
 );
 CREATE INDEX mfa_challenges_user_idx ON svc.mfa_challenges (user_id);
+
+-- Email sign-in codes: a one-time token of kind `code`, whose email carries
+-- a link and a 6-digit code. `code_hash` is SHA-256 of the token's hash
+-- followed by the code; `attempts` counts wrong codes (the 5th ends it).
+ALTER TABLE svc.one_time_tokens DROP CONSTRAINT one_time_tokens_kind_check;
+ALTER TABLE svc.one_time_tokens
+    ADD CONSTRAINT one_time_tokens_kind_check CHECK (kind IN ('reset', 'verify', 'invite', 'code')),
+    ADD COLUMN code_hash bytea,
+    ADD COLUMN attempts integer NOT NULL DEFAULT 0,
+    ADD CONSTRAINT one_time_tokens_code_check CHECK ((kind = 'code') = (code_hash IS NOT NULL));
+CREATE INDEX one_time_tokens_code_idx ON svc.one_time_tokens (user_id)
+    WHERE kind = 'code' AND used_at IS NULL;
+
+-- Its template: `{{code}}` is a placeholder too, and the code's email must
+-- carry it as well as the link.
+ALTER TABLE svc.email_templates DROP CONSTRAINT email_templates_kind_check;
+ALTER TABLE svc.email_templates
+    ADD CONSTRAINT email_templates_kind_check CHECK (kind IN ('reset', 'verify', 'invite', 'code'));
+
+CREATE OR REPLACE FUNCTION svc.check_email_template() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+DECLARE
+    part text;
+    body text;
+BEGIN
+    IF NEW.subject ~ '[\r\n]' OR btrim(NEW.subject) = '' OR length(NEW.subject) > 200 THEN
+        RAISE EXCEPTION 'must be one line of 1 to 200 characters'
+            USING ERRCODE = 'TS400', COLUMN = 'subject';
+    END IF;
+    FOREACH part IN ARRAY ARRAY['subject', 'body_text', 'body_html'] LOOP
+        body := CASE part WHEN 'subject' THEN NEW.subject
+                          WHEN 'body_text' THEN NEW.body_text ELSE NEW.body_html END;
+        IF NEW.kind = 'code' THEN
+            IF replace(replace(replace(body, '{{name}}', ''), '{{link}}', ''), '{{code}}', '') ~ '\{\{|\}\}' THEN
+                RAISE EXCEPTION 'has a placeholder other than {{name}}, {{link}} and {{code}}, or unbalanced braces'
+                    USING ERRCODE = 'TS400', COLUMN = part;
+            END IF;
+            IF part <> 'subject' AND position('{{code}}' IN body) = 0 THEN
+                RAISE EXCEPTION 'must contain {{code}}'
+                    USING ERRCODE = 'TS400', COLUMN = part;
+            END IF;
+        ELSIF replace(replace(body, '{{name}}', ''), '{{link}}', '') ~ '\{\{|\}\}' THEN
+            RAISE EXCEPTION 'has a placeholder other than {{name}} and {{link}}, or unbalanced braces'
+                USING ERRCODE = 'TS400', COLUMN = part;
+        END IF;
+        IF part <> 'subject' AND position('{{link}}' IN body) = 0 THEN
+            RAISE EXCEPTION 'must contain {{link}}'
+                USING ERRCODE = 'TS400', COLUMN = part;
+        END IF;
+    END LOOP;
+    IF length(NEW.body_text) > 100000 OR length(NEW.body_html) > 100000 THEN
+        RAISE EXCEPTION 'must be at most 100000 characters'
+            USING ERRCODE = 'TS400', COLUMN = CASE WHEN length(NEW.body_text) > 100000
+                                                    THEN 'body_text' ELSE 'body_html' END;
+    END IF;
+    NEW.updated_at := now();
+    RETURN NEW;
+END
+$$;
+
+INSERT INTO svc.email_templates (kind, subject, body_text, body_html) VALUES
+    ('code', 'Your sign-in code',
+     $tpl$Hello{{name}},
+
+Your sign-in code is {{code}}. Type it on the sign-in page, or open this
+link, within 15 minutes:
+
+{{link}}
+
+If you did not ask to sign in, ignore this email: nobody can sign in
+without the code.
+$tpl$,
+     $tpl$<!DOCTYPE html>
+<html lang="en"><body style="font-family: sans-serif; line-height: 1.5">
+<p>Hello{{name}},</p>
+<p>Your sign-in code is <strong style="font-size: 1.4em; letter-spacing: 0.1em">{{code}}</strong>. Type it on the sign-in page, or open this link, within 15 minutes:</p>
+<p><a href="{{link}}">Sign in</a></p>
+<p>If you did not ask to sign in, ignore this email: nobody can sign in without the code.</p>
+</body></html>
+$tpl$);

@@ -566,9 +566,9 @@ async fn email_templates_are_rows_edited_through_the_data_api_and_checked() {
         .iter()
         .map(|t| t["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["invite", "reset", "verify"]);
+    assert_eq!(kinds, ["code", "invite", "reset", "verify"]);
     assert!(
-        templates.data()[1]["body_html"]
+        templates.data()[2]["body_html"]
             .as_str()
             .unwrap()
             .contains("{{link}}")
@@ -582,6 +582,7 @@ async fn email_templates_are_rows_edited_through_the_data_api_and_checked() {
             "body_html",
         ),
         (json!({ "subject": "two\nlines" }), "subject"),
+        (json!({ "body_text": "{{link}} but {{code}}" }), "body_text"),
     ] {
         let refused = app.patch(path, &admin, json!({ "data": body })).await;
         assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{refused:?}");
@@ -599,6 +600,25 @@ async fn email_templates_are_rows_edited_through_the_data_api_and_checked() {
         )
         .await;
     assert_eq!(changed.status, StatusCode::OK, "{changed:?}");
+    // The sign-in code's email must carry the code as well as the link.
+    let code_path = "/api/data/svc/email_templates/code";
+    let no_code = app
+        .patch(
+            code_path,
+            &admin,
+            json!({ "data": { "body_text": "{{link}}" } }),
+        )
+        .await;
+    assert_eq!(no_code.status, StatusCode::BAD_REQUEST, "{no_code:?}");
+    assert_eq!(no_code.body["errors"][0]["field"], "body_text");
+    let with_code = app
+        .patch(
+            code_path,
+            &admin,
+            json!({ "data": { "body_text": "{{code}} or {{link}}" } }),
+        )
+        .await;
+    assert_eq!(with_code.status, StatusCode::OK, "{with_code:?}");
     let removed = app.delete(path, &admin).await;
     assert_eq!(removed.status, StatusCode::METHOD_NOT_ALLOWED);
 

@@ -363,3 +363,181 @@ async fn administrators_without_a_second_factor_only_enroll_while_it_is_required
     let out = app.post("/api/auth/logout", &second, json!({})).await;
     assert_eq!(out.status, StatusCode::NO_CONTENT);
 }
+
+/// The six digits an emailed code's text carries.
+fn emailed_code(text: &str) -> String {
+    let at = text.find("code is ").expect("the code's sentence") + "code is ".len();
+    text[at..at + 6].to_owned()
+}
+
+async fn post_public(app: &TestApp, path: &str, body: Value) -> Answer {
+    app.call(Method::POST, path, None, Some(body)).await
+}
+
+#[tokio::test]
+async fn email_codes_sign_in_once_while_enabled() {
+    let app = spawn_app_with_clock().await;
+    let admin = app.admin_session().await;
+    app.create_user(&admin, "coder@example.com", "password-1", None)
+        .await;
+    let ask = json!({ "email": "coder@example.com" });
+    // Off: the same 204, nothing sent, every verify refused.
+    let off = post_public(&app, "/api/auth/email-code", ask.clone()).await;
+    assert_eq!(off.status, StatusCode::NO_CONTENT);
+    let refused = post_public(
+        &app,
+        "/api/auth/email-code/verify",
+        json!({ "email": "coder@example.com", "code": "123456" }),
+    )
+    .await;
+    assert_eq!(refused.code(), "INVALID_TOKEN");
+    app.patch(
+        "/admin/api/settings",
+        &admin,
+        json!({ "data": { "auth.email_code_enabled": true } }),
+    )
+    .await;
+    // An unknown address gets the same 204.
+    let unknown = post_public(
+        &app,
+        "/api/auth/email-code",
+        json!({ "email": "nobody@example.com" }),
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::NO_CONTENT);
+
+    // The code typed with the email signs in once, and verifies the email.
+    assert_eq!(
+        post_public(&app, "/api/auth/email-code", ask.clone())
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    let mail = app
+        .smtp
+        .wait_for(
+            "coder@example.com",
+            "/code?token=",
+            std::time::Duration::from_secs(20),
+        )
+        .await;
+    let code = emailed_code(&mail.text);
+    let typed = json!({ "email": "CODER@example.com", "code": code });
+    let signed_in = post_public(&app, "/api/auth/email-code/verify", typed.clone()).await;
+    assert_eq!(signed_in.status, StatusCode::OK, "{:?}", signed_in.body);
+    assert_eq!(signed_in.data()["user"]["emailVerified"], true);
+    let token = signed_in.data()["token"].as_str().unwrap();
+    assert_eq!(app.get("/api/auth/me", token).await.status, StatusCode::OK);
+    let again = post_public(&app, "/api/auth/email-code/verify", typed).await;
+    assert_eq!(again.code(), "INVALID_TOKEN");
+    let link = post_public(
+        &app,
+        "/api/auth/email-code/verify",
+        json!({ "token": mail.token("code").unwrap() }),
+    )
+    .await;
+    assert_eq!(link.code(), "INVALID_TOKEN", "link and code are one");
+    assert!(
+        app.smtp
+            .emails()
+            .iter()
+            .all(|e| e.to.iter().all(|t| t != "nobody@example.com"))
+    );
+
+    // A newer code ends the older; five wrong codes end the pending one.
+    post_public(&app, "/api/auth/email-code", ask.clone()).await;
+    let first = app
+        .smtp
+        .wait_for(
+            "coder@example.com",
+            "/code?token=",
+            std::time::Duration::from_secs(20),
+        )
+        .await;
+    let count = app.smtp.emails().len();
+    post_public(&app, "/api/auth/email-code", ask.clone()).await;
+    let second = next_email(&app, count).await;
+    let old = post_public(
+        &app,
+        "/api/auth/email-code/verify",
+        json!({ "token": first.token("code").unwrap() }),
+    )
+    .await;
+    assert_eq!(old.code(), "INVALID_TOKEN");
+    let right = emailed_code(&second.text);
+    let wrong = if right == "000000" {
+        "111111"
+    } else {
+        "000000"
+    };
+    for _ in 0..5 {
+        let answer = post_public(
+            &app,
+            "/api/auth/email-code/verify",
+            json!({ "email": "coder@example.com", "code": wrong }),
+        )
+        .await;
+        assert_eq!(answer.code(), "INVALID_TOKEN");
+    }
+    let dead = post_public(
+        &app,
+        "/api/auth/email-code/verify",
+        json!({ "email": "coder@example.com", "code": right }),
+    )
+    .await;
+    assert_eq!(dead.code(), "INVALID_TOKEN");
+
+    // The link works alone; an account with TOTP on goes on to its challenge.
+    let (_, _, _) = enrolled(&app, &admin, "both@example.com").await;
+    post_public(
+        &app,
+        "/api/auth/email-code",
+        json!({ "email": "both@example.com" }),
+    )
+    .await;
+    let mail = app
+        .smtp
+        .wait_for(
+            "both@example.com",
+            "/code?token=",
+            std::time::Duration::from_secs(20),
+        )
+        .await;
+    let challenged = post_public(
+        &app,
+        "/api/auth/email-code/verify",
+        json!({ "token": mail.token("code").unwrap() }),
+    )
+    .await;
+    assert_eq!(
+        challenged.status,
+        StatusCode::UNAUTHORIZED,
+        "{:?}",
+        challenged.body
+    );
+    assert_eq!(challenged.code(), "MFA_REQUIRED");
+    // Expired after 15 minutes.
+    let count = app.smtp.emails().len();
+    post_public(&app, "/api/auth/email-code", ask).await;
+    let late_mail = next_email(&app, count).await;
+    app.advance(chrono::Duration::minutes(16));
+    let late = post_public(
+        &app,
+        "/api/auth/email-code/verify",
+        json!({ "email": "coder@example.com", "code": emailed_code(&late_mail.text) }),
+    )
+    .await;
+    assert_eq!(late.code(), "INVALID_TOKEN");
+}
+
+/// The first email received after the `count` before it.
+async fn next_email(app: &TestApp, count: usize) -> testkit::ReceivedEmail {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(email) = app.smtp.emails().get(count) {
+            return email.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no email came");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -36,6 +36,16 @@ pub(crate) async fn insert_mail(
     mail: TokenMail,
 ) -> Result<(), StoreError> {
     let t = mail.token;
+    // A new sign-in code ends the older ones of its user.
+    if let (Some(_), Some(user_id)) = (t.code_hash, t.user_id) {
+        conn.execute_raw(stmt(
+            "UPDATE svc.one_time_tokens SET used_at = $2 \
+             WHERE user_id = $1 AND kind = 'code' AND used_at IS NULL",
+            [user_id.into(), t.created_at.into()],
+        ))
+        .await
+        .map_err(map_err)?;
+    }
     one_time_token::ActiveModel {
         id: Set(t.id),
         kind: Set(t.kind.as_str().to_owned()),
@@ -45,6 +55,8 @@ pub(crate) async fn insert_mail(
         created_at: Set(t.created_at),
         expires_at: Set(t.expires_at),
         used_at: Set(None),
+        code_hash: Set(t.code_hash.map(|h| h.to_vec())),
+        attempts: Set(0),
     }
     .insert(conn)
     .await
@@ -120,7 +132,7 @@ pub(crate) async fn emails_last_hour(
     let row = txn
         .query_one_raw(stmt(
             "SELECT count(*) AS sent FROM svc.email_outbox \
-             WHERE lower(to_address) = lower($1) AND kind IN ('reset', 'verify') \
+             WHERE lower(to_address) = lower($1) AND kind IN ('reset', 'verify', 'code') \
                AND created_at > $2 - interval '1 hour'",
             [address.into(), now.into()],
         ))

@@ -75,6 +75,18 @@ pub struct RecoveryCodes {
     pub recovery_codes: Vec<String>,
 }
 
+/// `POST /api/auth/email-code/verify` body: the emailed link's `token`, or
+/// the `email` with the `code` typed.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct VerifyEmailCodeRequest {
+    /// The token of the emailed link.
+    pub token: Option<String>,
+    /// The account's email, with `code`.
+    pub email: Option<String>,
+    /// The six digits of the email, with `email`.
+    pub code: Option<String>,
+}
+
 /// `POST /api/auth/mfa/verify` body.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct VerifyMfaRequest {

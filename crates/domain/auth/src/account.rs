@@ -135,6 +135,7 @@ impl AccountService {
                 token_hash: secret::hash_secret(&token),
                 user_id,
                 invitation_id,
+                code_hash: None,
                 created_at: now,
                 expires_at: now + kind.lifetime(),
             },
@@ -218,7 +219,7 @@ impl AccountService {
     }
 
     /// Queues a fresh link of `kind` to `user`, audited as `action`.
-    async fn mail_user(
+    pub(crate) async fn mail_user(
         &self,
         user: &User,
         kind: EmailKind,
@@ -226,7 +227,7 @@ impl AccountService {
         ip: Option<String>,
     ) -> Result<(), AuthError> {
         let settings = self.settings.heeded().await?;
-        let mail = self.token_mail(
+        let mut mail = self.token_mail(
             &settings,
             kind,
             &user.email,
@@ -234,6 +235,14 @@ impl AccountService {
             Some(user.id),
             None,
         );
+        if kind == EmailKind::SignInCode {
+            let code = crate::email_code::new_email_code();
+            mail.token.code_hash = Some(crate::email_code::email_code_hash(
+                &mail.token.token_hash,
+                &code,
+            ));
+            mail.email.code = Some(code);
+        }
         let event = AuditEvent::new(
             Actor::user(user.id),
             action,
@@ -293,7 +302,9 @@ impl AccountService {
                     .redeem_reset(&hash, password_hash, now, event)
                     .await?
             }
-            EmailKind::EmailVerification => return Err(AuthError::InvalidToken),
+            EmailKind::EmailVerification | EmailKind::SignInCode => {
+                return Err(AuthError::InvalidToken);
+            }
         };
         redeemed.map(drop).ok_or(AuthError::InvalidToken)
     }
@@ -489,6 +500,6 @@ impl AccountService {
 /// Background work that differs for known and unknown emails waits until
 /// the uniform answer has gone out, so it cannot slow that answer down (on
 /// a busy machine a known email's work started at once did, measurably).
-async fn after_the_answer() {
+pub(crate) async fn after_the_answer() {
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
 }

@@ -12,6 +12,8 @@ pub enum EmailKind {
     EmailVerification,
     /// An invitation link (valid 7 days).
     Invitation,
+    /// A sign-in link with its 6-digit code (valid 15 minutes).
+    SignInCode,
 }
 
 impl EmailKind {
@@ -21,6 +23,7 @@ impl EmailKind {
             EmailKind::PasswordReset => "reset",
             EmailKind::EmailVerification => "verify",
             EmailKind::Invitation => "invite",
+            EmailKind::SignInCode => "code",
         }
     }
 
@@ -30,6 +33,7 @@ impl EmailKind {
             EmailKind::PasswordReset => chrono::Duration::hours(1),
             EmailKind::EmailVerification => chrono::Duration::hours(48),
             EmailKind::Invitation => chrono::Duration::days(7),
+            EmailKind::SignInCode => chrono::Duration::minutes(15),
         }
     }
 
@@ -39,6 +43,7 @@ impl EmailKind {
             EmailKind::PasswordReset => "reset-password",
             EmailKind::EmailVerification => "verify-email",
             EmailKind::Invitation => "accept-invitation",
+            EmailKind::SignInCode => "code",
         }
     }
 }
@@ -57,10 +62,13 @@ pub struct NewEmail {
     pub name: Option<String>,
     /// The link the email carries.
     pub link: String,
+    /// The sign-in code it carries (`code` emails).
+    pub code: Option<String>,
 }
 
 /// A template of `svc.email_templates`: `{{name}}` becomes `" <name>"` (or
-/// nothing), `{{link}}` the link; both HTML-escaped in the HTML body.
+/// nothing), `{{link}}` the link, `{{code}}` the sign-in code; each
+/// HTML-escaped in the HTML body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmailTemplate {
     /// Subject line.
@@ -90,9 +98,11 @@ impl NewEmail {
             .as_deref()
             .map(|n| format!(" {n}"))
             .unwrap_or_default();
+        let code = self.code.as_deref().unwrap_or_default();
         let plain = |text: &str| {
             text.replace("{{name}}", &greeting)
                 .replace("{{link}}", &self.link)
+                .replace("{{code}}", code)
         };
         RenderedEmail {
             // One line, whatever the name holds.
@@ -101,7 +111,8 @@ impl NewEmail {
             body_html: template
                 .body_html
                 .replace("{{name}}", &escape_html(&greeting))
-                .replace("{{link}}", &escape_html(&self.link)),
+                .replace("{{link}}", &escape_html(&self.link))
+                .replace("{{code}}", &escape_html(code)),
         }
     }
 }
@@ -127,6 +138,7 @@ pub fn compose(kind: EmailKind, to: &str, name: Option<&str>, link: String) -> N
         kind: kind.as_str(),
         name: name.map(str::to_owned),
         link,
+        code: None,
     }
 }
 

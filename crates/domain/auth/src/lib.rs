@@ -7,6 +7,7 @@
 
 mod account;
 pub mod email;
+mod email_code;
 mod error;
 mod hasher;
 mod mfa;
@@ -17,6 +18,7 @@ mod store;
 mod users;
 
 pub use account::{AccountService, InviteRequest};
+pub use email_code::EmailCodeProof;
 pub use error::AuthError;
 pub use hasher::HashPool;
 pub use mfa::{TotpEnrollment, totp_code, totp_step};

@@ -321,6 +321,8 @@ pub struct NewOneTimeToken {
     pub user_id: Option<Uuid>,
     /// The invitation it accepts (invitation).
     pub invitation_id: Option<Uuid>,
+    /// SHA-256 of the token's hash followed by its code (sign-in codes).
+    pub code_hash: Option<[u8; 32]>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// End of validity.
@@ -441,4 +443,33 @@ pub enum MfaFailure {
         /// End of the lock.
         until: DateTime<Utc>,
     },
+}
+
+/// How an emailed sign-in code is looked up.
+#[derive(Debug, Clone)]
+pub enum EmailCodeLookup {
+    /// By the hash of its link's token.
+    Link {
+        /// SHA-256 of the token.
+        hash: [u8; 32],
+    },
+    /// By the account's email and the code typed.
+    Code {
+        /// The email, compared case-insensitively.
+        email: String,
+        /// The six digits.
+        code: String,
+    },
+}
+
+/// How redeeming an emailed sign-in code went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmailCodeOutcome {
+    /// No live code matched (a wrong code counted), or the account may not
+    /// sign in.
+    Refused,
+    /// The session is stored, for this user.
+    Session(uuid::Uuid),
+    /// The code is used; the account has TOTP on and goes on to a challenge.
+    Challenge(uuid::Uuid),
 }

@@ -246,6 +246,18 @@ pub trait MfaStore: Send + Sync {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<MfaFinish, StoreError>;
+    /// Uses the live sign-in code `lookup` finds (a wrong code of a known
+    /// email counts toward its 5), marks the email verified and, unless the
+    /// account has TOTP on, stores `session` for its user (the event's
+    /// actor becomes that user); all or nothing. Refused for an account
+    /// that is inactive or without API access.
+    async fn redeem_email_code(
+        &self,
+        lookup: EmailCodeLookup,
+        session: NewSession,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<EmailCodeOutcome, StoreError>;
     /// Counts a wrong code against the challenge and the account.
     async fn refuse_mfa_code(
         &self,

@@ -79,6 +79,8 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 .service(mfa::confirm_totp)
                 .service(mfa::disable_totp)
                 .service(mfa::verify)
+                .service(mfa::request_email_code)
+                .service(mfa::verify_email_code)
                 .service(oauth::providers)
                 .service(oauth::start)
                 .service(oauth::callback)

@@ -4,10 +4,11 @@
 //! with one code (on any instances) cannot both pass.
 
 use async_trait::async_trait;
+use audit::Actor;
 use audit::AuditEvent;
 use auth::{
-    MfaChallengeRecord, MfaFailure, MfaFinish, MfaProof, MfaStore, NewMfaChallenge, NewSession,
-    TotpRecord,
+    EmailCodeLookup, EmailCodeOutcome, MfaChallengeRecord, MfaFailure, MfaFinish, MfaProof,
+    MfaStore, NewMfaChallenge, NewSession, TotpRecord,
 };
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
@@ -34,6 +35,37 @@ struct ChallengeRow {
     failed_sign_ins: i32,
     locked: bool,
 }
+
+/// The code of a live sign-in code, used when right, counted when wrong.
+#[derive(FromQueryResult)]
+struct RedeemedCodeRow {
+    user_id: Uuid,
+    right: bool,
+}
+
+/// Uses the live code of the account with email `$1` when its code is `$3`
+/// (at `$2`); else counts the wrong try, the 5th ending it.
+const REDEEM_CODE_SQL: &str = "WITH live AS ( \
+        SELECT t.id, t.code_hash = sha256(t.token_hash || convert_to($3, 'UTF8')) AS right \
+        FROM svc.one_time_tokens t JOIN svc.users u ON u.id = t.user_id \
+        WHERE lower(u.email) = lower($1) AND t.kind = 'code' AND t.used_at IS NULL \
+          AND t.expires_at > $2 AND t.attempts < 5 FOR UPDATE OF t) \
+    UPDATE svc.one_time_tokens t \
+    SET used_at = CASE WHEN live.right OR t.attempts + 1 >= 5 THEN $2 END, \
+        attempts = t.attempts + CASE WHEN live.right THEN 0 ELSE 1 END \
+    FROM live WHERE t.id = live.id RETURNING t.user_id, live.right";
+
+/// Uses the live sign-in code whose link token hashes to `$1` (at `$2`).
+const REDEEM_LINK_SQL: &str = "UPDATE svc.one_time_tokens SET used_at = $2 \
+    WHERE token_hash = $1 AND kind = 'code' AND used_at IS NULL AND expires_at > $2 \
+      AND attempts < 5 RETURNING user_id, true AS right";
+
+/// Marks the email of `$1` verified when the account may sign in; answers
+/// whether it has TOTP on.
+const CODE_ACCOUNT_SQL: &str = "UPDATE svc.users u SET email_verified = true \
+    WHERE u.id = $1 AND u.active AND EXISTS (SELECT 1 FROM svc.role_members m \
+        JOIN svc.roles r ON r.id = m.role_id WHERE m.user_id = u.id AND r.api_access) \
+    RETURNING EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS totp";
 
 /// Uses `proof` for `user_id` in `txn`: a TOTP step later than the last
 /// one accepted, or an unused recovery code. False when it was used.
@@ -290,6 +322,50 @@ impl MfaStore for PgStore {
         insert_session_row(&txn, session).await?;
         commit_with_audit(txn, event, now).await?;
         Ok(MfaFinish::Done)
+    }
+
+    async fn redeem_email_code(
+        &self,
+        lookup: EmailCodeLookup,
+        mut session: NewSession,
+        now: DateTime<Utc>,
+        mut event: AuditEvent,
+    ) -> Result<EmailCodeOutcome, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let statement = match lookup {
+            EmailCodeLookup::Link { hash } => {
+                stmt(REDEEM_LINK_SQL, [hash.to_vec().into(), now.into()])
+            }
+            EmailCodeLookup::Code { email, code } => {
+                stmt(REDEEM_CODE_SQL, [email.into(), now.into(), code.into()])
+            }
+        };
+        let Some(row) = txn.query_one_raw(statement).await.map_err(map_err)? else {
+            return Ok(EmailCodeOutcome::Refused);
+        };
+        let redeemed = rows::row::<RedeemedCodeRow>(&row)?;
+        if !redeemed.right {
+            // The wrong try is counted.
+            txn.commit().await.map_err(map_err)?;
+            return Ok(EmailCodeOutcome::Refused);
+        }
+        let user_id = redeemed.user_id;
+        let Some(account) = txn
+            .query_one_raw(stmt(CODE_ACCOUNT_SQL, [user_id.into()]))
+            .await
+            .map_err(map_err)?
+        else {
+            return Ok(EmailCodeOutcome::Refused);
+        };
+        if rows::column::<bool>(&account, "totp")? {
+            txn.commit().await.map_err(map_err)?;
+            return Ok(EmailCodeOutcome::Challenge(user_id));
+        }
+        session.user_id = user_id;
+        super::insert_session(&txn, session).await?;
+        event.actor = Actor::user(user_id);
+        commit_with_audit(txn, event, now).await?;
+        Ok(EmailCodeOutcome::Session(user_id))
     }
 
     async fn refuse_mfa_code(

@@ -12,6 +12,8 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     pub expires_at: DateTimeUtc,
     pub used_at: Option<DateTimeUtc>,
+    pub code_hash: Option<Vec<u8>>,
+    pub attempts: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

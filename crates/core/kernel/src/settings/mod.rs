@@ -86,6 +86,11 @@ impl Settings {
         self.bool("auth.mfa_required_for_admins")
     }
 
+    /// Whether people may sign in with a code sent to their email.
+    pub fn email_code_enabled(&self) -> bool {
+        self.bool("auth.email_code_enabled")
+    }
+
     /// Whether self-registration is open.
     pub fn registration_enabled(&self) -> bool {
         self.bool("auth.registration_enabled")

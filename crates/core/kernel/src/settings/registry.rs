@@ -44,6 +44,7 @@ pub(super) const KEYS: &[Key] = &[
     key("auth.registration_enabled", Rule::Bool),
     key("auth.registration_role_id", Rule::RoleId),
     key("auth.email_verification_required", Rule::Bool),
+    key("auth.email_code_enabled", Rule::Bool),
     // Turning the rule off is an administrator's decision, never a token's.
     Key {
         name: "auth.mfa_required_for_admins",
@@ -234,6 +235,7 @@ pub fn default_of(name: &str) -> Value {
         "auth.registration_enabled"
         | "auth.email_verification_required"
         | "auth.mfa_required_for_admins"
+        | "auth.email_code_enabled"
         | "workflows.http_allow_private"
         | "mcp.enabled"
         | "sql_console.allow_api_tokens" => json!(false),

@@ -14,6 +14,7 @@ const BASE = document.documentElement.dataset.base ?? "";
 const ROUTES = {
   "sign-in": BASE + "/api/auth/login",
   "mfa": BASE + "/api/auth/mfa/verify",
+  "email-code": BASE + "/api/auth/email-code/verify",
   "reset-password": BASE + "/api/auth/password/reset",
   "verify-email": BASE + "/api/auth/email/verify",
   "accept-invitation": BASE + "/api/auth/invitations/accept",
@@ -22,6 +23,7 @@ const ROUTES = {
 const SUCCESS = {
   "sign-in": (data) => `Signed in as ${data.user.email}.`,
   "mfa": (data) => `Signed in as ${data.user.email}.`,
+  "email-code": (data) => `Signed in as ${data.user.email}.`,
   "reset-password": () => "Your password has been changed. You can now sign in with it.",
   "verify-email": () => "Your email address is confirmed.",
   "accept-invitation": () => "Welcome! Your account is ready. You can now sign in.",
@@ -59,6 +61,7 @@ function body(action, form, token) {
   switch (action) {
     case "sign-in": return { email: value("email"), password: value("password") };
     case "mfa": return { challenge: mfaChallenge, code: value("code") };
+    case "email-code": return { token };
     case "verify-email": return { token };
     default: return { token, password: value("password") };
   }
@@ -77,7 +80,7 @@ async function submit(event) {
   const form = event.currentTarget;
   const action = form.dataset.action;
   const token = new URLSearchParams(location.search).get("token") ?? "";
-  if (!(action in SIGN_INS) && !token) {
+  if ((!(action in SIGN_INS) || action === "email-code") && !token) {
     show("error", MESSAGES.INVALID_TOKEN);
     return;
   }
@@ -99,7 +102,7 @@ async function submit(event) {
     if (response.ok) {
       markInvalid(form, null);
       if (action in SIGN_INS) {
-        if (action === "mfa") form.hidden = true;
+        if (action !== "sign-in") form.hidden = true;
         if (signedIn(answer.data.token)) return;
       } else form.hidden = true;
       show("success", SUCCESS[action](answer && answer.data));
@@ -109,7 +112,8 @@ async function submit(event) {
     if (error && error.code === "MFA_REQUIRED") { askCode(form, error.challenge); return; }
     if (action === "mfa" && error && error.code === "INVALID_TOKEN") {
       form.hidden = true;
-      document.querySelector('form[data-action="sign-in"]').hidden = false;
+      const first = document.querySelector('form[data-action="sign-in"]');
+      if (first) first.hidden = false;
       show("error", "This sign-in has expired. Sign in again.");
       return;
     }
@@ -123,7 +127,7 @@ async function submit(event) {
 }
 
 // The sign-in page's forms that end in a session.
-const SIGN_INS = { "sign-in": true, "mfa": true };
+const SIGN_INS = { "sign-in": true, "mfa": true, "email-code": true };
 
 // The challenge of a sign-in waiting for its second factor.
 let mfaChallenge = "";

@@ -1,10 +1,13 @@
 //! `/api/auth/mfa`: TOTP enrollment of the signed-in user, and the second
-//! step of a sign-in that answered MFA_REQUIRED (API.md 14).
+//! step of a sign-in that answered MFA_REQUIRED; `/api/auth/email-code`:
+//! sign-in with a code sent by email (API.md 14).
 
 use actix_web::{HttpResponse, delete, post, web};
 use api_types::{
-    ErrorEnvelope, LoginResponse, MfaCodeRequest, RecoveryCodes, TotpEnrollment, VerifyMfaRequest,
+    EmailRequest, ErrorEnvelope, LoginResponse, MfaCodeRequest, RecoveryCodes, TotpEnrollment,
+    VerifyEmailCodeRequest, VerifyMfaRequest,
 };
+use auth::EmailCodeProof;
 
 use crate::error::ApiError;
 use crate::extract::{Body, Caller, ClientOrigin, Enrolling};
@@ -94,6 +97,57 @@ pub async fn verify(
         .services
         .sign_in
         .verify_mfa(&body.challenge, &body.code, origin.0)
+        .await?;
+    Ok(ok(LoginResponse {
+        token,
+        user: convert::user(user),
+    }))
+}
+
+/// Sends a sign-in code, while `auth.email_code_enabled` is on, to an
+/// active account with API access. Always 204, whatever the address.
+#[utoipa::path(operation_id = "requestEmailCode", tag = "auth", request_body = EmailRequest,
+    responses((status = 204), (status = 429, description = "Too many account calls from this address", body = ErrorEnvelope)))]
+#[post(
+    "/email-code",
+    wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)"
+)]
+pub async fn request_email_code(
+    state: web::Data<AppState>,
+    origin: ClientOrigin,
+    body: Body<EmailRequest>,
+) -> HttpResponse {
+    state
+        .services
+        .accounts
+        .request_email_code(body.0.email, origin.0.ip);
+    no_content()
+}
+
+/// Signs in with the emailed link's `token`, or the `email` and its
+/// `code`: answers what a sign-in would have (MFA_REQUIRED for an account
+/// with TOTP on). Every failure is 400 INVALID_TOKEN.
+#[utoipa::path(operation_id = "verifyEmailCode", tag = "auth", request_body = VerifyEmailCodeRequest,
+    responses((status = 200, body = inline(api_types::DataEnvelope<LoginResponse>)),
+              (status = 400, description = "INVALID_TOKEN", body = ErrorEnvelope),
+              (status = 401, description = "MFA_REQUIRED, with the challenge", body = ErrorEnvelope),
+              (status = 429, body = ErrorEnvelope)))]
+#[post("/email-code/verify")]
+pub async fn verify_email_code(
+    state: web::Data<AppState>,
+    origin: ClientOrigin,
+    body: Body<VerifyEmailCodeRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.0;
+    let proof = match (&body.token, &body.email, &body.code) {
+        (Some(token), None, None) => EmailCodeProof::Link(token),
+        (None, Some(email), Some(code)) => EmailCodeProof::Code { email, code },
+        _ => EmailCodeProof::Link(""),
+    };
+    let (token, user) = state
+        .services
+        .sign_in
+        .verify_email_code(proof, origin.0)
         .await?;
     Ok(ok(LoginResponse {
         token,

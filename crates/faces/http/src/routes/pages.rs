@@ -9,11 +9,16 @@ const SCRIPT: &str = include_str!("../../assets/auth/auth.js");
 const STYLE: &str = include_str!("../../assets/auth/auth.css");
 
 /// (path, title, body) of every page.
-const PAGES: [(&str, &str, &str); 4] = [
+const PAGES: [(&str, &str, &str); 5] = [
     (
         "/admin/auth/sign-in",
         "Sign in",
         include_str!("../../assets/auth/sign-in.html"),
+    ),
+    (
+        "/admin/auth/code",
+        "Sign in with your email",
+        include_str!("../../assets/auth/code.html"),
     ),
     (
         "/admin/auth/reset-password",
