@@ -213,6 +213,12 @@ async fn totp_enrolls_then_signs_in_through_a_challenge_once_per_code() {
     let expired = verify(&app.address, &app, &next, &code(&app, &secret, 0)).await;
     assert_eq!(expired.code(), "INVALID_TOKEN");
 
+    // A sign-in that succeeds restarts the count of attempts.
+    app.advance(chrono::Duration::seconds(30));
+    let next = challenge(&app, "totp@example.com").await;
+    let fine = verify(&app.address, &app, &next, &code(&app, &secret, 0)).await;
+    assert_eq!(fine.status, StatusCode::OK, "{:?}", fine.body);
+
     // Turned off with a code: the password alone signs in again.
     let path = "/api/auth/mfa/totp";
     let refused = delete_with(&app, path, &session, json!({ "code": "000000" })).await;
@@ -264,6 +270,26 @@ async fn wrong_codes_lock_the_account_and_an_administrator_resets_the_factors() 
     let done = verify(&app.address, &app, &pending, &recovery[1]).await;
     assert_eq!(done.status, StatusCode::OK, "{:?}", done.body);
 
+    // A stolen session guesses the code that turns TOTP off no more than a
+    // sign-in would: the third wrong code locks the account.
+    for _ in 0..3 {
+        let wrong = delete_with(
+            &app,
+            "/api/auth/mfa/totp",
+            &session,
+            json!({ "code": "000000" }),
+        )
+        .await;
+        assert_eq!(wrong.code(), "INVALID_MFA_CODE");
+    }
+    app.advance(chrono::Duration::seconds(30));
+    let right = json!({ "code": code(&app, &secret, 0) });
+    let locked = delete_with(&app, "/api/auth/mfa/totp", &session, right).await;
+    assert_eq!(locked.code(), "INVALID_MFA_CODE");
+    let password = app.login_answer("lockme@example.com", "password-1").await;
+    assert_eq!(password.code(), "AUTHENTICATION_REQUIRED");
+    app.advance(chrono::Duration::minutes(11));
+
     // Only administrators reset a user's factors.
     let id = app.get("/api/auth/me", &session).await.data()["id"]
         .as_str()
@@ -299,6 +325,9 @@ async fn administrators_without_a_second_factor_only_enroll_while_it_is_required
     let admin_token = app.create_token(&admin, "ADMIN").await;
     app.create_user(&admin, "plain@example.com", "password-1", None)
         .await;
+    // A read the Data API answers, so that it remembers the caller.
+    let rows = "/api/data/svc/email_templates";
+    assert_eq!(app.get(rows, &admin).await.status, StatusCode::OK);
     let on = app
         .patch(
             "/admin/api/settings",
@@ -308,7 +337,13 @@ async fn administrators_without_a_second_factor_only_enroll_while_it_is_required
         .await;
     assert_eq!(on.status, StatusCode::OK, "{:?}", on.body);
     // The administrator's session reaches only itself and its enrollment.
-    for path in ["/admin/api/users", "/api/auth/sessions", "/api/auth/tokens"] {
+    for path in [
+        rows,
+        rows,
+        "/admin/api/users",
+        "/api/auth/sessions",
+        "/api/auth/tokens",
+    ] {
         let refused = app.get(path, &admin).await;
         assert_eq!(refused.status, StatusCode::FORBIDDEN, "{path}");
         assert_eq!(refused.code(), "MFA_ENROLLMENT_REQUIRED", "{path}");

@@ -11,6 +11,7 @@ use permissions::Principal;
 use rand::RngCore;
 use serde_json::json;
 use sha1::Sha1;
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
@@ -92,7 +93,8 @@ fn base32(bytes: &[u8]) -> String {
 /// recovery code (case, spaces and dashes ignored).
 enum Typed {
     Totp(u32),
-    Recovery([u8; 32]),
+    /// Normalised: upper case, without spaces and dashes.
+    Recovery(String),
 }
 
 impl Typed {
@@ -107,30 +109,47 @@ impl Typed {
             .map(|c| c.to_ascii_uppercase())
             .collect();
         (plain.len() == RECOVERY_LEN && plain.bytes().all(|b| BASE32.contains(&b)))
-            .then(|| Typed::Recovery(secret::hash_secret(&plain)))
+            .then_some(Typed::Recovery(plain))
     }
 
-    /// The proof this code gives for a TOTP `secret` whose last accepted
-    /// step is `last_step`, if any.
-    fn proof(self, secret: &[u8], last_step: Option<i64>, now: DateTime<Utc>) -> Option<MfaProof> {
+    /// The proof this code gives for `user_id`'s TOTP `secret` whose last
+    /// accepted step is `last_step`, if any.
+    fn proof(
+        self,
+        user_id: Uuid,
+        secret: &[u8],
+        last_step: Option<i64>,
+        now: DateTime<Utc>,
+    ) -> Option<MfaProof> {
         match self {
             Typed::Totp(code) => {
                 matching_step(secret, code, now, last_step).map(|step| MfaProof::Totp { step })
             }
-            Typed::Recovery(hash) => Some(MfaProof::Recovery { hash }),
+            Typed::Recovery(plain) => Some(MfaProof::Recovery {
+                hash: recovery_hash(user_id, &plain),
+            }),
         }
     }
 }
 
-/// New recovery codes as shown (`xxxxx-xxxxx`) and as stored (hashed).
-fn recovery_codes() -> (Vec<String>, Vec<[u8; 32]>) {
+/// What is stored of a recovery code: SHA-256 of its user's id and the
+/// code, so that one code's hash says nothing of another account's.
+fn recovery_hash(user_id: Uuid, plain: &str) -> [u8; 32] {
+    let mut digest = Sha256::new();
+    digest.update(user_id.as_bytes());
+    digest.update(plain.as_bytes());
+    digest.finalize().into()
+}
+
+/// New recovery codes of `user_id` as shown (`xxxxx-xxxxx`) and as stored.
+fn recovery_codes(user_id: Uuid) -> (Vec<String>, Vec<[u8; 32]>) {
     let mut rng = rand::rng();
     (0..RECOVERY_CODES)
         .map(|_| {
             let plain: String = (0..RECOVERY_LEN)
                 .map(|_| char::from(BASE32[(rng.next_u32() % 32) as usize]))
                 .collect();
-            let hash = secret::hash_secret(&plain);
+            let hash = recovery_hash(user_id, &plain);
             let shown = format!("{}-{}", &plain[..5], &plain[5..]).to_ascii_lowercase();
             (shown, hash)
         })
@@ -212,7 +231,7 @@ impl SignInService {
         let Some((secret, step)) = step else {
             return Err(AuthError::InvalidMfaCode);
         };
-        let (shown, hashes) = recovery_codes();
+        let (shown, hashes) = recovery_codes(caller.user_id);
         let event = AuditEvent::new(
             caller.actor(),
             "mfa.totp_enable",
@@ -239,29 +258,39 @@ impl SignInService {
         origin: &Origin,
     ) -> Result<(), AuthError> {
         self.take_account_call(origin).await?;
+        let settings = self.settings.heeded().await?;
         let now = self.now();
-        let proof = self.store.totp(caller.user_id).await?.and_then(|record| {
-            let secret = record.secret?;
-            Typed::of(code)?.proof(&secret, record.last_step, now)
-        });
-        let Some(proof) = proof else {
+        let user_id = caller.user_id;
+        // Counted before the code is looked at, as a sign-in is: a stolen
+        // session guesses no more codes than a sign-in would.
+        let Some(attempt) = self.store.take_code_attempt(user_id, now).await? else {
             return Err(AuthError::InvalidMfaCode);
         };
+        let proof = self.store.totp(user_id).await?.and_then(|record| {
+            let secret = record.secret?;
+            Typed::of(code)?.proof(user_id, &secret, record.last_step, now)
+        });
+        if let Some(proof) = proof {
+            let event = AuditEvent::new(
+                caller.actor(),
+                "mfa.totp_disable",
+                target("user", user_id),
+                origin.ip.clone(),
+            );
+            if self.store.disable_totp(user_id, proof, now, event).await? {
+                return Ok(());
+            }
+        }
         let event = AuditEvent::new(
             caller.actor(),
-            "mfa.totp_disable",
-            target("user", caller.user_id),
+            "mfa.code_refused",
+            target("user", user_id),
             origin.ip.clone(),
         );
-        if self
-            .store
-            .disable_totp(caller.user_id, proof, now, event)
-            .await?
-        {
-            Ok(())
-        } else {
-            Err(AuthError::InvalidMfaCode)
-        }
+        self.store
+            .refuse_mfa_code(user_id, failure(attempt, &settings, now), now, event)
+            .await?;
+        Err(AuthError::InvalidMfaCode)
     }
 
     /// Removes every second factor of `user_id` (an administrator's reset).
@@ -324,13 +353,13 @@ impl SignInService {
         let hash = secret::hash_secret(challenge);
         let record = self
             .store
-            .live_mfa_challenge(&hash, now)
+            .take_mfa_attempt(&hash, now)
             .await?
             .ok_or(AuthError::InvalidToken)?;
         let user_id = record.user_id;
         let proof = match (&record.secret, record.locked) {
             (Some(secret), false) => {
-                Typed::of(code).and_then(|t| t.proof(secret, record.last_step, now))
+                Typed::of(code).and_then(|t| t.proof(user_id, secret, record.last_step, now))
             }
             _ => None,
         };
@@ -378,18 +407,26 @@ impl SignInService {
             None => "wrong_mfa_code",
         };
         let effect = if record.locked {
-            MfaFailure::Count
-        } else if record.failed_sign_ins + 1 >= i64::from(settings.lockout_threshold()) {
-            MfaFailure::Lock {
-                until: now + Duration::minutes(settings.lockout_minutes()),
-            }
+            MfaFailure::Keep
         } else {
-            MfaFailure::Count
+            failure(record.attempt, &settings, now)
         };
         self.store
-            .refuse_mfa_code(&hash, user_id, effect, now, failed(refused))
+            .refuse_mfa_code(user_id, effect, now, failed(refused))
             .await?;
         Err(AuthError::MfaCodeRefused)
+    }
+}
+
+/// What a wrong code that was the account's `attempt`th in a row does:
+/// the one reaching `auth.lockout_threshold` locks it.
+fn failure(attempt: i64, settings: &kernel::settings::Settings, now: DateTime<Utc>) -> MfaFailure {
+    if attempt >= i64::from(settings.lockout_threshold()) {
+        MfaFailure::Lock {
+            until: now + Duration::minutes(settings.lockout_minutes()),
+        }
+    } else {
+        MfaFailure::Keep
     }
 }
 
@@ -447,12 +484,12 @@ mod tests {
 
     #[test]
     fn recovery_codes_are_read_whatever_their_case_and_dashes() {
-        let (shown, hashes) = recovery_codes();
+        let (shown, hashes) = recovery_codes(Uuid::nil());
         assert_eq!(shown.len(), RECOVERY_CODES);
         for (code, hash) in shown.iter().zip(&hashes) {
             assert_eq!(code.len(), RECOVERY_LEN + 1);
             match Typed::of(&code.to_uppercase().replace('-', " - ")) {
-                Some(Typed::Recovery(read)) => assert_eq!(&read, hash),
+                Some(Typed::Recovery(read)) => assert_eq!(&recovery_hash(Uuid::nil(), &read), hash),
                 _ => panic!("{code} is not read as a recovery code"),
             }
         }

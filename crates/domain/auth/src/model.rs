@@ -365,6 +365,8 @@ pub(crate) fn target(kind: &str, id: Uuid) -> Option<String> {
 /// A user's TOTP as stored.
 #[derive(Debug, Clone)]
 pub struct TotpRecord {
+    /// The owner.
+    pub user_id: Uuid,
     /// The secret in use, while TOTP is on.
     pub secret: Option<Vec<u8>>,
     /// A secret waiting for its first code.
@@ -384,7 +386,7 @@ pub enum MfaProof {
     },
     /// A recovery code.
     Recovery {
-        /// SHA-256 of the code as typed, normalised.
+        /// SHA-256 of the user's id and the code as typed, normalised.
         hash: [u8; 32],
     },
 }
@@ -407,7 +409,8 @@ pub struct NewMfaChallenge {
     pub expires_at: DateTime<Utc>,
 }
 
-/// A live sign-in challenge with what checking its code needs.
+/// A live sign-in challenge, its attempt counted, with what checking its
+/// code needs.
 #[derive(Debug, Clone)]
 pub struct MfaChallengeRecord {
     /// Its user.
@@ -416,8 +419,9 @@ pub struct MfaChallengeRecord {
     pub secret: Option<Vec<u8>>,
     /// The step of the last TOTP code accepted.
     pub last_step: Option<i64>,
-    /// Sign-ins in a row that did not succeed.
-    pub failed_sign_ins: i64,
+    /// This attempt's place among the account's sign-in attempts in a row
+    /// that did not succeed; 0 while a lock is in force.
+    pub attempt: i64,
     /// Whether a lock is in force.
     pub locked: bool,
 }
@@ -433,11 +437,11 @@ pub enum MfaFinish {
     Gone,
 }
 
-/// What a wrong code does to its account.
+/// What a wrong code does to its account (its attempt was counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MfaFailure {
-    /// Counts toward the lockout.
-    Count,
+    /// Nothing more.
+    Keep,
     /// Locks the account until then (unless a lock is in force).
     Lock {
         /// End of the lock.

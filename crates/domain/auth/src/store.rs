@@ -229,9 +229,12 @@ pub trait MfaStore: Send + Sync {
         challenge: NewMfaChallenge,
         event: AuditEvent,
     ) -> Result<(), StoreError>;
-    /// The challenge with this hash while it is unused, unexpired and has
-    /// wrong codes left, with its user's TOTP and lockout state at `now`.
-    async fn live_mfa_challenge(
+    /// Counts an attempt at the challenge with this hash, while it is
+    /// unused, unexpired, has wrong codes left and its password is still
+    /// the one checked, and at its account's sign-in attempts (unless a
+    /// lock is in force at `now`), before any code is looked at; answers it
+    /// with its user's TOTP.
+    async fn take_mfa_attempt(
         &self,
         hash: &[u8; 32],
         now: DateTime<Utc>,
@@ -258,10 +261,17 @@ pub trait MfaStore: Send + Sync {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<EmailCodeOutcome, StoreError>;
-    /// Counts a wrong code against the challenge and the account.
+    /// Counts an attempt at a code outside sign-in (turning TOTP off) at
+    /// the account's sign-in attempts, unless a lock is in force at `now`
+    /// (then `None`): answers this attempt's place.
+    async fn take_code_attempt(
+        &self,
+        user_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError>;
+    /// Records a wrong code (counted already): its effect and audit event.
     async fn refuse_mfa_code(
         &self,
-        hash: &[u8; 32],
         user_id: Uuid,
         effect: MfaFailure,
         now: DateTime<Utc>,

@@ -26,15 +26,34 @@ struct TotpRow {
     last_step: Option<i64>,
 }
 
-/// A live challenge with its user's TOTP and lockout state.
+/// A live challenge, its attempt counted, with its user's TOTP.
 #[derive(FromQueryResult)]
 struct ChallengeRow {
     user_id: Uuid,
     secret: Option<Vec<u8>>,
     last_step: Option<i64>,
-    failed_sign_ins: i32,
+    attempt: i32,
     locked: bool,
 }
+
+/// Counts an attempt at the challenge whose hash is `$1` (at `$2`) while it
+/// is live and its password is the one checked, and at its account's
+/// sign-in attempts unless a lock is in force: both before any code is
+/// looked at, so however many codes run at once, each is numbered.
+const TAKE_CHALLENGE_SQL: &str = "WITH c AS ( \
+        UPDATE svc.mfa_challenges c SET attempts = attempts + 1 \
+        WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 AND attempts < 5 \
+          AND EXISTS (SELECT 1 FROM svc.users x WHERE x.id = c.user_id \
+                      AND (c.checked_hash IS NULL OR x.password_hash = c.checked_hash)) \
+        RETURNING user_id), \
+    counted AS ( \
+        UPDATE svc.users SET failed_sign_ins = failed_sign_ins + 1 \
+        WHERE id = (SELECT user_id FROM c) AND (locked_until IS NULL OR locked_until <= $2) \
+        RETURNING failed_sign_ins) \
+    SELECT c.user_id, t.secret, t.last_step, \
+        coalesce((SELECT failed_sign_ins FROM counted), 0) AS attempt, \
+        NOT EXISTS (SELECT 1 FROM counted) AS locked \
+    FROM c LEFT JOIN svc.user_totp t ON t.user_id = c.user_id";
 
 /// The code of a live sign-in code, used when right, counted when wrong.
 #[derive(FromQueryResult)]
@@ -113,6 +132,7 @@ impl MfaStore for PgStore {
         row.map(|row| {
             let r = rows::row::<TotpRow>(&row)?;
             Ok(TotpRecord {
+                user_id,
                 secret: r.secret,
                 pending_secret: r.pending_secret,
                 last_step: r.last_step,
@@ -200,7 +220,8 @@ impl MfaStore for PgStore {
         }
         execute(
             &txn,
-            "DELETE FROM svc.user_totp WHERE user_id = $1",
+            "WITH cleared AS (UPDATE svc.users SET failed_sign_ins = 0 WHERE id = $1) \
+             DELETE FROM svc.user_totp WHERE user_id = $1",
             [user_id.into()],
         )
         .await?;
@@ -216,16 +237,18 @@ impl MfaStore for PgStore {
 
     async fn reset_mfa(&self, user_id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        let found = execute(
-            &txn,
-            "WITH totp AS (DELETE FROM svc.user_totp WHERE user_id = $1), \
-             codes AS (DELETE FROM svc.mfa_recovery_codes WHERE user_id = $1), \
-             challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id = $1) \
-             SELECT 1 FROM svc.users WHERE id = $1",
-            [user_id.into()],
-        )
-        .await?;
-        if found == 0 {
+        let found = txn
+            .query_one_raw(stmt(
+                "WITH totp AS (DELETE FROM svc.user_totp WHERE user_id = $1), \
+                 codes AS (DELETE FROM svc.mfa_recovery_codes WHERE user_id = $1), \
+                 challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id = $1) \
+                 SELECT EXISTS (SELECT 1 FROM svc.users WHERE id = $1) AS found",
+                [user_id.into()],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("the reset answered no row".into()))?;
+        if !rows::column::<bool>(&found, "found")? {
             return Ok(false);
         }
         commit_with_audit(txn, event, self.now()).await?;
@@ -259,22 +282,14 @@ impl MfaStore for PgStore {
         commit_with_audit(txn, event, challenge.created_at).await
     }
 
-    async fn live_mfa_challenge(
+    async fn take_mfa_attempt(
         &self,
         hash: &[u8; 32],
         now: DateTime<Utc>,
     ) -> Result<Option<MfaChallengeRecord>, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
-                "SELECT c.user_id, t.secret, t.last_step, u.failed_sign_ins, \
-                 coalesce(u.locked_until > $2, false) AS locked \
-                 FROM svc.mfa_challenges c JOIN svc.users u ON u.id = c.user_id \
-                 LEFT JOIN svc.user_totp t ON t.user_id = c.user_id \
-                 WHERE c.token_hash = $1 AND c.used_at IS NULL AND c.expires_at > $2 \
-                 AND c.attempts < 5",
-                [hash.to_vec().into(), now.into()],
-            ))
+            .query_one_raw(stmt(TAKE_CHALLENGE_SQL, [hash.to_vec().into(), now.into()]))
             .await
             .map_err(map_err)?;
         row.map(|row| {
@@ -283,11 +298,30 @@ impl MfaStore for PgStore {
                 user_id: r.user_id,
                 secret: r.secret,
                 last_step: r.last_step,
-                failed_sign_ins: i64::from(r.failed_sign_ins),
+                attempt: i64::from(r.attempt),
                 locked: r.locked,
             })
         })
         .transpose()
+    }
+
+    async fn take_code_attempt(
+        &self,
+        user_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<i64>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "UPDATE svc.users SET failed_sign_ins = failed_sign_ins + 1 \
+                 WHERE id = $1 AND (locked_until IS NULL OR locked_until <= $2) \
+                 RETURNING failed_sign_ins",
+                [user_id.into(), now.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|row| rows::column::<i32>(&row, "failed_sign_ins").map(i64::from))
+            .transpose()
     }
 
     async fn finish_mfa(
@@ -299,17 +333,20 @@ impl MfaStore for PgStore {
         event: AuditEvent,
     ) -> Result<MfaFinish, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        // The challenge is used, and the account's row locked to the
-        // commit, only while the password is the one its first factor
-        // checked and no lock is in force.
+        // The challenge is used (its attempt was counted: at most the
+        // fifth), and the account's row locked to the commit, only while
+        // the password is the one its first factor checked, no lock is in
+        // force and the account may still sign in.
         let used = execute(
             &txn,
             "WITH c AS (UPDATE svc.mfa_challenges SET used_at = $2 \
                  WHERE token_hash = $1 AND user_id = $3 AND used_at IS NULL AND expires_at > $2 \
-                 AND attempts < 5 RETURNING user_id, checked_hash) \
+                 AND attempts <= 5 RETURNING user_id, checked_hash) \
              UPDATE svc.users u SET failed_sign_ins = 0, locked_until = NULL FROM c \
              WHERE u.id = c.user_id AND (c.checked_hash IS NULL OR u.password_hash = c.checked_hash) \
-             AND (u.locked_until IS NULL OR u.locked_until <= $2)",
+             AND (u.locked_until IS NULL OR u.locked_until <= $2) AND u.active \
+             AND EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.roles r ON r.id = m.role_id \
+                         WHERE m.user_id = u.id AND r.api_access)",
             [hash.to_vec().into(), now.into(), session.user_id.into()],
         )
         .await?;
@@ -370,39 +407,21 @@ impl MfaStore for PgStore {
 
     async fn refuse_mfa_code(
         &self,
-        hash: &[u8; 32],
         user_id: Uuid,
         effect: MfaFailure,
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        execute(
-            &txn,
-            "UPDATE svc.mfa_challenges SET attempts = attempts + 1 WHERE token_hash = $1",
-            [hash.to_vec().into()],
-        )
-        .await?;
-        match effect {
-            MfaFailure::Count => {
-                execute(
-                    &txn,
-                    "UPDATE svc.users SET failed_sign_ins = failed_sign_ins + 1 \
-                     WHERE id = $1 AND (locked_until IS NULL OR locked_until <= $2)",
-                    [user_id.into(), now.into()],
-                )
-                .await?
-            }
-            MfaFailure::Lock { until } => {
-                execute(
-                    &txn,
-                    "UPDATE svc.users SET locked_until = $2, failed_sign_ins = 0 \
-                     WHERE id = $1 AND (locked_until IS NULL OR locked_until <= $3)",
-                    [user_id.into(), until.into(), now.into()],
-                )
-                .await?
-            }
-        };
+        if let MfaFailure::Lock { until } = effect {
+            execute(
+                &txn,
+                "UPDATE svc.users SET locked_until = $2, failed_sign_ins = 0 \
+                 WHERE id = $1 AND (locked_until IS NULL OR locked_until <= $3)",
+                [user_id.into(), until.into(), now.into()],
+            )
+            .await?;
+        }
         commit_with_audit(txn, event, now).await
     }
 }
