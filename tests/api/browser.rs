@@ -1913,3 +1913,71 @@ async fn the_tables_page_evolves_a_table_and_the_snapshot_page_applies_a_snapsho
     let _ = std::fs::remove_file(&file);
     browser.client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn totp_is_set_up_from_the_account_page() {
+    let app = testkit::spawn_app_with_clock().await;
+    let admin = app.admin_session().await;
+    app.create_user(&admin, "page@example.com", "password-1", None)
+        .await;
+    let browser = Browser::start().await;
+    browser
+        .open(&app, "/admin/auth/sign-in?next=/admin/auth/account")
+        .await;
+    browser.fill("email", "page@example.com").await;
+    browser.fill("password", "password-1").await;
+    browser.submit().await;
+    wait_for_text(&browser, "#who", "Signed in as page@example.com").await;
+    wait_for_text(&browser, "#sessions", "This session").await;
+    browser.wait_for("#totp-start").await.click().await.unwrap();
+    browser.wait_for("#totp-qr svg").await;
+    let secret = browser.wait_for("#totp-secret").await.text().await.unwrap();
+    let secret = crate::mfa::base32_decode(secret.trim());
+    browser.fill("totp-code", "000000").await;
+    browser
+        .wait_for("#totp-confirm button")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.expect_status("error", "That code is wrong").await;
+    browser
+        .fill("totp-code", &crate::mfa::code(&app, &secret, 0))
+        .await;
+    browser
+        .wait_for("#totp-confirm button")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .expect_status("success", "The authenticator app is set up")
+        .await;
+    let codes = browser
+        .client
+        .find_all(Locator::Css("#totp-codes li"))
+        .await
+        .unwrap();
+    assert_eq!(codes.len(), 10);
+    let user = app
+        .get("/admin/api/users?search=page%40example.com", &admin)
+        .await;
+    assert_eq!(user.data()[0]["mfa"]["totp"], true, "{:?}", user.body);
+    browser.client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_people_page_shows_and_resets_second_factors() {
+    let app = testkit::spawn_app_with_clock().await;
+    let admin = app.admin_session().await;
+    crate::mfa::enrolled(&app, &admin, "lost-phone@example.com").await;
+    let browser = Browser::start().await;
+    browser.sign_in_to(&app, "/admin/people").await;
+    let cell = "td[data-factors='lost-phone@example.com']";
+    wait_for_text(&browser, cell, "authenticator app").await;
+    click(&browser, &format!("{cell} button")).await;
+    wait_for_text(&browser, cell, "none").await;
+    let found = app.get("/admin/api/users?search=lost-phone", &admin).await;
+    assert_eq!(found.data()[0]["mfa"]["totp"], false, "{:?}", found.body);
+    browser.client.close().await.unwrap();
+}

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use testkit::{Answer, TestApp, spawn_app_with_clock};
 
 /// RFC 4648 base32 without padding, decoded.
-fn base32_decode(text: &str) -> Vec<u8> {
+pub(crate) fn base32_decode(text: &str) -> Vec<u8> {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
     let (mut out, mut buffer, mut bits) = (Vec::new(), 0u32, 0u32);
     for byte in text.bytes() {

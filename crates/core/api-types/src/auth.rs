@@ -57,6 +57,8 @@ pub struct TotpEnrollment {
     pub secret: String,
     /// The `otpauth://totp/...` URL authenticator apps read, as a QR code.
     pub otpauth_url: String,
+    /// That URL as a QR code, an SVG document (for the account page).
+    pub qr_svg: String,
 }
 
 /// A second-factor code: six TOTP digits, or a recovery code where the

@@ -47,9 +47,17 @@ pub enum EmailCodeProof<'a> {
 
 impl AccountService {
     /// Queues a sign-in code to an active account with API access, while
-    /// `auth.email_code_enabled` is on; does nothing otherwise. Runs in the
-    /// background so that the answer takes the same time either way.
-    pub fn request_email_code(&self, email: String, ip: Option<String>) {
+    /// `auth.email_code_enabled` is on (as of this request, whatever the
+    /// address); does nothing otherwise. The account is looked up in the
+    /// background, so that the answer takes the same time either way.
+    pub async fn request_email_code(
+        &self,
+        email: String,
+        ip: Option<String>,
+    ) -> Result<(), AuthError> {
+        if !self.settings.heeded().await?.email_code_enabled() {
+            return Ok(());
+        }
         let service = self.clone();
         tokio::spawn(async move {
             crate::account::after_the_answer().await;
@@ -57,12 +65,10 @@ impl AccountService {
                 tracing::error!(?error, "queuing a sign-in code failed");
             }
         });
+        Ok(())
     }
 
     async fn send_email_code(&self, email: &str, ip: Option<String>) -> Result<(), AuthError> {
-        if !self.settings.heeded().await?.email_code_enabled() {
-            return Ok(());
-        }
         let Ok(email) = Email::parse(email, "email") else {
             return Ok(());
         };

@@ -1,6 +1,7 @@
 // The users and roles page of the console: roles with their API access, a
 // new role, a new user, and every user (searched) with their roles, which
-// are added and removed in place, and whether the account is active.
+// are added and removed in place, whether the account is active, and its
+// second factors (reset in place, as for a person who lost their phone).
 "use strict";
 
 let roles = [];
@@ -43,6 +44,19 @@ function userRow(user) {
   activeCell.append(active);
   const chips = element("td");
   chips.append(...user.roles.map((role) => roleChip(user, role)));
+  const factors = element("td", null, { "data-factors": user.email });
+  const passkeys = user.mfa.passkeys ? `${user.mfa.passkeys} passkey${user.mfa.passkeys === 1 ? "" : "s"}` : "";
+  const named = [user.mfa.totp ? "authenticator app" : "", passkeys].filter(Boolean).join(", ");
+  factors.append(element("span", (named || "none") + " "));
+  if (named) {
+    const reset = element("button", "Reset", { type: "button", class: "link", "aria-label": `Remove the second factors of ${user.email}` });
+    reset.addEventListener("click", async () => {
+      const result = await call("DELETE", `/admin/api/users/${user.id}/mfa`);
+      if (result && result.status !== 204) return showStatus(refusal(result));
+      await loadUsers();
+    });
+    factors.append(reset);
+  }
   const add = element("select", null, { "aria-label": `Add ${user.email} to a role` });
   add.append(element("option", "—", { value: "" }),
     ...roles.filter((r) => !user.roles.some((own) => own.id === r.id)).map((r) => element("option", r.name, { value: r.id })));
@@ -54,7 +68,7 @@ function userRow(user) {
   });
   const addCell = element("td");
   addCell.append(add);
-  tr.append(activeCell, chips, addCell);
+  tr.append(activeCell, factors, chips, addCell);
   return tr;
 }
 

@@ -31,9 +31,22 @@ pub async fn start_totp(
         .start_totp(&caller.principal, caller.ip())
         .await?;
     Ok(ok(TotpEnrollment {
+        qr_svg: qr_svg(&enrollment.otpauth_url),
         secret: enrollment.secret,
         otpauth_url: enrollment.otpauth_url,
     }))
+}
+
+/// `text` as a QR code, an SVG document (empty if it cannot be one).
+fn qr_svg(text: &str) -> String {
+    qrcode::QrCode::new(text.as_bytes())
+        .map(|code| {
+            code.render::<qrcode::render::svg::Color<'_>>()
+                .min_dimensions(200, 200)
+                .quiet_zone(true)
+                .build()
+        })
+        .unwrap_or_default()
 }
 
 /// Turns TOTP on with a code of the pending secret; answers the recovery
@@ -116,12 +129,13 @@ pub async fn request_email_code(
     state: web::Data<AppState>,
     origin: ClientOrigin,
     body: Body<EmailRequest>,
-) -> HttpResponse {
+) -> Result<HttpResponse, ApiError> {
     state
         .services
         .accounts
-        .request_email_code(body.0.email, origin.0.ip);
-    no_content()
+        .request_email_code(body.0.email, origin.0.ip)
+        .await?;
+    Ok(no_content())
 }
 
 /// Signs in with the emailed link's `token`, or the `email` and its

@@ -6,14 +6,20 @@ use actix_web::{HttpResponse, web};
 
 const LAYOUT: &str = include_str!("../../assets/auth/layout.html");
 const SCRIPT: &str = include_str!("../../assets/auth/auth.js");
+const ACCOUNT_SCRIPT: &str = include_str!("../../assets/auth/account.js");
 const STYLE: &str = include_str!("../../assets/auth/auth.css");
 
 /// (path, title, body) of every page.
-const PAGES: [(&str, &str, &str); 5] = [
+const PAGES: [(&str, &str, &str); 6] = [
     (
         "/admin/auth/sign-in",
         "Sign in",
         include_str!("../../assets/auth/sign-in.html"),
+    ),
+    (
+        "/admin/auth/account",
+        "Your account",
+        include_str!("../../assets/auth/account.html"),
     ),
     (
         "/admin/auth/code",
@@ -74,6 +80,12 @@ pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut w
             "/admin/auth/assets/auth.js",
             web::get()
                 .to(|| async { secured("text/javascript; charset=utf-8", SCRIPT.to_owned()) }),
+        )
+        .route(
+            "/admin/auth/assets/account.js",
+            web::get().to(|| async {
+                secured("text/javascript; charset=utf-8", ACCOUNT_SCRIPT.to_owned())
+            }),
         )
         .route(
             "/admin/auth/assets/auth.css",
