@@ -576,3 +576,76 @@ async fn next_email(app: &TestApp, count: usize) -> testkit::ReceivedEmail {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// The median of `times`.
+fn median(mut times: Vec<std::time::Duration>) -> std::time::Duration {
+    times.sort_unstable();
+    times[times.len() / 2]
+}
+
+/// Median times of a wrong and of a right code finishing a challenge,
+/// interleaved (the order alternating) so that both see the same load.
+async fn code_times(app: &TestApp, secret: &[u8]) -> (std::time::Duration, std::time::Duration) {
+    let (mut wrong, mut right) = (Vec::new(), Vec::new());
+    for i in 0..15 {
+        let (first, second) = (
+            challenge(app, "timed@example.com").await,
+            challenge(app, "timed@example.com").await,
+        );
+        app.advance(chrono::Duration::seconds(30));
+        let good = code(app, secret, 0);
+        let mut calls = [(&first, "000000", false), (&second, good.as_str(), true)];
+        if i % 2 == 1 {
+            calls.reverse();
+        }
+        for (pending, typed, is_right) in calls {
+            let started = std::time::Instant::now();
+            let answer = verify(&app.address, app, pending, typed).await;
+            let took = started.elapsed();
+            assert_eq!(
+                answer.status == StatusCode::OK,
+                is_right,
+                "{:?}",
+                answer.body
+            );
+            if is_right {
+                right.push(took)
+            } else {
+                wrong.push(took)
+            }
+        }
+    }
+    (median(wrong), median(right))
+}
+
+#[tokio::test]
+async fn a_wrong_code_takes_as_long_as_a_right_one() {
+    let app = spawn_app_with_clock().await;
+    let admin = app.admin_session().await;
+    app.patch(
+        "/admin/api/settings",
+        &admin,
+        json!({ "data": { "auth.login_rate_limit_per_minute": 0, "auth.lockout_threshold": 1000 } }),
+    )
+    .await;
+    let (_, secret, _) = enrolled(&app, &admin, "timed@example.com").await;
+    // A systematic difference shows in every measurement; noise of the
+    // machine rarely in three in a row.
+    let mut gaps = Vec::new();
+    for _ in 0..3 {
+        let (wrong, right) = code_times(&app, &secret).await;
+        let gap = wrong.abs_diff(right).as_secs_f64() / wrong.max(right).as_secs_f64();
+        eprintln!(
+            "wrong {wrong:?} vs right {right:?}: {:.0}% apart",
+            gap * 100.0
+        );
+        if gap <= 0.10 {
+            return;
+        }
+        gaps.push(format!(
+            "wrong {wrong:?} vs right {right:?}: {:.0}% apart",
+            gap * 100.0
+        ));
+    }
+    panic!("{gaps:?}");
+}

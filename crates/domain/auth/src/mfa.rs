@@ -386,19 +386,13 @@ impl SignInService {
                     origin.ip.clone(),
                 )
                 .with_details(json!({ "mfa": kind }));
+                let settle = MfaSettle::Proof { proof, session };
                 match self
                     .store
-                    .finish_mfa(&hash, proof, session, now, event)
+                    .settle_mfa(&hash, user_id, settle, now, event)
                     .await?
                 {
-                    MfaFinish::Done => {
-                        let user = self
-                            .store
-                            .user(user_id)
-                            .await?
-                            .ok_or(AuthError::InvalidToken)?;
-                        return Ok((token, user));
-                    }
+                    MfaFinish::Done(user) => return Ok((token, user)),
                     MfaFinish::Gone => return Err(AuthError::InvalidToken),
                     MfaFinish::Refused => "mfa_code_used",
                 }
@@ -411,8 +405,9 @@ impl SignInService {
         } else {
             failure(record.attempt, &settings, now)
         };
+        let settle = MfaSettle::Wrong(effect);
         self.store
-            .refuse_mfa_code(user_id, effect, now, failed(refused))
+            .settle_mfa(&hash, user_id, settle, now, failed(refused))
             .await?;
         Err(AuthError::MfaCodeRefused)
     }

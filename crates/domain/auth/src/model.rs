@@ -426,11 +426,25 @@ pub struct MfaChallengeRecord {
     pub locked: bool,
 }
 
+/// What a challenge's code settles to.
+#[derive(Debug, Clone)]
+pub enum MfaSettle {
+    /// A code that proves the factor: the session to store.
+    Proof {
+        /// What the code proved.
+        proof: MfaProof,
+        /// The session it signs in with.
+        session: NewSession,
+    },
+    /// A wrong code, counted already: its effect.
+    Wrong(MfaFailure),
+}
+
 /// How finishing a challenge went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MfaFinish {
-    /// The session is stored.
-    Done,
+    /// The session is stored, for this user.
+    Done(User),
     /// The code was used already (a TOTP step, a recovery code).
     Refused,
     /// The challenge is used, expired or dead, or the password changed.

@@ -239,13 +239,18 @@ pub trait MfaStore: Send + Sync {
         hash: &[u8; 32],
         now: DateTime<Utc>,
     ) -> Result<Option<MfaChallengeRecord>, StoreError>;
-    /// Uses the challenge and `proof` and stores `session` (clearing the
-    /// lockout), all or nothing.
-    async fn finish_mfa(
+    /// Settles the code of `user_id`'s challenge in one transaction of the
+    /// same two statements whatever the code, so that a wrong code takes
+    /// as long as a right one: with a proof, uses it and the challenge,
+    /// stores the session (clearing the lockout) and answers the user, all
+    /// or nothing; with a wrong code, applies its effect (the user is read
+    /// all the same). The event is audited either way (a proof refused as
+    /// used is not: the caller settles it again as wrong).
+    async fn settle_mfa(
         &self,
         hash: &[u8; 32],
-        proof: MfaProof,
-        session: NewSession,
+        user_id: Uuid,
+        settle: MfaSettle,
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<MfaFinish, StoreError>;

@@ -8,14 +8,14 @@ use audit::Actor;
 use audit::AuditEvent;
 use auth::{
     EmailCodeLookup, EmailCodeOutcome, MfaChallengeRecord, MfaFailure, MfaFinish, MfaProof,
-    MfaStore, NewMfaChallenge, NewSession, TotpRecord,
+    MfaSettle, MfaStore, NewMfaChallenge, NewSession, TotpRecord,
 };
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
 use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait};
 use uuid::Uuid;
 
-use super::statements::insert_session_row;
+use super::statements::{USER_SELECT, user_from_row};
 use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
 
 /// A row of `svc.user_totp`.
@@ -85,6 +85,76 @@ const CODE_ACCOUNT_SQL: &str = "UPDATE svc.users u SET email_verified = true \
     WHERE u.id = $1 AND u.active AND EXISTS (SELECT 1 FROM svc.role_members m \
         JOIN svc.roles r ON r.id = m.role_id WHERE m.user_id = u.id AND r.api_access) \
     RETURNING EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS totp";
+
+/// A challenge's TOTP proof (`$4` the step) for `$3` used, as a first
+/// CTE `p` of [`SETTLE_CHALLENGE`].
+const SETTLE_TOTP: &str = "WITH p AS (UPDATE svc.user_totp SET last_step = $4 WHERE user_id = $3 \
+    AND secret IS NOT NULL AND (last_step IS NULL OR last_step < $4) RETURNING user_id), ";
+
+/// A challenge's recovery code (`$4` its hash) for `$3` used, as a first
+/// CTE `p` of [`SETTLE_CHALLENGE`].
+const SETTLE_RECOVERY: &str = "WITH p AS (UPDATE svc.mfa_recovery_codes SET used_at = $2 \
+    WHERE user_id = $3 AND code_hash = $4 AND used_at IS NULL \
+      AND EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = $3 AND t.secret IS NOT NULL) \
+    RETURNING user_id), ";
+
+/// After a proof `p`: the challenge `$1` of `$3` used (its attempt was
+/// counted: at most the fifth), and the account's row locked to the commit
+/// with its lockout cleared, only while the password is the one the first
+/// factor checked, no lock is in force at `$2` and the account may still
+/// sign in. Answers whether the proof held and the challenge was live.
+const SETTLE_CHALLENGE: &str = "c AS (UPDATE svc.mfa_challenges SET used_at = $2 \
+        WHERE token_hash = $1 AND user_id = $3 AND used_at IS NULL AND expires_at > $2 \
+          AND attempts <= 5 RETURNING user_id, checked_hash), \
+    u AS (UPDATE svc.users u SET failed_sign_ins = 0, locked_until = NULL FROM c \
+        WHERE u.id = c.user_id AND (c.checked_hash IS NULL OR u.password_hash = c.checked_hash) \
+          AND (u.locked_until IS NULL OR u.locked_until <= $2) AND u.active \
+          AND EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.roles r ON r.id = m.role_id \
+                      WHERE m.user_id = u.id AND r.api_access) \
+        RETURNING u.id) \
+    SELECT EXISTS (SELECT 1 FROM p) AS proved, EXISTS (SELECT 1 FROM u) AS live";
+
+/// The settle's second statement: the session stored (when there is one),
+/// the event audited, and the user read, whatever the outcome.
+fn record_sql(
+    session: Option<NewSession>,
+    user_id: Uuid,
+    event: AuditEvent,
+    now: DateTime<Utc>,
+) -> sea_orm::Statement {
+    let audit = "a AS (INSERT INTO svc.audit_log (id, at, actor_type, actor_id, action, target, details, ip) \
+        VALUES ($2, $3, $4, $5, $6, $7, $8, $9))";
+    let mut values: Vec<sea_orm::Value> = vec![
+        user_id.into(),
+        kernel::new_id().into(),
+        now.into(),
+        event.actor.kind.as_str().into(),
+        event.actor.id.into(),
+        event.action.into(),
+        event.target.into(),
+        (!event.details.is_null()).then_some(event.details).into(),
+        event.ip.into(),
+    ];
+    let session_cte = match session {
+        Some(s) => {
+            values.extend([
+                s.id.into(),
+                s.token_hash.to_vec().into(),
+                s.created_at.into(),
+                s.expires_at.into(),
+                s.ip.into(),
+                s.user_agent.into(),
+            ]);
+            ", s AS (INSERT INTO svc.sessions (id, user_id, token_hash, created_at, expires_at, ip, user_agent) \
+                VALUES ($10, $1, $11, $12, $13, $14, $15))"
+        }
+        None => "",
+    };
+    stmt(
+        &format!("WITH {audit}{session_cte} {USER_SELECT} WHERE u.id = $1 GROUP BY u.id"),
+        values,
+    )
+}
 
 /// Uses `proof` for `user_id` in `txn`: a TOTP step later than the last
 /// one accepted, or an unused recovery code. False when it was used.
@@ -324,41 +394,67 @@ impl MfaStore for PgStore {
             .transpose()
     }
 
-    async fn finish_mfa(
+    async fn settle_mfa(
         &self,
         hash: &[u8; 32],
-        proof: MfaProof,
-        session: NewSession,
+        user_id: Uuid,
+        settle: MfaSettle,
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<MfaFinish, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        // The challenge is used (its attempt was counted: at most the
-        // fifth), and the account's row locked to the commit, only while
-        // the password is the one its first factor checked, no lock is in
-        // force and the account may still sign in.
-        let used = execute(
-            &txn,
-            "WITH c AS (UPDATE svc.mfa_challenges SET used_at = $2 \
-                 WHERE token_hash = $1 AND user_id = $3 AND used_at IS NULL AND expires_at > $2 \
-                 AND attempts <= 5 RETURNING user_id, checked_hash) \
-             UPDATE svc.users u SET failed_sign_ins = 0, locked_until = NULL FROM c \
-             WHERE u.id = c.user_id AND (c.checked_hash IS NULL OR u.password_hash = c.checked_hash) \
-             AND (u.locked_until IS NULL OR u.locked_until <= $2) AND u.active \
-             AND EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.roles r ON r.id = m.role_id \
-                         WHERE m.user_id = u.id AND r.api_access)",
-            [hash.to_vec().into(), now.into(), session.user_id.into()],
-        )
-        .await?;
-        if used == 0 {
-            return Ok(MfaFinish::Gone);
+        let session = match settle {
+            MfaSettle::Proof { proof, session } => {
+                let (cas, value): (&str, sea_orm::Value) = match proof {
+                    MfaProof::Totp { step } => (SETTLE_TOTP, step.into()),
+                    MfaProof::Recovery { hash } => (SETTLE_RECOVERY, hash.to_vec().into()),
+                };
+                let row = txn
+                    .query_one_raw(stmt(
+                        &format!("{cas}{SETTLE_CHALLENGE}"),
+                        [hash.to_vec().into(), now.into(), user_id.into(), value],
+                    ))
+                    .await
+                    .map_err(map_err)?
+                    .ok_or_else(|| StoreError::Internal("the settle answered no row".into()))?;
+                // Not committed: the transaction rolls back when dropped.
+                if !rows::column::<bool>(&row, "live")? {
+                    return Ok(MfaFinish::Gone);
+                }
+                if !rows::column::<bool>(&row, "proved")? {
+                    return Ok(MfaFinish::Refused);
+                }
+                Some(session)
+            }
+            MfaSettle::Wrong(failure) => {
+                let until = match failure {
+                    MfaFailure::Lock { until } => Some(until),
+                    MfaFailure::Keep => None,
+                };
+                execute(
+                    &txn,
+                    "UPDATE svc.users SET locked_until = coalesce($2, locked_until), \
+                     failed_sign_ins = CASE WHEN $2 IS NULL THEN failed_sign_ins ELSE 0 END \
+                     WHERE id = $1 AND (locked_until IS NULL OR locked_until <= $3)",
+                    [user_id.into(), until.into(), now.into()],
+                )
+                .await?;
+                None
+            }
+        };
+        let signed_in = session.is_some();
+        let row = txn
+            .query_one_raw(record_sql(session, user_id, event, now))
+            .await
+            .map_err(map_err)?;
+        txn.commit().await.map_err(map_err)?;
+        match (signed_in, row) {
+            (true, Some(row)) => Ok(MfaFinish::Done(user_from_row(&row, "id")?)),
+            (true, None) => Err(StoreError::Internal(
+                "a signed-in user was not found".into(),
+            )),
+            (false, _) => Ok(MfaFinish::Refused),
         }
-        if !use_proof(&txn, session.user_id, proof, now).await? {
-            return Ok(MfaFinish::Refused);
-        }
-        insert_session_row(&txn, session).await?;
-        commit_with_audit(txn, event, now).await?;
-        Ok(MfaFinish::Done)
     }
 
     async fn redeem_email_code(
