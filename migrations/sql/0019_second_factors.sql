@@ -123,7 +123,8 @@ $tpl$);
 -- Whether an account has a second factor decides what an administrator's
 -- session may reach while `auth.mfa_required_for_admins` is on: TOTP turned
 -- on or off, and that setting, change what cached callers stand for.
-CREATE TRIGGER user_totp_version AFTER INSERT OR DELETE OR TRUNCATE OR UPDATE OF secret ON svc.user_totp
+-- (A new row holds a pending secret only, which changes nothing yet.)
+CREATE TRIGGER user_totp_version AFTER DELETE OR TRUNCATE OR UPDATE OF secret ON svc.user_totp
     FOR EACH STATEMENT EXECUTE FUNCTION svc.bump_cache_version('auth');
 CREATE TRIGGER mfa_rule_version AFTER INSERT OR UPDATE ON svc.settings
     FOR EACH ROW WHEN (NEW.key = 'auth.mfa_required_for_admins')

@@ -6,7 +6,7 @@
 use kernel::Clock;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use testkit::{Answer, TestApp, spawn_app_with_clock};
+use testkit::{Answer, TestApp, spawn_app, spawn_app_with_clock};
 
 /// RFC 4648 base32 without padding, decoded.
 pub(crate) fn base32_decode(text: &str) -> Vec<u8> {
@@ -96,6 +96,13 @@ fn delete_with(
 async fn totp_enrolls_then_signs_in_through_a_challenge_once_per_code() {
     let app = spawn_app_with_clock().await;
     let admin = app.admin_session().await;
+    // Counted on their own (login_limits.rs, account.rs): here the rules.
+    app.patch(
+        "/admin/api/settings",
+        &admin,
+        json!({ "data": { "auth.account_rate_limit_per_minute": 0 } }),
+    )
+    .await;
     app.create_user(&admin, "totp@example.com", "password-1", None)
         .await;
     let session = app.login("totp@example.com", "password-1").await;
@@ -625,7 +632,9 @@ async fn a_wrong_code_takes_as_long_as_a_right_one() {
     app.patch(
         "/admin/api/settings",
         &admin,
-        json!({ "data": { "auth.login_rate_limit_per_minute": 0, "auth.lockout_threshold": 1000 } }),
+        json!({ "data": { "auth.login_rate_limit_per_minute": 0,
+                          "auth.account_rate_limit_per_minute": 0,
+                          "auth.lockout_threshold": 1000 } }),
     )
     .await;
     let (_, secret, _) = enrolled(&app, &admin, "timed@example.com").await;
@@ -648,4 +657,63 @@ async fn a_wrong_code_takes_as_long_as_a_right_one() {
         ));
     }
     panic!("{gaps:?}");
+}
+
+#[tokio::test]
+async fn an_email_code_claims_an_account_its_owner_never_verified() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    app.patch(
+        "/admin/api/settings",
+        &admin,
+        json!({ "data": { "auth.registration_enabled": true, "auth.email_code_enabled": true } }),
+    )
+    .await;
+    // Someone registers the owner's address with a password of their own.
+    let registered = post_public(
+        &app,
+        "/api/auth/register",
+        json!({ "email": "owner@example.com", "password": "squatter-password" }),
+    )
+    .await;
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{:?}",
+        registered.body
+    );
+    let squatter = app.login("owner@example.com", "squatter-password").await;
+    // The owner signs in with a code sent to the address.
+    post_public(
+        &app,
+        "/api/auth/email-code",
+        json!({ "email": "owner@example.com" }),
+    )
+    .await;
+    let mail = app
+        .smtp
+        .wait_for(
+            "owner@example.com",
+            "/code?token=",
+            std::time::Duration::from_secs(20),
+        )
+        .await;
+    let owner = post_public(
+        &app,
+        "/api/auth/email-code/verify",
+        json!({ "email": "owner@example.com", "code": emailed_code(&mail.text) }),
+    )
+    .await;
+    assert_eq!(owner.status, StatusCode::OK, "{:?}", owner.body);
+    // Whatever the squatter set is gone.
+    assert_eq!(
+        app.get("/api/auth/me", &squatter).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let password = app
+        .login_answer("owner@example.com", "squatter-password")
+        .await;
+    assert_eq!(password.status, StatusCode::UNAUTHORIZED);
+    let token = owner.data()["token"].as_str().unwrap();
+    assert_eq!(app.get("/api/auth/me", token).await.status, StatusCode::OK);
 }

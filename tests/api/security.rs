@@ -215,7 +215,7 @@ async fn alike(
 }
 
 #[tokio::test]
-async fn sign_in_forgot_and_resend_tell_nothing_about_which_emails_exist() {
+async fn sign_in_forgot_resend_and_email_codes_tell_nothing_about_which_emails_exist() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
     let changed = app
@@ -224,7 +224,8 @@ async fn sign_in_forgot_and_resend_tell_nothing_about_which_emails_exist() {
             &admin,
             // The limits are tested on their own: here only uniformity counts.
             json!({ "data": { "auth.login_rate_limit_per_minute": 0,
-                              "auth.account_rate_limit_per_minute": 0 } }),
+                              "auth.account_rate_limit_per_minute": 0,
+                              "auth.email_code_enabled": true } }),
         )
         .await;
     assert_eq!(changed.status, StatusCode::OK, "{:?}", changed.body);
@@ -245,7 +246,11 @@ async fn sign_in_forgot_and_resend_tell_nothing_about_which_emails_exist() {
         post("/api/auth/login", wrong("nobody@example.com")),
     )
     .await;
-    for path in ["/api/auth/password/forgot", "/api/auth/email/resend"] {
+    for path in [
+        "/api/auth/password/forgot",
+        "/api/auth/email/resend",
+        "/api/auth/email-code",
+    ] {
         alike(
             path,
             200,

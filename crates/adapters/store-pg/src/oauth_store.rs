@@ -1,7 +1,7 @@
 //! [`OAuthStore`]: pending provider flows and linked identities.
 
 use async_trait::async_trait;
-use audit::{Actor, AuditEvent};
+use audit::AuditEvent;
 use auth::NewSession;
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
@@ -9,7 +9,7 @@ use oauth::{AccountMatch, Identity, OAuthStore, PendingFlow, SignInPlan};
 use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait, Value};
 use uuid::Uuid;
 
-use crate::auth_store::{insert_session, insert_user};
+use crate::auth_store::{claim_unverified, insert_session, insert_user};
 use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt, write_audit};
 
 const IDENTITY_COLUMNS: &str =
@@ -79,18 +79,6 @@ async fn insert_identity(conn: &impl ConnectionTrait, i: Identity) -> Result<(),
     .await?;
     Ok(())
 }
-
-/// Marks user `$1`'s email verified when it was not, and then removes the
-/// account's password and ends its sessions and tokens (at `$2`); answers
-/// one row changed when it did.
-const CLAIM_UNVERIFIED_SQL: &str = "WITH claimed AS ( \
-         UPDATE svc.users SET email_verified = true, password_hash = NULL, updated_at = $2 \
-         WHERE id = $1 AND NOT email_verified RETURNING id), \
-     sessions AS (UPDATE svc.sessions SET revoked_at = $2 \
-         WHERE user_id IN (SELECT id FROM claimed) AND revoked_at IS NULL), \
-     tokens AS (UPDATE svc.api_tokens SET revoked_at = $2 \
-         WHERE user_id IN (SELECT id FROM claimed) AND revoked_at IS NULL) \
-     SELECT id FROM claimed";
 
 #[async_trait]
 impl OAuthStore for PgStore {
@@ -191,9 +179,10 @@ impl OAuthStore for PgStore {
     async fn sign_in(
         &self,
         plan: SignInPlan,
-        session: Option<NewSession>,
+        session: NewSession,
         events: Vec<AuditEvent>,
-    ) -> Result<(), StoreError> {
+        second_factor: bool,
+    ) -> Result<bool, StoreError> {
         let now = self.now();
         let txn = self.db.begin().await.map_err(map_err)?;
         match plan {
@@ -207,32 +196,9 @@ impl OAuthStore for PgStore {
             }
             SignInPlan::Link(identity) => {
                 // An address never verified may have been registered by
-                // someone else before its owner came: whatever they set
-                // (password, sessions, tokens) ends here (API.md 16).
-                // The row locked first: a sign-in about to store a session
-                // finishes before, so the claim below sees and ends it.
-                execute(
-                    &txn,
-                    "SELECT 1 FROM svc.users WHERE id = $1 FOR UPDATE",
-                    [identity.user_id.into()],
-                )
-                .await?;
-                let claimed = execute(
-                    &txn,
-                    CLAIM_UNVERIFIED_SQL,
-                    [identity.user_id.into(), now.into()],
-                )
-                .await?;
-                if claimed > 0 {
-                    let event = AuditEvent::new(
-                        Actor::user(identity.user_id),
-                        "auth.unverified_account_claimed",
-                        Some(format!("user:{}", identity.user_id)),
-                        None,
-                    )
-                    .with_details(serde_json::json!({ "provider": &identity.provider }));
-                    write_audit(&txn, event, now).await?;
-                }
+                // someone else before its owner came: their password,
+                // sessions and tokens end here (API.md 16).
+                claim_unverified(&txn, identity.user_id, &identity.provider, now).await?;
                 insert_identity(&txn, identity).await?;
             }
             SignInPlan::Register(user, identity) => {
@@ -240,13 +206,22 @@ impl OAuthStore for PgStore {
                 insert_identity(&txn, identity).await?;
             }
         }
-        if let Some(session) = session {
+        let signed_in = !second_factor;
+        let session_id = session.id;
+        if signed_in {
             insert_session(&txn, session).await?;
         }
+        let login_target = format!("session:{session_id}");
         for event in events {
-            write_audit(&txn, event, now).await?;
+            // The sign-in's own entry names its session: none yet when a
+            // second factor is still to come.
+            let is_login = event.target.as_deref() == Some(login_target.as_str());
+            if signed_in || !is_login {
+                write_audit(&txn, event, now).await?;
+            }
         }
-        txn.commit().await.map_err(map_err)
+        txn.commit().await.map_err(map_err)?;
+        Ok(signed_in)
     }
 
     async fn identities(&self, user_id: Uuid) -> Result<Option<Vec<Identity>>, StoreError> {

@@ -97,7 +97,6 @@ impl SignInService {
         origin: Origin,
     ) -> Result<(String, User), AuthError> {
         let settings = self.settings.heeded().await?;
-        self.take_sign_in_attempt(&settings, &origin).await?;
         if !settings.email_code_enabled() {
             return Err(AuthError::InvalidToken);
         }
@@ -108,12 +107,11 @@ impl SignInService {
                 }
             }
             EmailCodeProof::Code { email, code }
-                if email.len() <= INPUT_MAX
-                    && code.len() == 6
-                    && code.bytes().all(|b| b.is_ascii_digit()) =>
+                if code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit()) =>
             {
+                let email = Email::parse(email, "email").map_err(|_| AuthError::InvalidToken)?;
                 EmailCodeLookup::Code {
-                    email: email.trim().to_owned(),
+                    email: email.as_str().to_owned(),
                     code: code.to_owned(),
                 }
             }
@@ -129,9 +127,13 @@ impl SignInService {
             origin.ip.clone(),
         )
         .with_details(json!({ "method": "email_code" }));
+        let lockout = Lockout {
+            threshold: i64::from(settings.lockout_threshold()),
+            until: now + chrono::Duration::minutes(settings.lockout_minutes()),
+        };
         match self
             .store
-            .redeem_email_code(lookup, session, now, event)
+            .redeem_email_code(lookup, session, now, lockout, event)
             .await?
         {
             EmailCodeOutcome::Refused => Err(AuthError::InvalidToken),

@@ -171,8 +171,10 @@ impl SignInService {
     pub async fn start_totp(
         &self,
         caller: &Principal,
-        ip: Option<String>,
+        origin: &Origin,
     ) -> Result<TotpEnrollment, AuthError> {
+        self.take_account_call(origin).await?;
+        let ip = origin.ip.clone();
         let user = self
             .store
             .user(caller.user_id)
@@ -348,7 +350,6 @@ impl SignInService {
         origin: Origin,
     ) -> Result<(String, User), AuthError> {
         let settings = self.settings.heeded().await?;
-        self.take_sign_in_attempt(&settings, &origin).await?;
         let now = self.now();
         let hash = secret::hash_secret(challenge);
         let record = self

@@ -463,6 +463,15 @@ pub enum MfaFailure {
     },
 }
 
+/// The lockout rule a wrong code counts toward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lockout {
+    /// Wrong attempts in a row that lock the account.
+    pub threshold: i64,
+    /// The end of a lock starting now.
+    pub until: DateTime<Utc>,
+}
+
 /// How an emailed sign-in code is looked up.
 #[derive(Debug, Clone)]
 pub enum EmailCodeLookup {

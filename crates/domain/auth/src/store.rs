@@ -254,9 +254,11 @@ pub trait MfaStore: Send + Sync {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<MfaFinish, StoreError>;
-    /// Uses the live sign-in code `lookup` finds (a wrong code of a known
-    /// email counts toward its 5), marks the email verified and, unless the
-    /// account has TOTP on, stores `session` for its user (the event's
+    /// Uses the live sign-in code `lookup` finds on an account without a
+    /// lock in force (a wrong code of a known email counts toward its 5 and
+    /// toward the account's `lockout`), claims the account when its email
+    /// was never verified (API.md 16) and marks it verified, and, unless
+    /// the account has TOTP on, stores `session` for its user (the event's
     /// actor becomes that user); all or nothing. Refused for an account
     /// that is inactive or without API access.
     async fn redeem_email_code(
@@ -264,6 +266,7 @@ pub trait MfaStore: Send + Sync {
         lookup: EmailCodeLookup,
         session: NewSession,
         now: DateTime<Utc>,
+        lockout: Lockout,
         event: AuditEvent,
     ) -> Result<EmailCodeOutcome, StoreError>;
     /// Counts an attempt at a code outside sign-in (turning TOTP off) at

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use audit::Actor;
 use audit::AuditEvent;
 use auth::{
-    EmailCodeLookup, EmailCodeOutcome, MfaChallengeRecord, MfaFailure, MfaFinish, MfaProof,
-    MfaSettle, MfaStore, NewMfaChallenge, NewSession, TotpRecord,
+    EmailCodeLookup, EmailCodeOutcome, Lockout, MfaChallengeRecord, MfaFailure, MfaFinish,
+    MfaProof, MfaSettle, MfaStore, NewMfaChallenge, NewSession, TotpRecord,
 };
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
@@ -62,13 +62,15 @@ struct RedeemedCodeRow {
     right: bool,
 }
 
-/// Uses the live code of the account with email `$1` when its code is `$3`
-/// (at `$2`); else counts the wrong try, the 5th ending it.
+/// Uses the live code of the account with email `$1`, when no lock is in
+/// force, if its code is `$3` (at `$2`); else counts the wrong try, the 5th
+/// ending it.
 const REDEEM_CODE_SQL: &str = "WITH live AS ( \
         SELECT t.id, t.code_hash = sha256(t.token_hash || convert_to($3, 'UTF8')) AS right \
         FROM svc.one_time_tokens t JOIN svc.users u ON u.id = t.user_id \
         WHERE lower(u.email) = lower($1) AND t.kind = 'code' AND t.used_at IS NULL \
-          AND t.expires_at > $2 AND t.attempts < 5 FOR UPDATE OF t) \
+          AND t.expires_at > $2 AND t.attempts < 5 \
+          AND (u.locked_until IS NULL OR u.locked_until <= $2) FOR UPDATE OF t) \
     UPDATE svc.one_time_tokens t \
     SET used_at = CASE WHEN live.right OR t.attempts + 1 >= 5 THEN $2 END, \
         attempts = t.attempts + CASE WHEN live.right THEN 0 ELSE 1 END \
@@ -431,12 +433,16 @@ impl MfaStore for PgStore {
                     MfaFailure::Lock { until } => Some(until),
                     MfaFailure::Keep => None,
                 };
+                // The rows a right code writes are written as they are, so
+                // that a wrong code costs what a right one does.
                 execute(
                     &txn,
-                    "UPDATE svc.users SET locked_until = coalesce($2, locked_until), \
+                    "WITH c AS (UPDATE svc.mfa_challenges SET attempts = attempts WHERE token_hash = $4), \
+                     p AS (UPDATE svc.user_totp SET last_step = last_step WHERE user_id = $1) \
+                     UPDATE svc.users SET locked_until = coalesce($2, locked_until), \
                      failed_sign_ins = CASE WHEN $2 IS NULL THEN failed_sign_ins ELSE 0 END \
                      WHERE id = $1 AND (locked_until IS NULL OR locked_until <= $3)",
-                    [user_id.into(), until.into(), now.into()],
+                    [user_id.into(), until.into(), now.into(), hash.to_vec().into()],
                 )
                 .await?;
                 None
@@ -462,6 +468,7 @@ impl MfaStore for PgStore {
         lookup: EmailCodeLookup,
         mut session: NewSession,
         now: DateTime<Utc>,
+        lockout: Lockout,
         mut event: AuditEvent,
     ) -> Result<EmailCodeOutcome, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
@@ -477,12 +484,22 @@ impl MfaStore for PgStore {
             return Ok(EmailCodeOutcome::Refused);
         };
         let redeemed = rows::row::<RedeemedCodeRow>(&row)?;
+        let user_id = redeemed.user_id;
         if !redeemed.right {
-            // The wrong try is counted.
+            // The wrong try is counted, at the code and at the account.
+            execute(
+                &txn,
+                "UPDATE svc.users SET \
+                 locked_until = CASE WHEN failed_sign_ins + 1 >= $2 THEN $3 ELSE locked_until END, \
+                 failed_sign_ins = CASE WHEN failed_sign_ins + 1 >= $2 THEN 0 ELSE failed_sign_ins + 1 END \
+                 WHERE id = $1",
+                [user_id.into(), lockout.threshold.into(), lockout.until.into()],
+            )
+            .await?;
             txn.commit().await.map_err(map_err)?;
             return Ok(EmailCodeOutcome::Refused);
         }
-        let user_id = redeemed.user_id;
+        super::claim_unverified(&txn, user_id, "email_code", now).await?;
         let Some(account) = txn
             .query_one_raw(stmt(CODE_ACCOUNT_SQL, [user_id.into()]))
             .await

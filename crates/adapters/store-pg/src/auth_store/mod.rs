@@ -21,7 +21,7 @@ use self::statements::{
     insert_session_row, like_pattern, load_user, load_user_where, set_roles, token_info,
     user_from_row,
 };
-pub(crate) use self::statements::{insert_session, insert_user};
+pub(crate) use self::statements::{claim_unverified, insert_session, insert_user};
 use crate::entity::{api_token, session, user};
 use crate::{
     PgStore, commit_with_audit, ensure_admin_remains, execute, is_active_admin, map_err, rows,

@@ -348,3 +348,50 @@ pub(super) struct CandidateRow {
     pub(super) api_access: bool,
     pub(super) totp: bool,
 }
+
+/// Marks user `$1`'s email verified when it was not, and then removes what
+/// whoever registered the address before its owner could sign in with: the
+/// password, pending challenges, and every session and token (at `$2`);
+/// answers one row when it did. Second factors stay: removing them would
+/// let whoever controls the address past an owner's own factor, so a
+/// factor the registrant set keeps the owner at the challenge until an
+/// administrator resets it (closed, not open).
+const CLAIM_UNVERIFIED_SQL: &str = "WITH claimed AS ( \
+         UPDATE svc.users SET email_verified = true, password_hash = NULL, updated_at = $2 \
+         WHERE id = $1 AND NOT email_verified RETURNING id), \
+     sessions AS (UPDATE svc.sessions SET revoked_at = $2 \
+         WHERE user_id IN (SELECT id FROM claimed) AND revoked_at IS NULL), \
+     tokens AS (UPDATE svc.api_tokens SET revoked_at = $2 \
+         WHERE user_id IN (SELECT id FROM claimed) AND revoked_at IS NULL), \
+     challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id IN (SELECT id FROM claimed)) \
+     SELECT id FROM claimed";
+
+/// Claims an account whose email was never verified for the person who
+/// just proved they hold the address (`by`: a provider, or `email_code`),
+/// in `txn`, audited (API.md 16); the row is locked first, so a sign-in
+/// about to store a session finishes before and the claim ends it.
+pub(crate) async fn claim_unverified(
+    txn: &impl ConnectionTrait,
+    user_id: Uuid,
+    by: &str,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    crate::execute(
+        txn,
+        "SELECT 1 FROM svc.users WHERE id = $1 FOR UPDATE",
+        [user_id.into()],
+    )
+    .await?;
+    let claimed = crate::execute(txn, CLAIM_UNVERIFIED_SQL, [user_id.into(), now.into()]).await?;
+    if claimed > 0 {
+        let event = audit::AuditEvent::new(
+            audit::Actor::user(user_id),
+            "auth.unverified_account_claimed",
+            Some(format!("user:{user_id}")),
+            None,
+        )
+        .with_details(serde_json::json!({ "provider": by }));
+        crate::write_audit(txn, event, now).await?;
+    }
+    Ok(())
+}

@@ -19,7 +19,8 @@ use crate::{AppState, convert};
 #[utoipa::path(operation_id = "startTotp", tag = "auth", security(("bearer" = [])),
     responses((status = 200, body = inline(api_types::DataEnvelope<TotpEnrollment>)),
               (status = 401, body = ErrorEnvelope),
-              (status = 409, description = "TOTP is already on", body = ErrorEnvelope)))]
+              (status = 409, description = "TOTP is already on", body = ErrorEnvelope),
+              (status = 429, body = ErrorEnvelope)))]
 #[post("/mfa/totp")]
 pub async fn start_totp(
     state: web::Data<AppState>,
@@ -28,7 +29,7 @@ pub async fn start_totp(
     let enrollment = state
         .services
         .sign_in
-        .start_totp(&caller.principal, caller.ip())
+        .start_totp(&caller.principal, &caller.origin)
         .await?;
     Ok(ok(TotpEnrollment {
         qr_svg: qr_svg(&enrollment.otpauth_url),
@@ -99,7 +100,10 @@ pub async fn disable_totp(
               (status = 400, description = "INVALID_TOKEN: an unknown, used, expired or dead challenge", body = ErrorEnvelope),
               (status = 401, description = "INVALID_MFA_CODE", body = ErrorEnvelope),
               (status = 429, body = ErrorEnvelope)))]
-#[post("/mfa/verify")]
+#[post(
+    "/mfa/verify",
+    wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)"
+)]
 pub async fn verify(
     state: web::Data<AppState>,
     origin: ClientOrigin,
@@ -146,7 +150,10 @@ pub async fn request_email_code(
               (status = 400, description = "INVALID_TOKEN", body = ErrorEnvelope),
               (status = 401, description = "MFA_REQUIRED, with the challenge", body = ErrorEnvelope),
               (status = 429, body = ErrorEnvelope)))]
-#[post("/email-code/verify")]
+#[post(
+    "/email-code/verify",
+    wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)"
+)]
 pub async fn verify_email_code(
     state: web::Data<AppState>,
     origin: ClientOrigin,
