@@ -1981,3 +1981,49 @@ async fn the_people_page_shows_and_resets_second_factors() {
     assert_eq!(found.data()[0]["mfa"]["totp"], false, "{:?}", found.body);
     browser.client.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_code_sent_by_email_is_typed_into_the_sign_in_page() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    app.create_user(&admin, "typist@example.com", "password-1", None)
+        .await;
+    let browser = Browser::start().await;
+    // Off: not offered.
+    browser.open(&app, "/admin/auth/sign-in").await;
+    browser.wait_for("#email-code-offer[hidden]").await;
+    let on = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "auth.email_code_enabled": true } }),
+        )
+        .await;
+    assert_eq!(on.status, StatusCode::OK);
+    browser.open(&app, "/admin/auth/sign-in").await;
+    browser.wait_for("#email-code-offer:not([hidden])").await;
+    browser.fill("email", "typist@example.com").await;
+    click(&browser, "#email-code-link").await;
+    browser
+        .expect_status("success", "a code is on its way")
+        .await;
+    let mail = app
+        .smtp
+        .wait_for(
+            "typist@example.com",
+            "/code?token=",
+            Duration::from_secs(20),
+        )
+        .await;
+    let at = mail.text.find("code is ").unwrap() + "code is ".len();
+    let code = &mail.text[at..at + 6];
+    browser.fill("typed-code", "000000").await;
+    click(&browser, "form[data-action=email-code-typed] button").await;
+    browser.expect_status("error", "That code is wrong").await;
+    browser.fill("typed-code", code).await;
+    click(&browser, "form[data-action=email-code-typed] button").await;
+    browser
+        .expect_status("success", "Signed in as typist@example.com")
+        .await;
+    browser.client.close().await.unwrap();
+}

@@ -89,6 +89,15 @@ pub struct VerifyEmailCodeRequest {
     pub code: Option<String>,
 }
 
+/// `GET /api/auth/methods` answer: the ways to sign in a sign-in page
+/// offers besides the password (providers: `GET /api/auth/oauth`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SignInMethods {
+    /// A code sent by email (`auth.email_code_enabled`).
+    pub email_code: bool,
+}
+
 /// `POST /api/auth/mfa/verify` body.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct VerifyMfaRequest {

@@ -81,6 +81,7 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 .service(mfa::verify)
                 .service(mfa::request_email_code)
                 .service(mfa::verify_email_code)
+                .service(mfa::methods)
                 .service(oauth::providers)
                 .service(oauth::start)
                 .service(oauth::callback)

@@ -15,6 +15,7 @@ const ROUTES = {
   "sign-in": BASE + "/api/auth/login",
   "mfa": BASE + "/api/auth/mfa/verify",
   "email-code": BASE + "/api/auth/email-code/verify",
+  "email-code-typed": BASE + "/api/auth/email-code/verify",
   "reset-password": BASE + "/api/auth/password/reset",
   "verify-email": BASE + "/api/auth/email/verify",
   "accept-invitation": BASE + "/api/auth/invitations/accept",
@@ -24,6 +25,7 @@ const SUCCESS = {
   "sign-in": (data) => `Signed in as ${data.user.email}.`,
   "mfa": (data) => `Signed in as ${data.user.email}.`,
   "email-code": (data) => `Signed in as ${data.user.email}.`,
+  "email-code-typed": (data) => `Signed in as ${data.user.email}.`,
   "reset-password": () => "Your password has been changed. You can now sign in with it.",
   "verify-email": () => "Your email address is confirmed.",
   "accept-invitation": () => "Welcome! Your account is ready. You can now sign in.",
@@ -62,6 +64,7 @@ function body(action, form, token) {
     case "sign-in": return { email: value("email"), password: value("password") };
     case "mfa": return { challenge: mfaChallenge, code: value("code") };
     case "email-code": return { token };
+    case "email-code-typed": return { email: document.getElementById("email").value.trim(), code: value("code") };
     case "verify-email": return { token };
     default: return { token, password: value("password") };
   }
@@ -118,6 +121,10 @@ async function submit(event) {
       return;
     }
     markInvalid(form, error && error.field);
+    if (action === "email-code-typed" && error && error.code === "INVALID_TOKEN") {
+      show("error", "That code is wrong or has expired. Ask for a new one.");
+      return;
+    }
     show("error", (error && MESSAGES[error.code]) || (error && error.message) || `Request failed (${response.status}).`);
   } catch (_) {
     show("error", MESSAGES.UNAVAILABLE);
@@ -127,7 +134,7 @@ async function submit(event) {
 }
 
 // The sign-in page's forms that end in a session.
-const SIGN_INS = { "sign-in": true, "mfa": true, "email-code": true };
+const SIGN_INS = { "sign-in": true, "mfa": true, "email-code": true, "email-code-typed": true };
 
 // The challenge of a sign-in waiting for its second factor.
 let mfaChallenge = "";
@@ -210,6 +217,32 @@ async function finishProvider() {
   show("success", SUCCESS["sign-in"]({ user: (me && me.data) || { email: "you" } }));
 }
 
+// "Email me a code", offered while the service sends sign-in codes: the
+// code is asked for the email typed, then typed in its own form.
+async function offerEmailCode() {
+  const offer = document.getElementById("email-code-offer");
+  if (!offer) return;
+  const answer = await fetch(BASE + "/api/auth/methods").then((r) => r.json()).catch(() => null);
+  offer.hidden = !(answer && answer.data && answer.data.emailCode);
+}
+
+async function emailCode(event) {
+  event.preventDefault();
+  const email = document.getElementById("email").value;
+  if (!email) { show("error", "Enter your email first."); return; }
+  const response = await fetch(BASE + "/api/auth/email-code", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ email }),
+  }).catch(() => null);
+  if (!response || !response.ok) { show("error", MESSAGES.RATE_LIMIT_EXCEEDED); return; }
+  document.querySelector('form[data-action="sign-in"]').hidden = true;
+  const form = document.querySelector('form[data-action="email-code-typed"]');
+  form.hidden = false;
+  form.querySelector('[name="code"]').focus();
+  show("success", "If this email has an account, a code is on its way. Type it here, or open the link of the email.");
+}
+
 async function forgot(event) {
   event.preventDefault();
   const email = document.getElementById("email").value;
@@ -225,6 +258,8 @@ async function forgot(event) {
 document.addEventListener("DOMContentLoaded", () => {
   for (const form of document.querySelectorAll("form[data-action]")) form.addEventListener("submit", submit);
   document.getElementById("forgot-link")?.addEventListener("click", forgot);
+  document.getElementById("email-code-link")?.addEventListener("click", emailCode);
+  offerEmailCode();
   showProviders();
   finishProvider();
 });

@@ -2,10 +2,10 @@
 //! step of a sign-in that answered MFA_REQUIRED; `/api/auth/email-code`:
 //! sign-in with a code sent by email (API.md 14).
 
-use actix_web::{HttpResponse, delete, post, web};
+use actix_web::{HttpResponse, delete, get, post, web};
 use api_types::{
-    EmailRequest, ErrorEnvelope, LoginResponse, MfaCodeRequest, RecoveryCodes, TotpEnrollment,
-    VerifyEmailCodeRequest, VerifyMfaRequest,
+    EmailRequest, ErrorEnvelope, LoginResponse, MfaCodeRequest, RecoveryCodes, SignInMethods,
+    TotpEnrollment, VerifyEmailCodeRequest, VerifyMfaRequest,
 };
 use auth::EmailCodeProof;
 
@@ -173,5 +173,16 @@ pub async fn verify_email_code(
     Ok(ok(LoginResponse {
         token,
         user: convert::user(user),
+    }))
+}
+
+/// The ways to sign in besides the password, for a sign-in page to offer.
+#[utoipa::path(operation_id = "listSignInMethods", tag = "auth",
+    responses((status = 200, body = inline(api_types::DataEnvelope<SignInMethods>))))]
+#[get("/methods")]
+pub async fn methods(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let settings = state.services.settings.heeded().await?;
+    Ok(ok(SignInMethods {
+        email_code: settings.email_code_enabled(),
     }))
 }
