@@ -449,20 +449,7 @@ async fn email_codes_sign_in_once_while_enabled() {
     assert_eq!(unknown.status, StatusCode::NO_CONTENT);
 
     // The code typed with the email signs in once, and verifies the email.
-    assert_eq!(
-        post_public(&app, "/api/auth/email-code", ask.clone())
-            .await
-            .status,
-        StatusCode::NO_CONTENT
-    );
-    let mail = app
-        .smtp
-        .wait_for(
-            "coder@example.com",
-            "/code?token=",
-            std::time::Duration::from_secs(20),
-        )
-        .await;
+    let mail = ask_code(&app, "coder@example.com").await;
     let code = emailed_code(&mail.text);
     let typed = json!({ "email": "CODER@example.com", "code": code });
     let signed_in = post_public(&app, "/api/auth/email-code/verify", typed.clone()).await;
@@ -487,15 +474,7 @@ async fn email_codes_sign_in_once_while_enabled() {
     );
 
     // A newer code ends the older; five wrong codes end the pending one.
-    post_public(&app, "/api/auth/email-code", ask.clone()).await;
-    let first = app
-        .smtp
-        .wait_for(
-            "coder@example.com",
-            "/code?token=",
-            std::time::Duration::from_secs(20),
-        )
-        .await;
+    let first = ask_code(&app, "coder@example.com").await;
     let count = app.smtp.emails().len();
     post_public(&app, "/api/auth/email-code", ask.clone()).await;
     let second = next_email(&app, count).await;
@@ -531,20 +510,7 @@ async fn email_codes_sign_in_once_while_enabled() {
 
     // The link works alone; an account with TOTP on goes on to its challenge.
     let (_, _, _) = enrolled(&app, &admin, "both@example.com").await;
-    post_public(
-        &app,
-        "/api/auth/email-code",
-        json!({ "email": "both@example.com" }),
-    )
-    .await;
-    let mail = app
-        .smtp
-        .wait_for(
-            "both@example.com",
-            "/code?token=",
-            std::time::Duration::from_secs(20),
-        )
-        .await;
+    let mail = ask_code(&app, "both@example.com").await;
     let challenged = post_public(
         &app,
         "/api/auth/email-code/verify",
@@ -684,20 +650,7 @@ async fn an_email_code_claims_an_account_its_owner_never_verified() {
     );
     let squatter = app.login("owner@example.com", "squatter-password").await;
     // The owner signs in with a code sent to the address.
-    post_public(
-        &app,
-        "/api/auth/email-code",
-        json!({ "email": "owner@example.com" }),
-    )
-    .await;
-    let mail = app
-        .smtp
-        .wait_for(
-            "owner@example.com",
-            "/code?token=",
-            std::time::Duration::from_secs(20),
-        )
-        .await;
+    let mail = ask_code(&app, "owner@example.com").await;
     let owner = post_public(
         &app,
         "/api/auth/email-code/verify",
@@ -716,4 +669,13 @@ async fn an_email_code_claims_an_account_its_owner_never_verified() {
     assert_eq!(password.status, StatusCode::UNAUTHORIZED);
     let token = owner.data()["token"].as_str().unwrap();
     assert_eq!(app.get("/api/auth/me", token).await.status, StatusCode::OK);
+}
+
+/// Asks for a sign-in code for `email` and waits for its email.
+async fn ask_code(app: &TestApp, email: &str) -> testkit::ReceivedEmail {
+    let asked = post_public(app, "/api/auth/email-code", json!({ "email": email })).await;
+    assert_eq!(asked.status, StatusCode::NO_CONTENT);
+    app.smtp
+        .wait_for(email, "/code?token=", std::time::Duration::from_secs(20))
+        .await
 }

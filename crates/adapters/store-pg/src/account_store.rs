@@ -115,7 +115,7 @@ pub(crate) async fn token_live(
     Ok(row.is_some())
 }
 
-/// Reset and verification emails queued for `address` in the hour before
+/// Reset, verification and sign-in code emails queued for `address` in the hour before
 /// `now`, counted under a lock of the address held to the end of the
 /// transaction, so that concurrent senders on any instance count one by one.
 pub(crate) async fn emails_last_hour(

@@ -179,10 +179,9 @@ impl OAuthStore for PgStore {
     async fn sign_in(
         &self,
         plan: SignInPlan,
-        session: NewSession,
+        session: Option<NewSession>,
         events: Vec<AuditEvent>,
-        second_factor: bool,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<(), StoreError> {
         let now = self.now();
         let txn = self.db.begin().await.map_err(map_err)?;
         match plan {
@@ -206,22 +205,13 @@ impl OAuthStore for PgStore {
                 insert_identity(&txn, identity).await?;
             }
         }
-        let signed_in = !second_factor;
-        let session_id = session.id;
-        if signed_in {
+        if let Some(session) = session {
             insert_session(&txn, session).await?;
         }
-        let login_target = format!("session:{session_id}");
         for event in events {
-            // The sign-in's own entry names its session: none yet when a
-            // second factor is still to come.
-            let is_login = event.target.as_deref() == Some(login_target.as_str());
-            if signed_in || !is_login {
-                write_audit(&txn, event, now).await?;
-            }
+            write_audit(&txn, event, now).await?;
         }
-        txn.commit().await.map_err(map_err)?;
-        Ok(signed_in)
+        txn.commit().await.map_err(map_err)
     }
 
     async fn identities(&self, user_id: Uuid) -> Result<Option<Vec<Identity>>, StoreError> {

@@ -365,8 +365,6 @@ pub(crate) fn target(kind: &str, id: Uuid) -> Option<String> {
 /// A user's TOTP as stored.
 #[derive(Debug, Clone)]
 pub struct TotpRecord {
-    /// The owner.
-    pub user_id: Uuid,
     /// The secret in use, while TOTP is on.
     pub secret: Option<Vec<u8>>,
     /// A secret waiting for its first code.

@@ -360,16 +360,22 @@ impl OAuthService {
             Some(format!("session:{}", session.id)),
             ip,
         );
+        // With TOTP on, no session yet: the challenge makes it.
+        let (session, login) = if totp {
+            (None, None)
+        } else {
+            (Some(session), Some(login))
+        };
         let events = change
             .into_iter()
-            .chain([login])
+            .chain(login)
             .map(|e| e.with_details(details.clone()))
             .collect();
-        match self.store.sign_in(plan, session, events, totp).await {
-            Ok(true) => Ok(Ok(Landing::Session(token))),
-            Ok(false) => Ok(Ok(Landing::Challenge(
+        match self.store.sign_in(plan, session, events).await {
+            Ok(()) if totp => Ok(Ok(Landing::Challenge(
                 self.auth.mfa_challenge(user_id, None, origin).await?,
             ))),
+            Ok(()) => Ok(Ok(Landing::Session(token))),
             // The same identity or email registered by a simultaneous callback.
             Err(StoreError::Conflict { .. }) => Ok(Err(Refusal::failed("conflict"))),
             Err(e) => Err(e.into()),

@@ -92,16 +92,14 @@ pub trait OAuthStore: Send + Sync + 'static {
     ) -> Result<Option<AccountMatch>, StoreError>;
     /// Whether a role gives API access.
     async fn role_api_access(&self, role_id: Uuid) -> Result<bool, StoreError>;
-    /// Writes the plan, the session and the events in one transaction;
-    /// with `second_factor` (the account has TOTP on) no session nor its
-    /// sign-in event. Answers whether the session was stored.
+    /// Writes the plan, the session (none: the sign-in goes on to a second
+    /// factor) and the events in one transaction.
     async fn sign_in(
         &self,
         plan: SignInPlan,
-        session: NewSession,
+        session: Option<NewSession>,
         events: Vec<AuditEvent>,
-        second_factor: bool,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<(), StoreError>;
     /// The identities linked to a user, oldest first; `None` for an unknown user.
     async fn identities(&self, user_id: Uuid) -> Result<Option<Vec<Identity>>, StoreError>;
     /// Unlinks one identity of a user; false when there is none.

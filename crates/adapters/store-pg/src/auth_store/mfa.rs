@@ -204,7 +204,6 @@ impl MfaStore for PgStore {
         row.map(|row| {
             let r = rows::row::<TotpRow>(&row)?;
             Ok(TotpRecord {
-                user_id,
                 secret: r.secret,
                 pending_secret: r.pending_secret,
                 last_step: r.last_step,
