@@ -679,3 +679,33 @@ async fn ask_code(app: &TestApp, email: &str) -> testkit::ReceivedEmail {
         .wait_for(email, "/code?token=", std::time::Duration::from_secs(20))
         .await
 }
+
+#[tokio::test]
+async fn code_verification_counts_against_the_account_rate_limit() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    app.patch(
+        "/admin/api/settings",
+        &admin,
+        json!({ "data": { "auth.account_rate_limit_per_minute": 3 } }),
+    )
+    .await;
+    // One window for every public account route (API.md 16).
+    let calls = [
+        (
+            "/api/auth/mfa/verify",
+            json!({ "challenge": "x", "code": "123456" }),
+        ),
+        ("/api/auth/email-code/verify", json!({ "token": "x" })),
+        ("/api/auth/email-code", json!({ "email": "a@example.com" })),
+    ];
+    for (path, body) in &calls {
+        let answer = post_public(&app, path, body.clone()).await;
+        assert_ne!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{path}");
+    }
+    for (path, body) in calls {
+        let answer = post_public(&app, path, body).await;
+        assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{path}");
+        assert!(answer.headers.contains_key("retry-after"), "{path}");
+    }
+}
