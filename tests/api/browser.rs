@@ -1493,15 +1493,14 @@ async fn the_workflows_page_previews_a_schedule_runs_now_and_replays() {
     // The page lists the runs once started; the run ends within moments.
     tokio::time::sleep(Duration::from_millis(500)).await;
     click(&browser, "#refresh-runs").await;
-    let run = browser
-        .wait_for("#runs details[data-status=SUCCEEDED]")
-        .await;
-    run.find(Locator::Css("summary"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    // The list may be drawn again between finding the run and clicking it:
+    // a stale element is found afresh.
+    let summary = "#runs details[data-status=SUCCEEDED] summary";
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while let Err(error) = browser.wait_for(summary).await.click().await {
+        assert!(std::time::Instant::now() < deadline, "{error:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     wait_for_text(&browser, "#runs details table", "call").await;
     click(&browser, "#runs details [data-replay]").await;
     status_shows(&browser, "started").await;
