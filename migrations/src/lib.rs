@@ -61,6 +61,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0019_second_factors",
         include_str!("../sql/0019_second_factors.sql"),
     ),
+    ("m0020_passkeys", include_str!("../sql/0020_passkeys.sql")),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -27,6 +27,7 @@ mod mcp;
 mod mfa;
 mod oauth;
 mod openapi;
+mod passkeys;
 mod processes;
 mod realtime;
 mod related;

@@ -47,6 +47,8 @@ pub struct Services {
     pub sign_in: auth::SignInService,
     /// Accounts and their administration.
     pub accounts: auth::AccountService,
+    /// Passkeys: registration, sign-in and management.
+    pub passkeys: auth::PasskeyService,
     /// Sign-in with providers.
     pub oauth: oauth::OAuthService,
     /// The runtime settings.
@@ -119,6 +121,7 @@ impl Services {
             hasher,
             &config.public_url,
         );
+        let passkeys = auth::PasskeyService::new(sign_in.clone(), &config.public_url);
         let data = data::DataService::new(Arc::new(store.clone()), clock.clone(), sign_in.clone());
         let workflow_store: Arc<dyn workflows::WorkflowStore> = Arc::new(store.clone());
         let ports = workflows::Ports {
@@ -179,6 +182,7 @@ impl Services {
             data,
             sign_in,
             accounts,
+            passkeys,
             settings,
             store,
         })

@@ -96,6 +96,59 @@ pub struct VerifyEmailCodeRequest {
 pub struct SignInMethods {
     /// A code sent by email (`auth.email_code_enabled`).
     pub email_code: bool,
+    /// Passkeys: the relying party is set (`auth.passkey_rp_id`,
+    /// `auth.passkey_origins` or a public URL with a domain name).
+    pub passkeys: bool,
+}
+
+/// A WebAuthn ceremony started: its id and the `publicKey` options for
+/// `navigator.credentials.create` or `.get`, binary fields base64url.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PasskeyCeremony {
+    /// The id that finishes the ceremony (single-use, 5 minutes).
+    pub challenge_id: String,
+    /// The `publicKey` options.
+    #[schema(value_type = Object)]
+    pub options: serde_json::Value,
+}
+
+/// `POST /api/auth/passkeys/register/finish` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishPasskeyRegistration {
+    /// The ceremony's id.
+    pub challenge_id: String,
+    /// The new credential, as `PublicKeyCredential.toJSON()` gives it.
+    #[schema(value_type = Object)]
+    pub credential: serde_json::Value,
+    /// A label (default "Passkey").
+    pub name: Option<String>,
+}
+
+/// `POST /api/auth/passkeys/login/finish` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishPasskeyLogin {
+    /// The ceremony's id.
+    pub challenge_id: String,
+    /// The assertion, as `PublicKeyCredential.toJSON()` gives it.
+    #[schema(value_type = Object)]
+    pub credential: serde_json::Value,
+}
+
+/// A passkey of the signed-in person.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Passkey {
+    /// Id.
+    pub id: Uuid,
+    /// Label.
+    pub name: String,
+    /// When it was registered.
+    pub created_at: DateTime<Utc>,
+    /// When it last signed in.
+    pub last_used_at: Option<DateTime<Utc>>,
 }
 
 /// `POST /api/auth/mfa/verify` body.

@@ -4,6 +4,8 @@
 //! registration, password reset and change, email verification,
 //! invitations, and the users' administration. `mfa`: TOTP, recovery
 //! codes and the sign-in challenge of accounts with a second factor.
+//! `passkey`: WebAuthn passkeys, registered by a signed-in person and
+//! signing in on their own.
 
 mod account;
 pub mod email;
@@ -12,6 +14,7 @@ mod error;
 mod hasher;
 mod mfa;
 mod model;
+mod passkey;
 pub mod secret;
 mod sign_in;
 mod store;
@@ -23,6 +26,7 @@ pub use error::AuthError;
 pub use hasher::HashPool;
 pub use mfa::{TotpEnrollment, totp_code, totp_step};
 pub use model::*;
+pub use passkey::{CeremonyStart, PasskeyService};
 pub use sign_in::{MAX_TOKEN_DAYS, SignInService, TokenRequest};
-pub use store::{AuthStore, MfaStore};
+pub use store::{AuthStore, MfaStore, PasskeyStore};
 pub use users::{ChangeUser, CreateUser};

@@ -498,3 +498,82 @@ pub enum EmailCodeOutcome {
     /// The code is used; the account has TOTP on and goes on to a challenge.
     Challenge(uuid::Uuid),
 }
+
+/// A passkey as its owner sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PasskeyInfo {
+    /// Id.
+    pub id: Uuid,
+    /// The owner's label.
+    pub name: String,
+    /// The WebAuthn credential id (never answered; new registrations
+    /// exclude it).
+    pub credential_id: Vec<u8>,
+    /// When it was registered.
+    pub created_at: DateTime<Utc>,
+    /// When it last signed in.
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// A verified passkey to store.
+#[derive(Debug, Clone)]
+pub struct NewPasskey {
+    /// Its owner.
+    pub user_id: Uuid,
+    /// Shown to the owner.
+    pub info: PasskeyInfo,
+    /// The credential as the WebAuthn library keeps it (public key,
+    /// counter, flags).
+    pub credential: serde_json::Value,
+}
+
+/// How storing a passkey went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PasskeyAdded {
+    /// Stored.
+    Added,
+    /// The account holds the most passkeys it may.
+    TooMany,
+    /// The credential id is registered already.
+    Taken,
+}
+
+/// A WebAuthn ceremony waiting for the authenticator's answer.
+#[derive(Debug, Clone)]
+pub struct NewCeremony {
+    /// SHA-256 of the ceremony's id.
+    pub token_hash: [u8; 32],
+    /// The registering account; `None` for a sign-in.
+    pub user_id: Option<Uuid>,
+    /// The library's state of the ceremony.
+    pub state: serde_json::Value,
+    /// When it stops being usable.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A stored passkey that a sign-in names.
+#[derive(Debug, Clone)]
+pub struct StoredPasskey {
+    /// Id.
+    pub id: Uuid,
+    /// Its owner.
+    pub user_id: Uuid,
+    /// The credential as the WebAuthn library keeps it.
+    pub credential: serde_json::Value,
+    /// Its signature counter as stored.
+    pub sign_count: i64,
+}
+
+/// A passkey sign-in that checked out, to store with its session.
+#[derive(Debug, Clone)]
+pub struct PasskeySignIn {
+    /// The passkey, as read before the check (its counter is compared and
+    /// set).
+    pub passkey: StoredPasskey,
+    /// Its credential after the check.
+    pub credential: serde_json::Value,
+    /// Its new signature counter.
+    pub sign_count: i64,
+    /// Whether the account's email must be verified.
+    pub require_verified: bool,
+}

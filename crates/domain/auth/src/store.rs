@@ -9,7 +9,7 @@ use crate::model::*;
 /// Persistence of users and their credentials. Every method that changes
 /// something takes its audit event and writes both in one transaction.
 #[async_trait]
-pub trait AuthStore: MfaStore + Send + Sync + 'static {
+pub trait AuthStore: MfaStore + PasskeyStore + Send + Sync + 'static {
     /// Looks a bearer secret's hash up, with its user's state and roles, in
     /// one round trip that also reads (and lets the store's caches heed) the
     /// shared state's current versions.
@@ -285,4 +285,61 @@ pub trait MfaStore: Send + Sync {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<(), StoreError>;
+}
+
+/// Persistence of passkeys and of the WebAuthn ceremonies in flight.
+#[async_trait]
+pub trait PasskeyStore: Send + Sync {
+    /// A user's passkeys, oldest first.
+    async fn passkeys(&self, user_id: Uuid) -> Result<Vec<PasskeyInfo>, StoreError>;
+    /// Stores a ceremony, dropping the ones expired at `now` and, for a
+    /// registration, the account's older registration.
+    async fn start_ceremony(
+        &self,
+        ceremony: NewCeremony,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+    /// Takes (deletes) the live registration of `user_id` whose id hashes
+    /// to `hash`: its state.
+    async fn take_registration(
+        &self,
+        hash: &[u8; 32],
+        user_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<serde_json::Value>, StoreError>;
+    /// Stores a verified passkey, at most `limit` per account, audited.
+    async fn add_passkey(
+        &self,
+        passkey: NewPasskey,
+        limit: u32,
+        event: AuditEvent,
+    ) -> Result<PasskeyAdded, StoreError>;
+    /// Takes (deletes) the live sign-in ceremony whose id hashes to `hash`,
+    /// in the round trip that reads the passkey of `user_id` with
+    /// `credential_id`: the ceremony's state and the passkey, if any.
+    async fn take_login(
+        &self,
+        hash: &[u8; 32],
+        credential_id: &[u8],
+        user_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(serde_json::Value, Option<StoredPasskey>)>, StoreError>;
+    /// Stores a passkey sign-in: the passkey's new counter by
+    /// compare-and-set and the session, while the account is active, has
+    /// API access (and a verified email when required); the event's actor
+    /// is the owner. Answers the user, or `None` (nothing stored).
+    async fn sign_in_with_passkey(
+        &self,
+        used: PasskeySignIn,
+        session: NewSession,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<Option<User>, StoreError>;
+    /// Removes a passkey of `user_id`; false when there is none with that id.
+    async fn delete_passkey(
+        &self,
+        user_id: Uuid,
+        id: Uuid,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError>;
 }

@@ -26,7 +26,7 @@ use utoipa_actix_web::{AppExt, UtoipaApp};
 use crate::error::ApiError;
 use crate::routes::{
     account, admin, auth as auth_routes, console, data as data_routes, docs, files as file_routes,
-    health, mcp as mcp_routes, mfa, oauth, pages, realtime as realtime_routes,
+    health, mcp as mcp_routes, mfa, oauth, pages, passkeys, realtime as realtime_routes,
     views as view_routes, workflows as workflow_routes,
 };
 
@@ -82,6 +82,12 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 .service(mfa::request_email_code)
                 .service(mfa::verify_email_code)
                 .service(mfa::methods)
+                .service(passkeys::start_registration)
+                .service(passkeys::finish_registration)
+                .service(passkeys::list)
+                .service(passkeys::remove)
+                .service(passkeys::start_login)
+                .service(passkeys::finish_login)
                 .service(oauth::providers)
                 .service(oauth::start)
                 .service(oauth::callback)

@@ -118,7 +118,7 @@ const SETTLE_CHALLENGE: &str = "c AS (UPDATE svc.mfa_challenges SET used_at = $2
 
 /// The settle's second statement: the session stored (when there is one),
 /// the event audited, and the user read, whatever the outcome.
-fn record_sql(
+pub(super) fn record_sql(
     session: Option<NewSession>,
     user_id: Uuid,
     event: AuditEvent,
@@ -312,7 +312,9 @@ impl MfaStore for PgStore {
             .query_one_raw(stmt(
                 "WITH totp AS (DELETE FROM svc.user_totp WHERE user_id = $1), \
                  codes AS (DELETE FROM svc.mfa_recovery_codes WHERE user_id = $1), \
-                 challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id = $1) \
+                 challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id = $1), \
+                 passkeys AS (DELETE FROM svc.passkeys WHERE user_id = $1), \
+                 ceremonies AS (DELETE FROM svc.webauthn_challenges WHERE user_id = $1) \
                  SELECT EXISTS (SELECT 1 FROM svc.users WHERE id = $1) AS found",
                 [user_id.into()],
             ))

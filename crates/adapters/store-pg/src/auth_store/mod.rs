@@ -14,6 +14,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 mod mfa;
+mod passkeys;
 mod statements;
 
 use self::statements::{

@@ -23,6 +23,7 @@ macro_rules! user_columns {
     () => {
         "u.email, u.name, u.email_verified, u.created_at, \
          EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS mfa_totp, \
+         (SELECT count(*) FROM svc.passkeys p WHERE p.user_id = u.id) AS mfa_passkeys, \
          coalesce(json_agg(json_build_object('id', r.id, 'name', r.name) ORDER BY r.name) FILTER (WHERE r.id IS NOT NULL), '[]') AS roles"
     };
 }
@@ -68,7 +69,8 @@ macro_rules! credential_sql {
             $plane,
             " AS plane, ",
             "u.active, u.timezone, ",
-            "EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS has_factor, ",
+            "(EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) \
+              OR EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id)) AS has_factor, ",
             "coalesce(array_agg(r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS role_ids, ",
             access_columns!(),
             $extra,
@@ -153,6 +155,7 @@ pub(super) struct UserRow {
     timezone: Option<String>,
     created_at: DateTime<Utc>,
     mfa_totp: bool,
+    mfa_passkeys: i64,
     roles: serde_json::Value,
     api_access: bool,
     admin: bool,
@@ -189,7 +192,7 @@ pub(super) fn user_from_row(row: &QueryResult, id_column: &str) -> Result<User, 
         admin: r.admin,
         mfa: Factors {
             totp: r.mfa_totp,
-            passkeys: 0,
+            passkeys: u32::try_from(r.mfa_passkeys).unwrap_or(u32::MAX),
         },
     })
 }
@@ -351,11 +354,12 @@ pub(super) struct CandidateRow {
 
 /// Marks user `$1`'s email verified when it was not, and then removes what
 /// whoever registered the address before its owner could sign in with: the
-/// password, pending challenges, and every session and token (at `$2`);
-/// answers one row when it did. Second factors stay: removing them would
-/// let whoever controls the address past an owner's own factor, so a
-/// factor the registrant set keeps the owner at the challenge until an
-/// administrator resets it (closed, not open).
+/// password, passkeys (each signs in on its own), pending challenges and
+/// ceremonies, and every session and token (at `$2`); answers one row when
+/// it did. TOTP stays: removing it would let whoever controls the address
+/// past an owner's own factor, so a TOTP the registrant set keeps the
+/// owner at the challenge until an administrator resets it (closed, not
+/// open).
 const CLAIM_UNVERIFIED_SQL: &str = "WITH claimed AS ( \
          UPDATE svc.users SET email_verified = true, password_hash = NULL, updated_at = $2 \
          WHERE id = $1 AND NOT email_verified RETURNING id), \
@@ -363,7 +367,9 @@ const CLAIM_UNVERIFIED_SQL: &str = "WITH claimed AS ( \
          WHERE user_id IN (SELECT id FROM claimed) AND revoked_at IS NULL), \
      tokens AS (UPDATE svc.api_tokens SET revoked_at = $2 \
          WHERE user_id IN (SELECT id FROM claimed) AND revoked_at IS NULL), \
-     challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id IN (SELECT id FROM claimed)) \
+     challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id IN (SELECT id FROM claimed)), \
+     passkeys AS (DELETE FROM svc.passkeys WHERE user_id IN (SELECT id FROM claimed)), \
+     ceremonies AS (DELETE FROM svc.webauthn_challenges WHERE user_id IN (SELECT id FROM claimed)) \
      SELECT id FROM claimed";
 
 /// Claims an account whose email was never verified for the person who

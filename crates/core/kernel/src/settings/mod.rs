@@ -217,6 +217,20 @@ impl Settings {
             .filter_map(Value::as_str)
     }
 
+    /// The WebAuthn relying party id set for passkeys, if any.
+    pub fn passkey_rp_id(&self) -> Option<&str> {
+        self.value("auth.passkey_rp_id").as_str()
+    }
+
+    /// The origins accepted in a passkey's `clientDataJSON`.
+    pub fn passkey_origins(&self) -> impl Iterator<Item = &str> {
+        self.value("auth.passkey_origins")
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+    }
+
     /// Applies a validated patch.
     pub fn apply(&mut self, patch: &SettingsPatch) {
         for (k, v) in &patch.values {

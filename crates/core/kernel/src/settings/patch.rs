@@ -87,7 +87,12 @@ fn check(key: &Key, value: &Value, current: &Settings) -> Result<Value, FieldErr
             Value::String(s) => Ok(json!(TimeZoneName::parse(s, field)?.into_inner())),
             _ => fail("must be an IANA time zone name or null"),
         },
-        Rule::Origins => {
+        Rule::OptionalDomain => match value {
+            Value::Null => Ok(Value::Null),
+            Value::String(s) if is_domain(s) => Ok(json!(s.to_ascii_lowercase())),
+            _ => fail("must be a domain name such as example.com (not an IP address), or null"),
+        },
+        Rule::Origins { wildcard } => {
             let Some(items) = value.as_array() else {
                 return fail("must be an array of origins");
             };
@@ -97,12 +102,15 @@ fn check(key: &Key, value: &Value, current: &Settings) -> Result<Value, FieldErr
             let mut origins = Vec::with_capacity(items.len());
             for item in items {
                 match item.as_str() {
-                    Some("*") => origins.push(json!("*")),
+                    Some("*") if wildcard => origins.push(json!("*")),
                     Some(s) if is_origin(s) => origins.push(json!(s.trim_end_matches('/'))),
-                    _ => {
+                    _ if wildcard => {
                         return fail(
                             "each entry must be an origin such as https://app.example.com, or *",
                         );
+                    }
+                    _ => {
+                        return fail("each entry must be an origin such as https://app.example.com");
                     }
                 }
             }
@@ -177,4 +185,20 @@ fn is_origin(s: &str) -> bool {
         .map(|(_, h)| h.trim_end_matches('/'))
         .unwrap_or("");
     !host.is_empty() && !host.contains(['/', '?', '#'])
+}
+
+/// A DNS name of labels of letters, digits and inner hyphens, with a
+/// letter in its last label (so no IP address).
+fn is_domain(s: &str) -> bool {
+    let labels: Vec<&str> = s.split('.').collect();
+    s.len() <= 253
+        && labels.iter().all(|l| {
+            (1..=63).contains(&l.len())
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+        && labels
+            .last()
+            .is_some_and(|l| l.bytes().any(|b| b.is_ascii_alphabetic()))
 }

@@ -9,11 +9,19 @@ use crate::id::USERS_ROLE_ID;
 pub(super) enum Rule {
     Bool,
     PositiveNumber,
-    Int { min: i64, max: i64 },
+    Int {
+        min: i64,
+        max: i64,
+    },
     RoleId,
     OptionalUrl,
     OptionalZone,
-    Origins,
+    /// A domain name (no IP address, no port), or null.
+    OptionalDomain,
+    /// Origins; `wildcard`: `*` is allowed as one of them.
+    Origins {
+        wildcard: bool,
+    },
     OAuth,
 }
 
@@ -83,9 +91,11 @@ pub(super) const KEYS: &[Key] = &[
     ),
     key("auth.email_links_base_url", Rule::OptionalUrl),
     key("auth.oauth", Rule::OAuth),
-    key("auth.redirect_allow_list", Rule::Origins),
+    key("auth.redirect_allow_list", Rule::Origins { wildcard: true }),
+    key("auth.passkey_rp_id", Rule::OptionalDomain),
+    key("auth.passkey_origins", Rule::Origins { wildcard: false }),
     key("system.timezone", Rule::OptionalZone),
-    key("security.cors_origins", Rule::Origins),
+    key("security.cors_origins", Rule::Origins { wildcard: true }),
     key(
         "workflows.max_sync_wait_ms",
         Rule::Int {
@@ -224,7 +234,9 @@ pub fn default_of(name: &str) -> Value {
             .map(|p| (p.to_string(), oauth_default(p)))
             .collect::<Map<_, _>>()
             .into(),
-        "auth.redirect_allow_list" | "security.cors_origins" => json!([]),
+        "auth.redirect_allow_list" | "security.cors_origins" | "auth.passkey_origins" => {
+            json!([])
+        }
         "workflows.max_sync_wait_ms" | "sql_console.timeout_ms" => json!(30_000),
         "workflows.public_rate_limit_per_minute" => json!(60),
         "workflows.run_retention_days" => json!(30),

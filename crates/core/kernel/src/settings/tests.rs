@@ -33,6 +33,26 @@ fn validation() {
     assert!(patch(json!({ "system.timezone": "Nowhere/Else" })).is_err());
     assert!(patch(json!({ "security.cors_origins": ["https://a.example/path"] })).is_err());
     assert!(patch(json!({ "security.cors_origins": ["https://a.example", "*"] })).is_ok());
+    assert!(patch(json!({ "auth.passkey_origins": ["https://a.example", "*"] })).is_err());
+    assert!(patch(json!({ "auth.passkey_origins": ["http://localhost:8080"] })).is_ok());
+    for good in ["localhost", "Example.COM", "id.example-1.org"] {
+        let value =
+            &patch(json!({ "auth.passkey_rp_id": good })).unwrap().values["auth.passkey_rp_id"];
+        assert_eq!(value, &json!(good.to_ascii_lowercase()));
+    }
+    for bad in [
+        "127.0.0.1",
+        "",
+        "a..b",
+        "-a.example",
+        "example.com:80",
+        "https://example.com",
+    ] {
+        assert!(
+            patch(json!({ "auth.passkey_rp_id": bad })).is_err(),
+            "{bad}"
+        );
+    }
     assert!(
         patch(json!({ "mcp.enabled": true }))
             .unwrap()

@@ -184,5 +184,6 @@ pub async fn methods(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
     let settings = state.services.settings.heeded().await?;
     Ok(ok(SignInMethods {
         email_code: settings.email_code_enabled(),
+        passkeys: state.services.passkeys.available().await?,
     }))
 }

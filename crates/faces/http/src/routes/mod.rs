@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod mfa;
 pub mod oauth;
 pub mod pages;
+pub mod passkeys;
 pub mod realtime;
 pub mod views;
 pub mod workflows;

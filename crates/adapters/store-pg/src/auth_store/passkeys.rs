@@ -1,0 +1,278 @@
+//! Passkeys and WebAuthn ceremonies (`svc.passkeys`,
+//! `svc.webauthn_challenges`). A ceremony is deleted as it is read, so a
+//! second answer to one challenge (on any instance) finds nothing; a
+//! passkey's counter moves by compare-and-set.
+
+use async_trait::async_trait;
+use audit::AuditEvent;
+use auth::{
+    NewCeremony, NewPasskey, NewSession, PasskeyAdded, PasskeyInfo, PasskeySignIn, PasskeyStore,
+    StoredPasskey, User,
+};
+use chrono::{DateTime, Utc};
+use kernel::StoreError;
+use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait};
+use uuid::Uuid;
+
+use super::mfa::record_sql;
+use super::statements::user_from_row;
+use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
+
+/// A row of `svc.passkeys` as its owner sees it.
+#[derive(FromQueryResult)]
+struct PasskeyRow {
+    id: Uuid,
+    name: String,
+    credential_id: Vec<u8>,
+    created_at: DateTime<Utc>,
+    last_used_at: Option<DateTime<Utc>>,
+}
+
+/// A ceremony taken, with the passkey its answer names (columns null when
+/// there is none).
+#[derive(FromQueryResult)]
+struct LoginRow {
+    state: serde_json::Value,
+    id: Option<Uuid>,
+    user_id: Option<Uuid>,
+    credential: Option<serde_json::Value>,
+    sign_count: Option<i64>,
+}
+
+/// Takes the live sign-in ceremony `$1` (at `$2`) and reads the passkey
+/// `$3` of the user `$4` beside it, in one round trip.
+const TAKE_LOGIN_SQL: &str = "WITH c AS (DELETE FROM svc.webauthn_challenges \
+        WHERE token_hash = $1 AND kind = 'login' AND expires_at > $2 RETURNING state) \
+    SELECT c.state, p.id, p.user_id, p.credential, p.sign_count \
+    FROM c LEFT JOIN svc.passkeys p ON p.credential_id = $3 AND p.user_id = $4";
+
+/// Locks the account `$1` against a concurrent claim (API.md 16) and
+/// answers whether it may sign in: active, with API access, and with a
+/// verified email when `$2`.
+const PASSKEY_ACCOUNT_SQL: &str = "SELECT EXISTS (SELECT 1 FROM svc.role_members m \
+        JOIN svc.roles r ON r.id = m.role_id WHERE m.user_id = u.id AND r.api_access) \
+        AND u.active AND (u.email_verified OR NOT $2) AS ok \
+    FROM svc.users u WHERE u.id = $1 FOR SHARE OF u";
+
+#[async_trait]
+impl PasskeyStore for PgStore {
+    async fn passkeys(&self, user_id: Uuid) -> Result<Vec<PasskeyInfo>, StoreError> {
+        let found = self
+            .db
+            .query_all_raw(stmt(
+                "SELECT id, name, credential_id, created_at, last_used_at FROM svc.passkeys \
+                 WHERE user_id = $1 ORDER BY created_at, id",
+                [user_id.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        found
+            .iter()
+            .map(|row| {
+                let r = rows::row::<PasskeyRow>(row)?;
+                Ok(PasskeyInfo {
+                    id: r.id,
+                    name: r.name,
+                    credential_id: r.credential_id,
+                    created_at: r.created_at,
+                    last_used_at: r.last_used_at,
+                })
+            })
+            .collect()
+    }
+
+    async fn start_ceremony(
+        &self,
+        ceremony: NewCeremony,
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let kind = if ceremony.user_id.is_some() {
+            "register"
+        } else {
+            "login"
+        };
+        execute(
+            &self.db,
+            "WITH ended AS (DELETE FROM svc.webauthn_challenges \
+                 WHERE expires_at <= $5 OR (kind = 'register' AND user_id = $3)) \
+             INSERT INTO svc.webauthn_challenges (token_hash, kind, user_id, state, expires_at) \
+             VALUES ($1, $2, $3, $4, $6)",
+            [
+                ceremony.token_hash.to_vec().into(),
+                kind.into(),
+                ceremony.user_id.into(),
+                ceremony.state.into(),
+                now.into(),
+                ceremony.expires_at.into(),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn take_registration(
+        &self,
+        hash: &[u8; 32],
+        user_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                "DELETE FROM svc.webauthn_challenges WHERE token_hash = $1 \
+                 AND kind = 'register' AND user_id = $2 AND expires_at > $3 RETURNING state",
+                [hash.to_vec().into(), user_id.into(), now.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|row| rows::column(&row, "state")).transpose()
+    }
+
+    async fn add_passkey(
+        &self,
+        passkey: NewPasskey,
+        limit: u32,
+        event: AuditEvent,
+    ) -> Result<PasskeyAdded, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        // The account's row is locked so that two registrations count one
+        // after the other.
+        let held = txn
+            .query_one_raw(stmt(
+                "SELECT (SELECT count(*) FROM svc.passkeys p WHERE p.user_id = u.id) AS held \
+                 FROM svc.users u WHERE u.id = $1 FOR UPDATE OF u",
+                [passkey.user_id.into()],
+            ))
+            .await
+            .map_err(map_err)?
+            .ok_or(StoreError::NotFound)?;
+        if rows::column::<i64>(&held, "held")? >= i64::from(limit) {
+            return Ok(PasskeyAdded::TooMany);
+        }
+        let info = passkey.info;
+        let added = execute(
+            &txn,
+            "INSERT INTO svc.passkeys (id, user_id, credential_id, name, credential, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (credential_id) DO NOTHING",
+            [
+                info.id.into(),
+                passkey.user_id.into(),
+                info.credential_id.into(),
+                info.name.into(),
+                passkey.credential.into(),
+                info.created_at.into(),
+            ],
+        )
+        .await?;
+        if added == 0 {
+            return Ok(PasskeyAdded::Taken);
+        }
+        commit_with_audit(txn, event, info.created_at).await?;
+        Ok(PasskeyAdded::Added)
+    }
+
+    async fn take_login(
+        &self,
+        hash: &[u8; 32],
+        credential_id: &[u8],
+        user_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(serde_json::Value, Option<StoredPasskey>)>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                TAKE_LOGIN_SQL,
+                [
+                    hash.to_vec().into(),
+                    now.into(),
+                    credential_id.to_vec().into(),
+                    user_id.into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let r = rows::row::<LoginRow>(&row)?;
+        let passkey = match (r.id, r.user_id, r.credential, r.sign_count) {
+            (Some(id), Some(user_id), Some(credential), Some(sign_count)) => Some(StoredPasskey {
+                id,
+                user_id,
+                credential,
+                sign_count,
+            }),
+            _ => None,
+        };
+        Ok(Some((r.state, passkey)))
+    }
+
+    async fn sign_in_with_passkey(
+        &self,
+        used: PasskeySignIn,
+        session: NewSession,
+        now: DateTime<Utc>,
+        event: AuditEvent,
+    ) -> Result<Option<User>, StoreError> {
+        let user_id = used.passkey.user_id;
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let may = txn
+            .query_one_raw(stmt(
+                PASSKEY_ACCOUNT_SQL,
+                [user_id.into(), used.require_verified.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        let may = match may {
+            Some(row) => rows::column::<bool>(&row, "ok")?,
+            None => false,
+        };
+        // Not committed on refusal: the transaction rolls back when dropped.
+        if !may {
+            return Ok(None);
+        }
+        let moved = execute(
+            &txn,
+            "UPDATE svc.passkeys SET credential = $3, sign_count = $4, last_used_at = $5 \
+             WHERE id = $1 AND sign_count = $2",
+            [
+                used.passkey.id.into(),
+                used.passkey.sign_count.into(),
+                used.credential.into(),
+                used.sign_count.into(),
+                now.into(),
+            ],
+        )
+        .await?;
+        if moved == 0 {
+            return Ok(None);
+        }
+        let row = txn
+            .query_one_raw(record_sql(Some(session), user_id, event, now))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("a signed-in user was not found".into()))?;
+        txn.commit().await.map_err(map_err)?;
+        Ok(Some(user_from_row(&row, "id")?))
+    }
+
+    async fn delete_passkey(
+        &self,
+        user_id: Uuid,
+        id: Uuid,
+        event: AuditEvent,
+    ) -> Result<bool, StoreError> {
+        let txn = self.db.begin().await.map_err(map_err)?;
+        let removed = execute(
+            &txn,
+            "DELETE FROM svc.passkeys WHERE id = $1 AND user_id = $2",
+            [id.into(), user_id.into()],
+        )
+        .await?;
+        if removed == 0 {
+            return Ok(false);
+        }
+        commit_with_audit(txn, event, self.now()).await?;
+        Ok(true)
+    }
+}
