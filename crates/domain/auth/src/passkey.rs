@@ -142,7 +142,7 @@ impl PasskeyService {
             .passkeys(caller.user_id)
             .await?
             .into_iter()
-            .map(|p| p.credential_id.into())
+            .map(|p| p.credential_id)
             .collect();
         let display = user.name.as_deref().unwrap_or(&user.email);
         let (ccr, state) = webauthn
