@@ -2026,3 +2026,88 @@ async fn a_code_sent_by_email_is_typed_into_the_sign_in_page() {
         .await;
     browser.client.close().await.unwrap();
 }
+
+/// WebDriver's virtual authenticator (WebAuthn Level 2, section 11): a
+/// CTAP2 platform authenticator with resident keys that verifies its user.
+#[derive(Debug)]
+struct VirtualAuthenticator;
+
+impl WebDriverCompatibleCommand for VirtualAuthenticator {
+    fn endpoint(
+        &self,
+        base: &url::Url,
+        session: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base.join(&format!(
+            "session/{}/webauthn/authenticator",
+            session.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (Method, Option<String>) {
+        let options = json!({
+            "protocol": "ctap2",
+            "transport": "internal",
+            "hasResidentKey": true,
+            "hasUserVerification": true,
+            "isUserConsenting": true,
+            "isUserVerified": true,
+        });
+        (Method::POST, Some(options.to_string()))
+    }
+}
+
+#[tokio::test]
+async fn a_passkey_is_added_on_the_account_page_and_signs_in() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    // Browsers refuse an IP address as a relying party: the page is
+    // opened at localhost, which the settings name.
+    let origin = app.address.replace("127.0.0.1", "localhost");
+    let set = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "auth.passkey_rp_id": "localhost", "auth.passkey_origins": [origin] } }),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK, "{:?}", set.body);
+    app.create_user(&admin, "keyholder@example.com", "password-1", None)
+        .await;
+    let browser = Browser::start().await;
+    browser
+        .client
+        .issue_cmd(VirtualAuthenticator)
+        .await
+        .expect("a virtual authenticator");
+    browser
+        .client
+        .goto(&format!(
+            "{origin}/admin/auth/sign-in?next=/admin/auth/account"
+        ))
+        .await
+        .unwrap();
+    browser.fill("email", "keyholder@example.com").await;
+    browser.fill("password", "password-1").await;
+    browser.submit().await;
+    wait_for_text(&browser, "#who", "Signed in as keyholder@example.com").await;
+    wait_for_text(&browser, "#passkeys", "None.").await;
+    browser.fill("passkey-name", "This laptop").await;
+    click(&browser, "#passkey-add button").await;
+    browser.expect_status("success", "The passkey is added").await;
+    wait_for_text(&browser, "#passkeys", "This laptop").await;
+    let user = app
+        .get("/admin/api/users?search=keyholder%40example.com", &admin)
+        .await;
+    assert_eq!(user.data()[0]["mfa"]["passkeys"], 1, "{:?}", user.body);
+
+    // Signed out, then in again with the passkey alone.
+    click(&browser, "#sign-out").await;
+    browser.wait_for("#passkey-offer:not([hidden])").await;
+    click(&browser, "#passkey-sign-in").await;
+    wait_for_text(&browser, "#who", "Signed in as keyholder@example.com").await;
+    wait_for_text(&browser, "#passkeys", "last used").await;
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "{errors:?}");
+    browser.client.close().await.unwrap();
+}

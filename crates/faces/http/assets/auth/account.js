@@ -1,7 +1,7 @@
 // The account page: the signed-in person's authenticator app (TOTP on with
-// its QR code and recovery codes, or off), sessions and tokens, called with
+// its QR code and recovery codes, or off), passkeys, sessions and tokens, called with
 // the session this tab keeps (sessionStorage, as the sign-in page left it).
-// Uses BASE, MESSAGES and show() of auth.js.
+// Uses BASE, MESSAGES, show() and the passkey helpers of auth.js.
 "use strict";
 
 const SESSION = sessionStorage.getItem("tessera.session");
@@ -86,6 +86,43 @@ function row(text, label, act) {
   return item;
 }
 
+async function listPasskeys() {
+  const passkeys = await call("GET", "/api/auth/passkeys");
+  element("passkeys").replaceChildren(...passkeys.map((p) => row(
+    `${p.name} (added ${new Date(p.createdAt).toLocaleDateString()}` +
+      (p.lastUsedAt ? `, last used ${new Date(p.lastUsedAt).toLocaleString()})` : ", never used)"),
+    "Remove",
+    async () => {
+      await call("DELETE", `/api/auth/passkeys/${p.id}`);
+      await listPasskeys();
+      show("success", `The passkey ${p.name} is removed.`);
+    },
+  )));
+  if (passkeys.length === 0) element("passkeys").textContent = "None.";
+}
+
+// Registers a passkey of this device: the browser makes the credential
+// from the server's options, the server checks and stores it.
+async function addPasskey(event) {
+  event.preventDefault();
+  const start = await call("POST", "/api/auth/passkeys/register/start");
+  let credential;
+  try {
+    credential = await navigator.credentials.create({ publicKey: passkeyOptions(start.options) });
+  } catch (_) {
+    throw new Error("No passkey was made: the browser or the device declined.");
+  }
+  const name = element("passkey-name").value.trim();
+  await call("POST", "/api/auth/passkeys/register/finish", {
+    challengeId: start.challengeId,
+    credential: credentialJson(credential),
+    ...(name ? { name } : {}),
+  });
+  element("passkey-name").value = "";
+  await listPasskeys();
+  show("success", "The passkey is added.");
+}
+
 async function listSessions() {
   const sessions = await call("GET", "/api/auth/sessions");
   element("sessions").replaceChildren(...sessions.map((s) => {
@@ -121,9 +158,13 @@ document.addEventListener("DOMContentLoaded", () => attempt(async () => {
   element("totp-confirm").addEventListener("submit", (event) => attempt(() => confirmTotp(event)));
   element("totp-off").addEventListener("submit", (event) => attempt(() => turnOffTotp(event)));
   element("sign-out").addEventListener("click", () => attempt(signOut));
+  element("passkey-add").addEventListener("submit", (event) => attempt(() => addPasskey(event)));
   const me = await call("GET", "/api/auth/me");
   element("who").textContent = `Signed in as ${me.email}.`;
   showTotp(me.mfa.totp);
+  const methods = await fetch(BASE + "/api/auth/methods").then((r) => r.json()).catch(() => null);
+  element("passkey-add").hidden = !(methods?.data?.passkeys && window.PublicKeyCredential);
+  await listPasskeys();
   await listSessions();
   await listTokens();
 }));

@@ -5,7 +5,8 @@
 // #mfa= with a second-factor challenge), taken
 // only back from a sign-in this tab started (a nonce in its sessionStorage).
 // An account with a second factor answers the password with a challenge:
-// the code form takes over and finishes it.
+// the code form takes over and finishes it. A passkey signs in on its own,
+// the browser finding the account's credential.
 "use strict";
 
 // Where the service is mounted: "" standalone, the host's prefix when embedded.
@@ -40,6 +41,7 @@ const MESSAGES = {
   PAYLOAD_TOO_LARGE: "That is too long.",
   RATE_LIMIT_EXCEEDED: "Too many attempts. Wait a minute and try again.",
   OAUTH_FAILED: "Signing in with the provider failed. Try again, or sign in with your email and password.",
+  PASSKEY_FAILED: "Signing in with the passkey failed. Try again, or sign in with your email and password.",
   PERMISSION_DENIED: "This account may not sign in here. Ask an administrator for access.",
   UNAVAILABLE: "The service is unavailable. Try again in a moment.",
 };
@@ -217,13 +219,94 @@ async function finishProvider() {
   show("success", SUCCESS["sign-in"]({ user: (me && me.data) || { email: "you" } }));
 }
 
-// "Email me a code", offered while the service sends sign-in codes: the
-// code is asked for the email typed, then typed in its own form.
-async function offerEmailCode() {
+// "Email me a code" while the service sends sign-in codes, and "Sign in
+// with a passkey" while passkeys are set up and the browser has them.
+async function offerMethods() {
   const offer = document.getElementById("email-code-offer");
   if (!offer) return;
   const answer = await fetch(BASE + "/api/auth/methods").then((r) => r.json()).catch(() => null);
-  offer.hidden = !(answer && answer.data && answer.data.emailCode);
+  const methods = (answer && answer.data) || {};
+  offer.hidden = !methods.emailCode;
+  document.getElementById("passkey-offer").hidden = !(methods.passkeys && window.PublicKeyCredential);
+}
+
+// WebAuthn's binary fields travel as base64url; the browser takes and
+// gives ArrayBuffers.
+function fromBase64url(text) {
+  return Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0)).buffer;
+}
+
+function toBase64url(buffer) {
+  let text = "";
+  for (const byte of new Uint8Array(buffer)) text += String.fromCharCode(byte);
+  return btoa(text).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function withIds(list) {
+  return (list || []).map((c) => ({ ...c, id: fromBase64url(c.id) }));
+}
+
+// The `publicKey` options of a ceremony as the browser takes them.
+function passkeyOptions(options) {
+  const decoded = { ...options, challenge: fromBase64url(options.challenge) };
+  if (options.user) decoded.user = { ...options.user, id: fromBase64url(options.user.id) };
+  if (options.excludeCredentials) decoded.excludeCredentials = withIds(options.excludeCredentials);
+  if (options.allowCredentials) decoded.allowCredentials = withIds(options.allowCredentials);
+  return decoded;
+}
+
+// A credential the browser made or used, as JSON (PublicKeyCredential.toJSON()).
+function credentialJson(credential) {
+  const r = credential.response;
+  const response = { clientDataJSON: toBase64url(r.clientDataJSON) };
+  if (r.attestationObject) {
+    response.attestationObject = toBase64url(r.attestationObject);
+    response.transports = r.getTransports ? r.getTransports() : [];
+  } else {
+    response.authenticatorData = toBase64url(r.authenticatorData);
+    response.signature = toBase64url(r.signature);
+    if (r.userHandle) response.userHandle = toBase64url(r.userHandle);
+  }
+  return {
+    id: credential.id,
+    rawId: toBase64url(credential.rawId),
+    type: credential.type,
+    response,
+    clientExtensionResults: credential.getClientExtensionResults(),
+  };
+}
+
+// Posts JSON to a route of this service: the answer's status and body.
+async function postJson(path, payload) {
+  const response = await fetch(BASE + path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(payload),
+  });
+  return { ok: response.ok, answer: await response.json().catch(() => null) };
+}
+
+async function passkeySignIn() {
+  const button = document.getElementById("passkey-sign-in");
+  button.disabled = true;
+  try {
+    const start = await postJson("/api/auth/passkeys/login/start", {});
+    if (!start.ok) throw new Error(start.answer?.errors?.[0]?.code);
+    const credential = await navigator.credentials.get({ publicKey: passkeyOptions(start.answer.data.options) });
+    const finish = await postJson("/api/auth/passkeys/login/finish", {
+      challengeId: start.answer.data.challengeId,
+      credential: credentialJson(credential),
+    });
+    if (!finish.ok) throw new Error(finish.answer?.errors?.[0]?.code);
+    if (signedIn(finish.answer.data.token)) return;
+    show("success", SUCCESS["sign-in"](finish.answer.data));
+  } catch (error) {
+    // A refusal, or the person cancelled: the same words either way.
+    const code = error && error.message;
+    show("error", code === "RATE_LIMIT_EXCEEDED" || code === "UNAVAILABLE" ? MESSAGES[code] : MESSAGES.PASSKEY_FAILED);
+  } finally {
+    button.disabled = false;
+  }
 }
 
 async function emailCode(event) {
@@ -259,7 +342,8 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const form of document.querySelectorAll("form[data-action]")) form.addEventListener("submit", submit);
   document.getElementById("forgot-link")?.addEventListener("click", forgot);
   document.getElementById("email-code-link")?.addEventListener("click", emailCode);
-  offerEmailCode();
+  document.getElementById("passkey-sign-in")?.addEventListener("click", passkeySignIn);
+  offerMethods();
   showProviders();
   finishProvider();
 });
