@@ -2094,7 +2094,9 @@ async fn a_passkey_is_added_on_the_account_page_and_signs_in() {
     wait_for_text(&browser, "#passkeys", "None.").await;
     browser.fill("passkey-name", "This laptop").await;
     click(&browser, "#passkey-add button").await;
-    browser.expect_status("success", "The passkey is added").await;
+    browser
+        .expect_status("success", "The passkey is added")
+        .await;
     wait_for_text(&browser, "#passkeys", "This laptop").await;
     let user = app
         .get("/admin/api/users?search=keyholder%40example.com", &admin)

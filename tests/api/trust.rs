@@ -708,6 +708,8 @@ async fn a_provider_sign_in_to_an_unverified_account_ends_what_its_registrant_se
         app.get("/api/dashboards", &attacker_token).await.status,
         StatusCode::OK
     );
+    // And a passkey, which would sign in on its own.
+    let (mut passkey, _) = crate::passkeys::registered(&app, &attacker, "Mine").await;
 
     // The owner signs in with the provider, which vouches for the address.
     mock.set_user(testkit::MockUser {
@@ -751,6 +753,8 @@ async fn a_provider_sign_in_to_an_unverified_account_ends_what_its_registrant_se
         app.get("/api/dashboards", &attacker_token).await.status,
         StatusCode::UNAUTHORIZED
     );
+    assert_eq!(me.data()["mfa"]["passkeys"], 0, "{:?}", me.body);
+    assert!(crate::passkeys::refused_sign_in(&app, &mut passkey).await);
     let audit = app
         .get(
             "/admin/api/audit?action=auth.unverified_account_claimed",

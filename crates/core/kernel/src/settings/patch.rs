@@ -110,7 +110,9 @@ fn check(key: &Key, value: &Value, current: &Settings) -> Result<Value, FieldErr
                         );
                     }
                     _ => {
-                        return fail("each entry must be an origin such as https://app.example.com");
+                        return fail(
+                            "each entry must be an origin such as https://app.example.com",
+                        );
                     }
                 }
             }
