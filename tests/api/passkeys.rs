@@ -616,3 +616,153 @@ async fn public_get(app: &TestApp, path: &str) -> Answer {
         .expect("sent");
     TestApp::answer(response).await
 }
+
+#[tokio::test]
+async fn a_reset_of_an_unverified_account_leaves_its_registrant_no_passkey() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    app.patch(
+        "/admin/api/settings",
+        &admin,
+        json!({ "data": { "auth.registration_enabled": true } }),
+    )
+    .await;
+    // Someone registers the owner's address first, with a passkey and a token.
+    let registered = public(
+        &app,
+        &app.address,
+        "/api/auth/register",
+        json!({ "email": "owner@example.com", "password": "registrant-1" }),
+    )
+    .await;
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{:?}",
+        registered.body
+    );
+    let registrant = app.login("owner@example.com", "registrant-1").await;
+    let (mut passkey, _) = registered_passkey(&app, &registrant).await;
+    let token = app.create_token(&registrant, "API").await;
+    // The owner resets the password through the address.
+    let asked = public(
+        &app,
+        &app.address,
+        "/api/auth/password/forgot",
+        json!({ "email": "owner@example.com" }),
+    )
+    .await;
+    assert_eq!(asked.status, StatusCode::NO_CONTENT);
+    let link = app
+        .emailed_token("owner@example.com", "reset-password")
+        .await;
+    let reset = public(
+        &app,
+        &app.address,
+        "/api/auth/password/reset",
+        json!({ "token": link, "password": "the-owner-1" }),
+    )
+    .await;
+    assert_eq!(reset.status, StatusCode::NO_CONTENT, "{:?}", reset.body);
+    assert!(refused_sign_in(&app, &mut passkey).await);
+    assert_eq!(
+        app.get("/api/auth/me", &token).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let owner = app.login("owner@example.com", "the-owner-1").await;
+    let me = app.get("/api/auth/me", &owner).await;
+    assert_eq!(me.data()["emailVerified"], true);
+    assert_eq!(me.data()["mfa"]["passkeys"], 0);
+}
+
+async fn registered_passkey(app: &TestApp, session: &str) -> (SoftPasskey, Value) {
+    registered(app, session, "Passkey").await
+}
+
+#[tokio::test]
+async fn a_passkey_is_not_stored_for_a_session_that_ended_during_its_registration() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let user_id = app
+        .create_user(&admin, "ended@example.com", "password-1", None)
+        .await;
+    let session = app.login("ended@example.com", "password-1").await;
+    let start = app
+        .post("/api/auth/passkeys/register/start", &session, json!({}))
+        .await;
+    let (_, answer) = SoftPasskey::register(&start.data()["options"], ORIGIN);
+    let me = app.get("/api/auth/sessions", &session).await;
+    let session_id = me.data()[0]["id"].as_str().unwrap().parse().unwrap();
+    // The caller as the route resolved it, before its session ends (as a
+    // claim of the account or a sign-out elsewhere ends it) while the
+    // registration is being finished: the store's own check refuses it.
+    let caller = permissions::Principal {
+        user_id: user_id.parse().unwrap(),
+        credential: permissions::Credential::Session { id: session_id },
+        role_ids: vec![kernel::USERS_ROLE_ID],
+        api_access: true,
+        admin: false,
+        timezone: None,
+    };
+    assert_eq!(
+        app.post("/api/auth/logout", &session, json!({}))
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    let finished = app
+        .services
+        .passkeys
+        .finish_registration(
+            &caller,
+            start.data()["challengeId"].as_str().unwrap(),
+            answer,
+            None,
+            &auth::Origin::default(),
+        )
+        .await;
+    assert!(
+        matches!(finished, Err(auth::AuthError::SessionExpired)),
+        "{finished:?}"
+    );
+    let stored = app.services.passkeys.list(&caller).await.unwrap();
+    assert!(stored.is_empty(), "{stored:?}");
+}
+
+#[tokio::test]
+async fn sign_in_ceremonies_in_flight_are_bounded() {
+    let app = spawn_app().await;
+    // As many live sign-in ceremonies as the service keeps.
+    app.db
+        .sql(
+            "INSERT INTO svc.webauthn_challenges (token_hash, kind, state, expires_at) \
+             SELECT sha256(int8send(i)), 'login', '{}', now() + interval '5 minutes' \
+             FROM generate_series(1, 10000) i",
+        )
+        .await;
+    let full = public(
+        &app,
+        &app.address,
+        "/api/auth/passkeys/login/start",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        full.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{:?}",
+        full.body
+    );
+    // Expired ones make room as starts come.
+    app.db
+        .sql("UPDATE svc.webauthn_challenges SET expires_at = now() - interval '1 second'")
+        .await;
+    let started = public(
+        &app,
+        &app.address,
+        "/api/auth/passkeys/login/start",
+        json!({}),
+    )
+    .await;
+    assert_eq!(started.status, StatusCode::OK, "{:?}", started.body);
+}

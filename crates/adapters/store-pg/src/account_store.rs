@@ -183,6 +183,10 @@ pub(crate) async fn redeem_reset(
     let Some((Some(user_id), _)) = use_token(&txn, "reset", hash, now).await? else {
         return Ok(None);
     };
+    // The reset proves the address: an account whose email was never
+    // verified is claimed first, so whoever registered it keeps no way in
+    // (passkeys and tokens included).
+    crate::auth_store::claim_unverified(&txn, user_id, "password_reset", now).await?;
     user::Entity::update_many()
         .col_expr(user::Column::PasswordHash, Expr::value(password_hash))
         .col_expr(user::Column::FailedSignIns, Expr::value(0))

@@ -520,6 +520,9 @@ pub struct PasskeyInfo {
 pub struct NewPasskey {
     /// Its owner.
     pub user_id: Uuid,
+    /// The session registering it: the passkey is stored only while it is
+    /// live (a claim of the account ends it).
+    pub session_id: Uuid,
     /// Shown to the owner.
     pub info: PasskeyInfo,
     /// The credential as the WebAuthn library keeps it (public key,
@@ -536,6 +539,8 @@ pub enum PasskeyAdded {
     TooMany,
     /// The credential id is registered already.
     Taken,
+    /// The registering session ended meanwhile (nothing stored).
+    SessionEnded,
 }
 
 /// A WebAuthn ceremony waiting for the authenticator's answer.

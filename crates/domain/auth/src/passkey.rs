@@ -22,6 +22,9 @@ use crate::{AuthError, SignInService, secret};
 
 /// Lifetime of a ceremony, in the options and in the store.
 const CEREMONY_MINUTES: i64 = 5;
+/// Sign-in ceremonies in flight, at most (each lives 5 minutes; past it
+/// a start answers 503 with `Retry-After`).
+const MAX_CEREMONIES: u32 = 10_000;
 /// Passkeys one account may hold.
 const MAX_PASSKEYS: u32 = 20;
 /// Longest passkey label.
@@ -119,8 +122,16 @@ impl PasskeyService {
             state,
             expires_at: now + Duration::minutes(CEREMONY_MINUTES),
         };
-        self.sign_in.store.start_ceremony(ceremony, now).await?;
-        Ok(id)
+        if self
+            .sign_in
+            .store
+            .start_ceremony(ceremony, MAX_CEREMONIES, now)
+            .await?
+        {
+            Ok(id)
+        } else {
+            Err(AuthError::Busy)
+        }
     }
 
     /// Starts registering a passkey for the caller (a resident key with
@@ -207,8 +218,12 @@ impl PasskeyService {
             origin.ip.clone(),
         )
         .with_details(json!({ "name": info.name }));
+        let permissions::Credential::Session { id: session_id } = caller.credential else {
+            return Err(AuthError::AuthenticationRequired);
+        };
         let new = NewPasskey {
             user_id: caller.user_id,
+            session_id,
             info: info.clone(),
             credential: to_value(&passkey)?,
         };
@@ -219,6 +234,7 @@ impl PasskeyService {
             .await?
         {
             PasskeyAdded::Added => Ok(info),
+            PasskeyAdded::SessionEnded => Err(AuthError::SessionExpired),
             PasskeyAdded::Taken => Err(refused().into()),
             PasskeyAdded::TooMany => Err(StoreError::Conflict {
                 field: None,
@@ -287,6 +303,10 @@ impl PasskeyService {
     ) -> Result<(String, User), AuthError> {
         let settings = self.sign_in.settings.heeded().await?;
         let webauthn = self.relying_party(&settings)?;
+        // A sign-in attempt like a password's, before anything is looked at.
+        self.sign_in
+            .take_sign_in_attempt(&settings, &origin)
+            .await?;
         let now = self.sign_in.now();
         let answer = serde_json::from_value::<PublicKeyCredential>(credential).ok();
         // The account the answer names (its user handle is the user's id).

@@ -292,13 +292,16 @@ pub trait MfaStore: Send + Sync {
 pub trait PasskeyStore: Send + Sync {
     /// A user's passkeys, oldest first.
     async fn passkeys(&self, user_id: Uuid) -> Result<Vec<PasskeyInfo>, StoreError>;
-    /// Stores a ceremony, dropping the ones expired at `now` and, for a
-    /// registration, the account's older registration.
+    /// Stores a ceremony, dropping some of the ones expired at `now` and,
+    /// for a registration, the account's older registration; a sign-in's
+    /// only while fewer than `limit` sign-ins are stored (false: nothing
+    /// stored).
     async fn start_ceremony(
         &self,
         ceremony: NewCeremony,
+        limit: u32,
         now: DateTime<Utc>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<bool, StoreError>;
     /// Takes (deletes) the live registration of `user_id` whose id hashes
     /// to `hash`: its state.
     async fn take_registration(

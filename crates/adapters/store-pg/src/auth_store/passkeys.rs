@@ -46,6 +46,19 @@ const TAKE_LOGIN_SQL: &str = "WITH c AS (DELETE FROM svc.webauthn_challenges \
     SELECT c.state, p.id, p.user_id, p.credential, p.sign_count \
     FROM c LEFT JOIN svc.passkeys p ON p.credential_id = $3 AND p.user_id = $4";
 
+/// Stores the ceremony `$1`..`$6` (a registration: `$3` its account;
+/// `$5` now), unless it is a sign-in and `$7` sign-ins are stored. Up to
+/// 100 expired ceremonies go (those no other start is deleting: no waits,
+/// no lock order), and the account's older registration.
+const START_CEREMONY_SQL: &str = "WITH expired AS (DELETE FROM svc.webauthn_challenges \
+        WHERE token_hash IN (SELECT token_hash FROM svc.webauthn_challenges \
+            WHERE expires_at <= $5 LIMIT 100 FOR UPDATE SKIP LOCKED)), \
+    replaced AS (DELETE FROM svc.webauthn_challenges WHERE kind = 'register' AND user_id = $3) \
+    INSERT INTO svc.webauthn_challenges (token_hash, kind, user_id, state, expires_at) \
+    SELECT $1, $2, $3, $4, $6 \
+    WHERE $2 = 'register' OR (SELECT count(*) FROM (SELECT 1 FROM svc.webauthn_challenges \
+        WHERE kind = 'login' AND expires_at > $5 LIMIT $7) live) < $7";
+
 /// Locks the account `$1` against a concurrent claim (API.md 16) and
 /// answers whether it may sign in: active, with API access, and with a
 /// verified email when `$2`.
@@ -84,19 +97,17 @@ impl PasskeyStore for PgStore {
     async fn start_ceremony(
         &self,
         ceremony: NewCeremony,
+        limit: u32,
         now: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let kind = if ceremony.user_id.is_some() {
             "register"
         } else {
             "login"
         };
-        execute(
+        let stored = execute(
             &self.db,
-            "WITH ended AS (DELETE FROM svc.webauthn_challenges \
-                 WHERE expires_at <= $5 OR (kind = 'register' AND user_id = $3)) \
-             INSERT INTO svc.webauthn_challenges (token_hash, kind, user_id, state, expires_at) \
-             VALUES ($1, $2, $3, $4, $6)",
+            START_CEREMONY_SQL,
             [
                 ceremony.token_hash.to_vec().into(),
                 kind.into(),
@@ -104,10 +115,11 @@ impl PasskeyStore for PgStore {
                 ceremony.state.into(),
                 now.into(),
                 ceremony.expires_at.into(),
+                i64::from(limit).into(),
             ],
         )
         .await?;
-        Ok(())
+        Ok(stored == 1)
     }
 
     async fn take_registration(
@@ -148,6 +160,23 @@ impl PasskeyStore for PgStore {
             .ok_or(StoreError::NotFound)?;
         if rows::column::<i64>(&held, "held")? >= i64::from(limit) {
             return Ok(PasskeyAdded::TooMany);
+        }
+        // A statement of its own, after the lock: it sees a claim of the
+        // account that committed while this waited, and the session it ended.
+        let live = txn
+            .query_one_raw(stmt(
+                "SELECT 1 AS live FROM svc.sessions WHERE id = $1 AND user_id = $2 \
+                 AND revoked_at IS NULL AND expires_at > $3",
+                [
+                    passkey.session_id.into(),
+                    passkey.user_id.into(),
+                    passkey.info.created_at.into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        if live.is_none() {
+            return Ok(PasskeyAdded::SessionEnded);
         }
         let info = passkey.info;
         let added = execute(
