@@ -490,7 +490,7 @@ async fn a_passkey_is_a_factor_for_administrators_and_their_reset_removes_it() {
             &admin,
             "boss@example.com",
             "password-1",
-            Some(vec![kernel::ADMINISTRATORS_ROLE_ID.to_string()]),
+            Some(vec![crate::ADMINS_ROLE.into()]),
         )
         .await;
     let boss = app.login("boss@example.com", "password-1").await;
@@ -628,7 +628,7 @@ async fn a_reset_of_an_unverified_account_leaves_its_registrant_no_passkey() {
     )
     .await;
     // Someone registers the owner's address first, with a passkey and a token.
-    let registered = public(
+    let signed_up = public(
         &app,
         &app.address,
         "/api/auth/register",
@@ -636,13 +636,13 @@ async fn a_reset_of_an_unverified_account_leaves_its_registrant_no_passkey() {
     )
     .await;
     assert_eq!(
-        registered.status,
+        signed_up.status,
         StatusCode::CREATED,
         "{:?}",
-        registered.body
+        signed_up.body
     );
     let registrant = app.login("owner@example.com", "registrant-1").await;
-    let (mut passkey, _) = registered_passkey(&app, &registrant).await;
+    let (mut passkey, _) = registered(&app, &registrant, "Passkey").await;
     let token = app.create_token(&registrant, "API").await;
     // The owner resets the password through the address.
     let asked = public(
@@ -673,10 +673,6 @@ async fn a_reset_of_an_unverified_account_leaves_its_registrant_no_passkey() {
     let me = app.get("/api/auth/me", &owner).await;
     assert_eq!(me.data()["emailVerified"], true);
     assert_eq!(me.data()["mfa"]["passkeys"], 0);
-}
-
-async fn registered_passkey(app: &TestApp, session: &str) -> (SoftPasskey, Value) {
-    registered(app, session, "Passkey").await
 }
 
 #[tokio::test]
