@@ -42,6 +42,7 @@ pub fn suite(name: Option<&str>) -> Result {
     match name {
         Some("auth") => auth(),
         Some("data") => data().and_then(|()| related::related()),
+        Some("rows") => data(),
         Some("related") => related::related(),
         Some("peer") => peer_only(),
         Some("workflows") => workflows().and_then(|()| flows::flows()),
@@ -63,7 +64,7 @@ pub fn suite(name: Option<&str>) -> Result {
             .and_then(|()| console::console())
             .and_then(|()| schema::schema()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, related, scale, schema, views, webhooks, workflows; scale and webhooks are not in the default run)"
+            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, related, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), scale and webhooks are not in the default run)"
         )),
     }
 }
