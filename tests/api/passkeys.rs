@@ -416,6 +416,27 @@ async fn a_passkey_registers_then_signs_in_once_per_ceremony() {
     )
     .await;
 
+    // An unverified email is refused while verification is required, as
+    // at a password's sign-in.
+    let required = |on: bool| json!({ "data": { "auth.email_verification_required": on } });
+    app.patch("/admin/api/settings", &admin, required(true))
+        .await;
+    let (id, options) = login_start(&app, &app.address).await;
+    let answer = passkey.assert(&options, ORIGIN);
+    assert_refused(
+        &login_finish(&app, &app.address, &id, &answer).await,
+        "an unverified email",
+    );
+    app.patch(
+        &format!("/admin/api/users/{user_id}"),
+        &admin,
+        json!({ "data": { "emailVerified": true } }),
+    )
+    .await;
+    passkey_session(&app, &mut passkey).await;
+    app.patch("/admin/api/settings", &admin, required(false))
+        .await;
+
     // Removed: gone from the list, and it signs in no more.
     let session = passkey_session(&app, &mut passkey).await;
     let path = format!("/api/auth/passkeys/{}", shown["id"].as_str().unwrap());
