@@ -62,6 +62,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../sql/0019_second_factors.sql"),
     ),
     ("m0020_passkeys", include_str!("../sql/0020_passkeys.sql")),
+    (
+        "m0021_write_marks",
+        include_str!("../sql/0021_write_marks.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -31,6 +31,7 @@ mod passkeys;
 mod processes;
 mod realtime;
 mod related;
+mod replicas;
 mod schema;
 mod schema_evolution;
 mod security;

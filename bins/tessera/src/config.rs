@@ -28,6 +28,10 @@ pub struct Overrides {
     /// PostgreSQL URL (also DATABASE_URL).
     #[arg(long, env = "TESSERA_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// Streaming replicas of that database serving reads, comma-separated
+    /// PostgreSQL URLs (docs/operations.md, "Read replicas").
+    #[arg(long, env = "TESSERA_DATABASE_READ_URLS")]
+    pub database_read_urls: Option<String>,
     /// Listen address.
     #[arg(long, env = "TESSERA_BIND")]
     pub bind: Option<String>,
@@ -113,6 +117,7 @@ impl Overrides {
     fn or(self, other: Overrides) -> Overrides {
         Overrides {
             database_url: self.database_url.or(other.database_url),
+            database_read_urls: self.database_read_urls.or(other.database_read_urls),
             bind: self.bind.or(other.bind),
             public_url: self.public_url.or(other.public_url),
             bootstrap_admin_email: self.bootstrap_admin_email.or(other.bootstrap_admin_email),
@@ -162,6 +167,8 @@ const DEFAULT_OUTBOX_LEASE_SECONDS: u64 = 60;
 pub struct Config {
     /// PostgreSQL URL.
     pub database_url: String,
+    /// Streaming replicas serving reads.
+    pub database_read_urls: Vec<String>,
     /// Listen address (`host:port`; port 0 picks a free one).
     pub bind: String,
     /// Base of links in emails.
@@ -203,6 +210,7 @@ impl Config {
     pub fn services(&self) -> services::ServicesConfig {
         services::ServicesConfig {
             database_url: self.database_url.clone(),
+            database_read_urls: self.database_read_urls.clone(),
             database_pool_size: self.database_pool_size,
             database_plan_cache_mode: self.database_plan_cache_mode,
             public_url: self.public_url.clone(),
@@ -251,6 +259,14 @@ impl Config {
             database_url: o
                 .database_url
                 .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()),
+            database_read_urls: o
+                .database_read_urls
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|url| !url.is_empty())
+                .map(str::to_owned)
+                .collect(),
             public_url: o
                 .public_url
                 .unwrap_or_else(|| format!("http://{bind}"))
@@ -303,6 +319,7 @@ impl Config {
     pub fn for_database(database_url: &str) -> Self {
         Self {
             database_url: database_url.to_owned(),
+            database_read_urls: Vec::new(),
             bind: DEFAULT_BIND.to_owned(),
             public_url: format!("http://{DEFAULT_BIND}"),
             bootstrap_admin: None,

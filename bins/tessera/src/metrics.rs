@@ -84,6 +84,23 @@ fn describe() {
         "tessera_row_events_waiting",
         "Row events no run was started for yet"
     );
+    describe_counter!(
+        "tessera_database_reads_total",
+        "Reads a replica could serve, by where they ran (primary or a replica's host:port)"
+    );
+    describe_counter!(
+        "tessera_replica_fallbacks_total",
+        "Reads sent to the primary instead of a replica, by reason (lag, behind, conflict, down)"
+    );
+    describe_gauge!(
+        "tessera_replica_lag_seconds",
+        Unit::Seconds,
+        "How far each read replica's replay is behind the primary"
+    );
+    describe_gauge!(
+        "tessera_replica_up",
+        "Whether each read replica answers as a standby (1) or not (0)"
+    );
 }
 
 /// `GET /metrics`: refreshes the database-side gauges, then renders all.

@@ -23,6 +23,9 @@ use store_pg::{PgStore, PlanCacheMode, PoolOptions};
 pub struct ServicesConfig {
     /// PostgreSQL URL.
     pub database_url: String,
+    /// Streaming replicas of that database that serve reads (none: the
+    /// primary serves every read).
+    pub database_read_urls: Vec<String>,
     /// Most connections to PostgreSQL this instance holds.
     pub database_pool_size: u32,
     /// How PostgreSQL plans the prepared statements of this instance.
@@ -92,19 +95,49 @@ impl Services {
         Self::over(config, db, clock).await
     }
 
+    /// A lazily connecting pool on each of `config.database_read_urls`,
+    /// named by its host and port.
+    async fn replicas(
+        config: &ServicesConfig,
+    ) -> anyhow::Result<Vec<(String, sea_orm::DatabaseConnection)>> {
+        let pool = PoolOptions {
+            max_connections: config.database_pool_size,
+            plan_cache_mode: config.database_plan_cache_mode,
+            lazy: true,
+            ..PoolOptions::default()
+        };
+        let mut replicas = Vec::with_capacity(config.database_read_urls.len());
+        for url in &config.database_read_urls {
+            let parsed = url::Url::parse(url)
+                .context("a TESSERA_DATABASE_READ_URLS entry is not a valid URL")?;
+            let name = format!(
+                "{}:{}",
+                parsed.host_str().unwrap_or_default(),
+                parsed.port().unwrap_or(5432)
+            );
+            let db = store_pg::connect(url, pool)
+                .await
+                .context("a TESSERA_DATABASE_READ_URLS entry cannot be used")?;
+            replicas.push((name, db));
+        }
+        Ok(replicas)
+    }
+
     /// Migrates the database behind `db` (a pool the caller made, such as
     /// one from [`store_pg::connect`]) and builds the services over it.
-    /// `config.database_url` is not read.
+    /// `config.database_url` is not read; `config.database_read_urls` are
+    /// connected to as reads need them.
     pub async fn over(
         config: &ServicesConfig,
         db: sea_orm::DatabaseConnection,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         database::migrate(&db).await?;
-        let store = PgStore::new(db, clock.clone());
+        let store = PgStore::new(db, clock.clone()).with_replicas(Self::replicas(config).await?);
         if config.listen_for_changes {
             store.watch_caches();
         }
+        store.watch_replicas();
         let settings = settings::SettingsService::new(Arc::new(store.clone()));
         // One hashing pool for the process: sign-in and accounts share it.
         let hasher = auth::HashPool::per_core();

@@ -16,6 +16,52 @@ pub struct Cluster {
 impl Cluster {
     /// Creates and starts a cluster (trust authentication, no fsync).
     pub fn start() -> Self {
+        let cluster = Self::empty();
+        cluster.run(
+            "initdb",
+            &[
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-sync",
+                "-D",
+            ],
+            Some(&cluster.data()),
+        );
+        cluster.up();
+        cluster
+    }
+
+    /// A streaming replica of this cluster (`pg_basebackup` with its
+    /// standby settings), started on a free port of its own; it serves
+    /// reads (hot standby) and follows the primary from then on.
+    pub fn replica(&self) -> Self {
+        let replica = Self::empty();
+        let port = self.port.to_string();
+        replica.run(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+                "-D",
+            ],
+            Some(&replica.data()),
+        );
+        replica.up();
+        replica
+    }
+
+    /// A directory for a cluster on a free port, nothing in it yet.
+    fn empty() -> Self {
         let bin = pg_bin();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -38,31 +84,35 @@ impl Cluster {
                 "chown of the cluster directory"
             );
         }
-        let cluster = Self {
+        Self {
             bin,
             base,
             as_postgres,
             port,
-        };
-        cluster.run(
-            "initdb",
-            &[
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--no-sync",
-                "-D",
-            ],
-            Some(&cluster.data()),
-        );
-        cluster.up();
-        cluster
+        }
     }
 
     /// `postgres://postgres@127.0.0.1:<port>/<database>`.
     pub fn url(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// Runs `sql` in `database` and answers the first column of its first
+    /// row as text.
+    pub async fn sql(&self, database: &str, sql: &str) -> Option<String> {
+        use sea_orm::ConnectionTrait;
+        let mut connect = sea_orm::ConnectOptions::new(self.url(database));
+        connect.max_connections(1).sqlx_logging(false);
+        let db = sea_orm::Database::connect(connect).await.expect("connect");
+        let row = db
+            .query_one_raw(sea_orm::Statement::from_string(
+                sea_orm::DbBackend::Postgres,
+                sql.to_owned(),
+            ))
+            .await
+            .expect("test SQL runs");
+        db.close().await.expect("close");
+        row.and_then(|r| r.try_get_by_index::<Option<String>>(0).ok().flatten())
     }
 
     /// Stops the server at once, as a crash or a fast restart does.

@@ -13,6 +13,7 @@ async fn main() -> anyhow::Result<()> {
     let env = |name: &str| std::env::var(name).with_context(|| format!("{name} is not set"));
     let config = ServicesConfig {
         database_url: env("TESSERA_DATABASE_URL")?,
+        database_read_urls: Vec::new(),
         database_pool_size: 4,
         database_plan_cache_mode: services::store_pg::PoolOptions::default().plan_cache_mode,
         public_url: "http://127.0.0.1:8080".into(),

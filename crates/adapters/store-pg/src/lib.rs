@@ -14,6 +14,7 @@ mod lane;
 mod oauth_store;
 mod outbox_store;
 mod realtime_store;
+mod replicas;
 mod role_store;
 mod rows;
 mod schema_store;
@@ -53,6 +54,8 @@ pub struct PgStore {
     realtime_wake: Arc<std::sync::OnceLock<Arc<tokio::sync::Notify>>>,
     /// `data.statement_timeout_ms` on the pool's connections.
     statement_timeout: Arc<timeout::StatementTimeout>,
+    /// Streaming replicas serving reads; none by default.
+    replicas: Arc<replicas::Replicas>,
 }
 
 /// Pool size, timeouts and how PostgreSQL plans the pool's statements.
@@ -64,6 +67,9 @@ pub struct PoolOptions {
     pub acquire_timeout: Duration,
     /// PostgreSQL's `plan_cache_mode` on every connection.
     pub plan_cache_mode: PlanCacheMode,
+    /// Connect when a connection is first needed (a read replica that is
+    /// down at start does not stop the server), not at once.
+    pub lazy: bool,
 }
 
 impl Default for PoolOptions {
@@ -72,6 +78,7 @@ impl Default for PoolOptions {
             max_connections: 32,
             acquire_timeout: Duration::from_secs(3),
             plan_cache_mode: PlanCacheMode::ForceGenericPlan,
+            lazy: false,
         }
     }
 }
@@ -126,6 +133,7 @@ pub async fn connect(url: &str, options: PoolOptions) -> Result<DatabaseConnecti
         .min_connections(1)
         .acquire_timeout(options.acquire_timeout)
         .connect_timeout(options.acquire_timeout)
+        .connect_lazy(options.lazy)
         // A ping only for connections idle a while, not a round trip per query.
         .test_before_acquire_if_idle_for(Duration::from_secs(30))
         // Connections opened before the statement timeout changed retire.
@@ -191,6 +199,7 @@ impl PgStore {
             clock,
             realtime_wake: Arc::default(),
             statement_timeout: timeout::StatementTimeout::new(),
+            replicas: Arc::default(),
         }
     }
 

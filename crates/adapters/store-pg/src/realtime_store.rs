@@ -13,7 +13,8 @@ use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::data_store::changes_sql;
+use crate::data_store::{On, changes_sql};
+use crate::replicas::{Target, fell_back, served};
 use crate::{PgStore, map_err, rows, stmt, versions_of};
 
 /// The channel the trigger announces logged changes on.
@@ -198,16 +199,38 @@ impl RealtimeStore for PgStore {
         context: &Context,
         events: &[i64],
     ) -> Result<Vec<Change>, StoreError> {
-        let (sql, values) = changes_sql(table, query, context, events);
-        let rows = self
-            .db
-            .query_all_raw(sea_orm::Statement::from_sql_and_values(
-                sea_orm::DbBackend::Postgres,
-                sql,
-                values,
-            ))
-            .await
-            .map_err(map_err)?;
+        // Each event's transaction (its id's high bits) must be visible
+        // where the rows are read.
+        let xids = events.iter().map(|id| (id >> 24).to_string()).collect();
+        let target = self.read_target_after(context, xids).await?;
+        let rows = match &target {
+            Target::Replica(replica, xids) => {
+                let on = On::Replica(xids.as_deref());
+                match changed_rows(replica.db(), changes_sql(table, query, context, events, on))
+                    .await
+                {
+                    Err(error) if let Some(reason) = replica.fallback_for(&error) => {
+                        fell_back(reason);
+                        None
+                    }
+                    done => Some(done?),
+                }
+            }
+            Target::Primary => None,
+        };
+        let rows = match rows {
+            Some(rows) => {
+                served(&target);
+                rows
+            }
+            None => {
+                if self.replicas.any() {
+                    served(&Target::Primary);
+                }
+                let statement = changes_sql(table, query, context, events, On::Primary);
+                changed_rows(&self.db, statement).await?
+            }
+        };
         rows.iter()
             .map(|row| {
                 let change = rows::row::<ChangeRow>(row)?;
@@ -244,4 +267,18 @@ async fn listen(db: sea_orm::DatabaseConnection, wake: Arc<Notify>) {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Runs the statement of realtime changes on `db`.
+async fn changed_rows(
+    db: &sea_orm::DatabaseConnection,
+    (sql, values): (String, sea_orm::sea_query::Values),
+) -> Result<Vec<sea_orm::QueryResult>, StoreError> {
+    db.query_all_raw(sea_orm::Statement::from_sql_and_values(
+        sea_orm::DbBackend::Postgres,
+        sql,
+        values,
+    ))
+    .await
+    .map_err(map_err)
 }

@@ -33,6 +33,8 @@ impl PgStore {
         let settings = Arc::new(Settings::from_stored(stored));
         self.statement_timeout
             .heed(&self.db, version, settings.data_statement_timeout_ms());
+        self.replicas
+            .heed_timeout(version, settings.data_statement_timeout_ms());
         self.settings.put(settings.clone(), version);
         Ok((settings, version))
     }

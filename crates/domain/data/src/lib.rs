@@ -5,13 +5,15 @@
 //! `callers` (the request, the caller it resolves to, the retry on stale
 //! state), `reads` (list, get, a role's preview), `writes` (insert, update,
 //! delete), `select` (columns and embeds of related rows), `aggregate`
-//! (groups and aggregates), `batch` (operations in one transaction), `import` (CSV in), `csv`, `watch` (realtime admission), `checks` (parameters and bodies
+//! (groups and aggregates), `batch` (operations in one transaction), `import` (CSV in), `csv`,
+//! `consistency` (read-your-writes over read replicas), `watch` (realtime admission), `checks` (parameters and bodies
 //! against real columns and grants), `query` (what the store is handed).
 
 mod aggregate;
 mod batch;
 mod callers;
 mod checks;
+pub mod consistency;
 pub mod csv;
 mod error;
 mod import;

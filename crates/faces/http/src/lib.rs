@@ -372,6 +372,7 @@ pub fn scope(
         }))
         .wrap(middleware::envelope_errors())
         .wrap(middleware::security_headers())
+        .wrap(actix_web::middleware::from_fn(middleware::consistency))
         .wrap(actix_web::middleware::from_fn(middleware::trace_request))
         .wrap(actix_web::middleware::from_fn(middleware::cors))
 }

@@ -164,7 +164,8 @@ pub async fn trace_request(
 
 /// Methods and headers a browser application may use across origins.
 const CORS_METHODS: &str = "GET, POST, PATCH, DELETE, OPTIONS";
-const CORS_HEADERS: &str = "Authorization, Content-Type, X-Service-Timezone";
+const CORS_HEADERS: &str =
+    "Authorization, Content-Type, X-Service-Timezone, Tessera-Consistency-Token";
 
 /// How a request's origin is let in.
 enum AllowOrigin {
@@ -270,8 +271,32 @@ pub async fn cors(
     headers.insert(header::VARY, HeaderValue::from_static("Origin"));
     headers.insert(
         header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        HeaderValue::from_static("X-Request-Id"),
+        HeaderValue::from_static("X-Request-Id, Tessera-Consistency-Token"),
     );
+    Ok(res)
+}
+
+/// Read-your-writes over read replicas ([`data::consistency`]): the
+/// request's reads wait for the token it sends back in
+/// `Tessera-Consistency-Token`, and a request that wrote answers its
+/// write's token in the same header (only while replicas serve reads).
+pub async fn consistency(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>> {
+    let sent = req
+        .headers()
+        .get(data::consistency::HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let (res, token) = data::consistency::scope(sent.as_deref(), next.call(req)).await;
+    let mut res = res?;
+    if let Some(value) = token.and_then(|t| HeaderValue::from_str(&t.to_string()).ok()) {
+        res.headers_mut().insert(
+            header::HeaderName::from_static("tessera-consistency-token"),
+            value,
+        );
+    }
     Ok(res)
 }
 

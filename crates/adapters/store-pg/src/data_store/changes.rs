@@ -10,7 +10,7 @@ use sea_orm::sea_query::{
     Alias, Expr, ExprTrait, Func, PostgresQueryBuilder, QueryBuilder, SqlWriter, SqlWriterValues,
 };
 
-use super::sql::{Rel, Sql, current};
+use super::sql::{On, Rel, Sql, current};
 
 /// `SELECT event, new, body` for the events `ids`: each after-image (`new`)
 /// and before-image the view reaches, as compact JSON built by PostgreSQL.
@@ -20,6 +20,7 @@ pub(crate) fn changes_sql(
     query: &ListQuery<'_>,
     context: &Context,
     ids: &[i64],
+    on: On<'_>,
 ) -> (String, sea_orm::sea_query::Values) {
     let sql = Sql {
         table,
@@ -44,7 +45,7 @@ pub(crate) fn changes_sql(
             )
             .and_where(
                 sql.predicate(&query.predicate)
-                    .and(current(context.versions, true)),
+                    .and(current(context.versions, true, on)),
             );
         // Writing to a string cannot fail.
         if i > 0 {

@@ -6,11 +6,12 @@
 use data::{Chunks, Context, ListQuery, Table, csv};
 use futures_util::TryStreamExt;
 use kernel::StoreError;
-use sea_orm::sqlx::{self, Row as _};
+use sea_orm::sqlx::{self, PgPool, Row as _};
 use sea_query_sqlx::SqlxValues;
 use tokio::sync::{mpsc, oneshot};
 
-use super::sql::Rows;
+use super::sql::{On, Rows};
+use crate::replicas::{Target, fell_back, served};
 use crate::{PgStore, map_sqlx};
 
 /// Pieces of CSV waiting for the client, at most.
@@ -33,86 +34,109 @@ impl PgStore {
         all: bool,
         context: &Context,
     ) -> Result<Chunks, StoreError> {
-        let (sql, values) = Rows::of_list(query).text_sql(table, context, all);
-        let mut header = Vec::new();
-        for (i, output) in query.select.iter().enumerate() {
-            csv::write_field(&mut header, i == 0, Some(&output.column.name));
+        let target = self.read_target(context).await?;
+        if let Target::Replica(replica, xids) = &target {
+            let on = On::Replica(xids.as_deref());
+            let statement = Rows::of_list(query).text_sql(table, context, all, on);
+            match stream(replica.lane().pool().clone(), statement, query).await {
+                Err(error) if let Some(reason) = replica.fallback_for(&error) => fell_back(reason),
+                done => {
+                    served(&target);
+                    return done;
+                }
+            }
         }
-        csv::end_record(&mut header);
-        let columns = query.select.len();
-        let permit = EXPORTS
-            .try_acquire()
-            .map_err(|_| StoreError::Unavailable("too many exports at once".into()))?;
-        let pool = self.reads.pool().clone();
-        let (pieces, chunks) = mpsc::channel(PIECES_WAITING);
-        let (started, start) = oneshot::channel();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let mut connection = match pool.acquire().await {
-                Ok(connection) => connection,
-                Err(e) => {
-                    let _ = started.send(Err(map_sqlx(e)));
-                    return;
-                }
-            };
-            let mut rows = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
-                .fetch(&mut *connection);
-            // The first row, or the end, decides the answer's status.
-            let mut next = rows.try_next().await;
-            match &next {
-                Err(_) => {
-                    if let Err(e) = next {
-                        let _ = started.send(Err(map_sqlx(e)));
-                    }
-                    return;
-                }
-                Ok(_) => {
-                    if started.send(Ok(())).is_err() {
-                        return;
-                    }
-                }
-            }
-            let mut piece = header;
-            loop {
-                match next {
-                    Ok(Some(row)) => {
-                        for i in 0..columns {
-                            let field: Option<&str> = match row.try_get(i) {
-                                Ok(field) => field,
-                                Err(e) => {
-                                    let _ = pieces.send(Err(map_sqlx(e))).await;
-                                    return;
-                                }
-                            };
-                            csv::write_field(&mut piece, i == 0, field);
-                        }
-                        csv::end_record(&mut piece);
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        let _ = pieces.send(Err(map_sqlx(e))).await;
-                        return;
-                    }
-                }
-                if piece.len() >= PIECE_BYTES {
-                    let full =
-                        std::mem::replace(&mut piece, Vec::with_capacity(PIECE_BYTES + 1024));
-                    // The client went away or stopped reading: the statement
-                    // ends with the stream.
-                    match tokio::time::timeout(CLIENT_STALL, pieces.send(Ok(full))).await {
-                        Ok(Ok(())) => {}
-                        _ => return,
-                    }
-                }
-                next = rows.try_next().await;
-            }
-            if !piece.is_empty() {
-                let _ = pieces.send(Ok(piece)).await;
-            }
-        });
-        start
-            .await
-            .map_err(|_| StoreError::Internal("the export ended before it started".into()))??;
-        Ok(chunks)
+        if self.replicas.any() {
+            served(&Target::Primary);
+        }
+        let statement = Rows::of_list(query).text_sql(table, context, all, On::Primary);
+        stream(self.reads.pool().clone(), statement, query).await
     }
+}
+
+/// Streams the rows of the statement `(sql, values)` on a connection of
+/// `pool` as CSV, once its first row (or its end) has come.
+async fn stream(
+    pool: PgPool,
+    (sql, values): (String, sea_orm::sea_query::Values),
+    query: &ListQuery<'_>,
+) -> Result<Chunks, StoreError> {
+    let mut header = Vec::new();
+    for (i, output) in query.select.iter().enumerate() {
+        csv::write_field(&mut header, i == 0, Some(&output.column.name));
+    }
+    csv::end_record(&mut header);
+    let columns = query.select.len();
+    let permit = EXPORTS
+        .try_acquire()
+        .map_err(|_| StoreError::Unavailable("too many exports at once".into()))?;
+    let (pieces, chunks) = mpsc::channel(PIECES_WAITING);
+    let (started, start) = oneshot::channel();
+    tokio::spawn(async move {
+        let _permit = permit;
+        let mut connection = match pool.acquire().await {
+            Ok(connection) => connection,
+            Err(e) => {
+                let _ = started.send(Err(map_sqlx(e)));
+                return;
+            }
+        };
+        let mut rows =
+            sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values)).fetch(&mut *connection);
+        // The first row, or the end, decides the answer's status.
+        let mut next = rows.try_next().await;
+        match &next {
+            Err(_) => {
+                if let Err(e) = next {
+                    let _ = started.send(Err(map_sqlx(e)));
+                }
+                return;
+            }
+            Ok(_) => {
+                if started.send(Ok(())).is_err() {
+                    return;
+                }
+            }
+        }
+        let mut piece = header;
+        loop {
+            match next {
+                Ok(Some(row)) => {
+                    for i in 0..columns {
+                        let field: Option<&str> = match row.try_get(i) {
+                            Ok(field) => field,
+                            Err(e) => {
+                                let _ = pieces.send(Err(map_sqlx(e))).await;
+                                return;
+                            }
+                        };
+                        csv::write_field(&mut piece, i == 0, field);
+                    }
+                    csv::end_record(&mut piece);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = pieces.send(Err(map_sqlx(e))).await;
+                    return;
+                }
+            }
+            if piece.len() >= PIECE_BYTES {
+                let full = std::mem::replace(&mut piece, Vec::with_capacity(PIECE_BYTES + 1024));
+                // The client went away or stopped reading: the statement
+                // ends with the stream.
+                match tokio::time::timeout(CLIENT_STALL, pieces.send(Ok(full))).await {
+                    Ok(Ok(())) => {}
+                    _ => return,
+                }
+            }
+            next = rows.try_next().await;
+        }
+        if !piece.is_empty() {
+            let _ = pieces.send(Ok(piece)).await;
+        }
+    });
+    start
+        .await
+        .map_err(|_| StoreError::Internal("the export ended before it started".into()))??;
+    Ok(chunks)
 }

@@ -17,14 +17,17 @@ use async_trait::async_trait;
 use data::{Chunks, Context, DataStore, DataTransaction, Found, ListQuery, Read, Table, Write};
 use kernel::StoreError;
 use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, DbBackend, QueryResult, Statement, TransactionTrait,
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, QueryResult, Statement,
+    TransactionTrait,
 };
 
 use crate::json_rows::{compact, write_object};
+use crate::replicas::{Replica, Target, fell_back, served};
 use crate::{PgStore, map_err, map_sqlx, rows};
 
 pub(crate) use catalog::Catalog;
 pub(crate) use changes::changes_sql;
+pub(crate) use sql::On;
 use sql::{Rows, aggregate_sql};
 use view_sql::{params_json, view_sql};
 use write::write_sql;
@@ -44,32 +47,48 @@ impl PgStore {
         .await
         .map_err(map_err)
     }
-
-    /// Runs one statement whose single column `body` is JSON text.
-    async fn body(
-        &self,
-        conn: &impl ConnectionTrait,
-        statement: (String, sea_orm::sea_query::Values),
-    ) -> Result<Option<String>, StoreError> {
-        match self.row(conn, statement).await? {
-            Some(row) => json_of(&row),
-            None => Ok(None),
-        }
-    }
 }
 
 impl PgStore {
     /// Runs a DataView read: its rows and total, with the statement and
-    /// the values it ran with.
+    /// the values it ran with; on a read replica when one is current for
+    /// the caller.
     pub(crate) async fn view_rows(
         &self,
         query: &views::query::ViewQuery<'_>,
         context: &Context,
     ) -> Result<views::store::ViewAnswer, StoreError> {
-        let (sql, values) = view_sql(query, context);
+        let target = self.read_target(context).await?;
+        if let Target::Replica(replica, xids) = &target {
+            match self
+                .view_rows_on(replica.db(), query, context, On::Replica(xids.as_deref()))
+                .await
+            {
+                Err(error) if let Some(reason) = replica.fallback_for(&error) => fell_back(reason),
+                done => {
+                    served(&target);
+                    return done;
+                }
+            }
+        }
+        if self.replicas.any() {
+            served(&Target::Primary);
+        }
+        self.view_rows_on(&self.db, query, context, On::Primary)
+            .await
+    }
+
+    async fn view_rows_on(
+        &self,
+        db: &DatabaseConnection,
+        query: &views::query::ViewQuery<'_>,
+        context: &Context,
+        on: On<'_>,
+    ) -> Result<views::store::ViewAnswer, StoreError> {
+        let (sql, values) = view_sql(query, context, on);
         let params = params_json(&values);
         let row = self
-            .row(&self.db, (sql.clone(), values))
+            .row(db, (sql.clone(), values))
             .await?
             .ok_or_else(|| StoreError::Internal("a view read answered no row".into()))?;
         Ok(views::store::ViewAnswer {
@@ -125,11 +144,11 @@ impl PgStore {
         conn: &impl ConnectionTrait,
         table: &Table,
         read: &Read<'_>,
-        context: &Context,
+        (context, on): (&Context, On<'_>),
     ) -> Result<Found, StoreError> {
         let statement = match read {
-            Read::Aggregate(query) => aggregate_sql(table, query, context),
-            _ => Rows::of(read).sql(table, context, true),
+            Read::Aggregate(query) => aggregate_sql(table, query, context, on),
+            _ => Rows::of(read).sql(table, context, true, on),
         };
         let row = self
             .row(conn, statement)
@@ -152,6 +171,53 @@ impl PgStore {
         })
     }
 
+    /// Runs a read on `replica`, or on the primary when `None`.
+    async fn read_at(
+        &self,
+        replica: Option<&Replica>,
+        table: &Table,
+        read: &Read<'_>,
+        (context, on): (&Context, On<'_>),
+    ) -> Result<Found, StoreError> {
+        let (db, lane) = match replica {
+            Some(replica) => (replica.db(), replica.lane()),
+            None => (&self.db, &*self.reads),
+        };
+        if matches!(read, Read::Aggregate(_)) || matches!(read, Read::List(q) if q.count) {
+            return self.read_json(db, table, read, (context, on)).await;
+        }
+        let rows = Rows::of(read);
+        let (sql, values) = rows.sql(table, context, false, on);
+        let found = lane.rows(&sql, values).await.map_err(map_sqlx)?;
+        // A replica's statement fails on stale state rather than finding nothing.
+        if found.is_empty() && replica.is_none() && self.read_versions().await? != context.versions
+        {
+            return Err(StoreError::Stale);
+        }
+        let list = matches!(read, Read::List(_));
+        if found.is_empty() && !list {
+            return Ok(Found::default());
+        }
+        let (keys, cells) = rows.layout();
+        let mut out = String::with_capacity(2 + found.len() * 32 * keys.len().max(1));
+        if list {
+            out.push('[');
+        }
+        for (i, row) in found.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_object(&mut out, row, &keys, &cells)?;
+        }
+        if list {
+            out.push(']');
+        }
+        Ok(Found {
+            json: Some(out),
+            total: None,
+        })
+    }
+
     /// Runs the statements of `writes` on `conn`, one after the other.
     async fn write_on(
         &self,
@@ -162,9 +228,38 @@ impl PgStore {
     ) -> Result<Vec<Option<String>>, StoreError> {
         let mut out = Vec::with_capacity(writes.len());
         for write in writes {
-            out.push(self.body(conn, write_sql(table, write, context)?).await?);
+            out.push(self.written(conn, table, write, context).await?);
         }
         Ok(out)
+    }
+
+    /// Runs the statement of `write`: its JSON, the write noted for the
+    /// request's answer while replicas serve reads.
+    async fn written(
+        &self,
+        conn: &impl ConnectionTrait,
+        table: &Table,
+        write: &Write<'_>,
+        context: &Context,
+    ) -> Result<Option<String>, StoreError> {
+        let mark = self.replicas.any();
+        let Some(row) = self
+            .row(conn, write_sql(table, write, context, mark)?)
+            .await?
+        else {
+            return Ok(None);
+        };
+        if mark {
+            let lsn: Option<i64> = rows::column(&row, "mark_lsn")?;
+            let xid: Option<i64> = rows::column(&row, "mark_xid")?;
+            if let (Some(lsn), Some(xid)) = (lsn, xid) {
+                data::consistency::note(data::consistency::Token {
+                    lsn: u64::try_from(lsn).unwrap_or(0),
+                    xid: u64::try_from(xid).unwrap_or(0),
+                });
+            }
+        }
+        json_of(&row)
     }
 }
 
@@ -176,7 +271,9 @@ impl DataTransaction for PgDataTransaction {
         read: &Read<'_>,
         context: &Context,
     ) -> Result<Found, StoreError> {
-        self.store.read_json(&self.txn, table, read, context).await
+        self.store
+            .read_json(&self.txn, table, read, (context, On::Primary))
+            .await
     }
 
     async fn write(
@@ -276,37 +373,25 @@ impl DataStore for PgStore {
         read: &Read<'_>,
         context: &Context,
     ) -> Result<Found, StoreError> {
-        let rows = Rows::of(read);
-        if matches!(read, Read::Aggregate(_)) || matches!(read, Read::List(q) if q.count) {
-            return self.read_json(&self.db, table, read, context).await;
-        }
-        let (sql, values) = rows.sql(table, context, false);
-        let found = self.reads.rows(&sql, values).await.map_err(map_sqlx)?;
-        if found.is_empty() && self.read_versions().await? != context.versions {
-            return Err(StoreError::Stale);
-        }
-        let list = matches!(read, Read::List(_));
-        if found.is_empty() && !list {
-            return Ok(Found::default());
-        }
-        let (keys, cells) = rows.layout();
-        let mut out = String::with_capacity(2 + found.len() * 32 * keys.len().max(1));
-        if list {
-            out.push('[');
-        }
-        for (i, row) in found.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
+        let target = self.read_target(context).await?;
+        if let Target::Replica(replica, xids) = &target {
+            let on = On::Replica(xids.as_deref());
+            match self
+                .read_at(Some(replica), table, read, (context, on))
+                .await
+            {
+                Err(error) if let Some(reason) = replica.fallback_for(&error) => fell_back(reason),
+                done => {
+                    served(&target);
+                    return done;
+                }
             }
-            write_object(&mut out, row, &keys, &cells)?;
         }
-        if list {
-            out.push(']');
+        if self.replicas.any() {
+            served(&Target::Primary);
         }
-        Ok(Found {
-            json: Some(out),
-            total: None,
-        })
+        self.read_at(None, table, read, (context, On::Primary))
+            .await
     }
 
     async fn write(
@@ -316,10 +401,7 @@ impl DataStore for PgStore {
         context: &Context,
     ) -> Result<Vec<Option<String>>, StoreError> {
         if let [write] = writes {
-            return Ok(vec![
-                self.body(&self.db, write_sql(table, write, context)?)
-                    .await?,
-            ]);
+            return Ok(vec![self.written(&self.db, table, write, context).await?]);
         }
         let txn = self.db.begin().await.map_err(map_err)?;
         let out = self.write_on(&txn, table, writes, context).await?;

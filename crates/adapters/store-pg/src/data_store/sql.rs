@@ -384,19 +384,38 @@ const EMBED_ALIASES: [&str; 5] = ["r", "e1", "e2", "e3", "e4"];
 pub(super) const JSON_ARRAY: &str =
     "'[' || string_agg(row_to_json(\"tessera:x\")::text, ',') || ']'";
 
+/// Where a statement runs, for its check of the shared state.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum On<'g> {
+    /// The primary: the versions alone.
+    Primary,
+    /// A read replica: the versions, and these transactions (an `xid8`
+    /// array as text, `{1,2}`) visible in the statement's snapshot; a
+    /// mismatch always fails the statement (the primary answers instead).
+    Replica(Option<&'g str>),
+}
+
 /// The shared state is at `versions`, compared in one InitPlan on
 /// `svc.cache_version`: with `raise`, a mismatch fails the statement with
 /// `TS412` ([`StoreError::Stale`]); without, the guarded read returns no row
 /// and an empty answer is checked again by the caller (cheaper for
-/// PostgreSQL than calling the raising function on every read).
-pub(super) fn current(versions: Versions, raise: bool) -> Expr {
+/// PostgreSQL than calling the raising function on every read). On a
+/// replica, see [`On::Replica`].
+pub(super) fn current(versions: Versions, raise: bool, on: On<'_>) -> Expr {
     let version = |name: &str| Expr::col(Alias::new(name));
-    let same = version("auth")
+    let mut same = version("auth")
         .eq(versions.auth)
         .and(version("catalog").eq(versions.catalog))
         .and(version("settings").eq(versions.settings));
+    if let On::Replica(Some(xids)) = on {
+        same = same.and(Expr::cust_with_values(
+            "coalesce((SELECT bool_and(pg_visible_in_snapshot(\"x\", pg_current_snapshot())) \
+             FROM unnest($1::text::xid8[]) AS \"x\"), true)",
+            [xids],
+        ));
+    }
     let check = Query::select()
-        .expr(if raise {
+        .expr(if raise || matches!(on, On::Replica(_)) {
             Func::cust(Alias::new("svc.cache_current")).arg(same).into()
         } else {
             same
@@ -476,6 +495,7 @@ impl Rows<'_, '_> {
         table: &Table,
         context: &Context,
         all: bool,
+        on: On<'_>,
     ) -> (String, sea_orm::sea_query::Values) {
         let sql = self.over(table, context);
         let mut rows = Query::select();
@@ -487,7 +507,7 @@ impl Rows<'_, '_> {
         }
         rows.from_as(table_ref(table), Alias::new("r")).and_where(
             sql.predicate(self.predicate)
-                .and(current(context.versions, true)),
+                .and(current(context.versions, true, on)),
         );
         self.order(&sql, &mut rows);
         let mut out = SqlWriterValues::new("$", true);
@@ -527,11 +547,12 @@ impl Rows<'_, '_> {
         table: &Table,
         context: &Context,
         json: bool,
+        on: On<'_>,
     ) -> (String, sea_orm::sea_query::Values) {
         let sql = self.over(table, context);
         let condition = sql
             .predicate(self.predicate)
-            .and(current(context.versions, json));
+            .and(current(context.versions, json, on));
         let mut rows = if !json {
             sql.cells(self.select)
         } else if self.select.is_empty() {
@@ -621,6 +642,7 @@ pub(super) fn aggregate_sql(
     table: &Table,
     query: &AggregateQuery<'_>,
     context: &Context,
+    on: On<'_>,
 ) -> (String, sea_orm::sea_query::Values) {
     let sql = Sql {
         table,
@@ -630,7 +652,7 @@ pub(super) fn aggregate_sql(
     };
     let condition = sql
         .predicate(&query.predicate)
-        .and(current(context.versions, true));
+        .and(current(context.versions, true, on));
     let mut groups = Query::select();
     for output in &query.group_by {
         groups.expr_as(sql.output(output), Alias::new(&output.column.name));
@@ -751,7 +773,7 @@ mod tests {
             offset: 0,
             count: true,
         };
-        let (sql, values) = Rows::of(&Read::List(query)).sql(&table, &context, true);
+        let (sql, values) = Rows::of(&Read::List(query)).sql(&table, &context, true, On::Primary);
         assert!(!sql.contains("DROP"), "{sql}");
         assert!(sql.contains(r#"FROM "app"."notes" AS "r""#), "{sql}");
         assert!(sql.contains(r#"CAST($"#), "{sql}");
@@ -867,7 +889,7 @@ mod tests {
                     offset: 0,
                     count: false,
                 };
-                let (sql, _) = Rows::of(&Read::List(query)).sql(&table, &context, false);
+                let (sql, _) = Rows::of(&Read::List(query)).sql(&table, &context, false, On::Primary);
                 prop_assert!(!sql.contains(MARK), "{}", sql);
                 for quoted in sql.split('"').skip(1).step_by(2) {
                     prop_assert!(

@@ -14,10 +14,10 @@ use sea_orm::sea_query::{
 use serde_json::{Value, json};
 use views::query::{Computed, ViewQuery};
 
-use super::sql::{JSON_ARRAY, Rel, Sql, current, table_ref};
+use super::sql::{JSON_ARRAY, On, Rel, Sql, current, table_ref};
 
 /// The statement of `query` and its bound values.
-pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context) -> (String, Values) {
+pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context, on: On<'_>) -> (String, Values) {
     let zone = context.zone.name();
     let source = Sql {
         table: query.source,
@@ -39,7 +39,7 @@ pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context) -> (String, Val
         .and_where(
             source
                 .predicate(&query.rows)
-                .and(current(context.versions, true)),
+                .and(current(context.versions, true, on)),
         )
         .add_group_by(groups);
     let over = |alias: &'static str| Sql {
@@ -230,7 +230,7 @@ mod tests {
             zone: chrono_tz::Tz::Pacific__Auckland,
             versions: Versions::default(),
         };
-        let (sql, values) = view_sql(&query, &context);
+        let (sql, values) = view_sql(&query, &context, On::Primary);
         assert!(!sql.contains("DROP") && !sql.contains("Auckland"), "{sql}");
         assert!(
             sql.contains(r#"date_trunc('day', "r"."at" AT TIME ZONE $1) AT TIME ZONE $2 AS "day""#),

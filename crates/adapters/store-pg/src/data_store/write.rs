@@ -7,15 +7,19 @@ use sea_orm::sea_query::{
     Alias, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, WithClause,
 };
 
-use super::sql::{JSON_ARRAY, Rel, Sql, build, current, table_ref};
+use super::sql::{JSON_ARRAY, On, Rel, Sql, build, current, table_ref};
 use crate::json_rows::write_string;
 
 /// The SQL of one write: a data-modifying CTE `w`, the audit entry when a row
-/// changed, and the rows as JSON, each checked against the grants.
+/// changed, and the rows as JSON, each checked against the grants. With
+/// `mark` (read replicas serve reads), the write's transaction is noted
+/// for the user in `svc.write_marks` and answered in columns `mark_lsn`
+/// and `mark_xid`.
 pub(crate) fn write_sql(
     table: &Table,
     write: &Write<'_>,
     context: &Context,
+    mark: bool,
 ) -> Result<(String, sea_orm::sea_query::Values), StoreError> {
     let change = change(table, write, context)?;
     let written = Sql {
@@ -29,7 +33,7 @@ pub(crate) fn write_sql(
     // Planned on current state, or the statement fails and nothing is
     // written (the check gates the scan of `w`, before the change runs).
     rows.from(Alias::new("w"))
-        .and_where(current(context.versions, true));
+        .and_where(current(context.versions, true, On::Primary));
     let any_of = |filters: &Option<Vec<&kernel::filter::Filter>>| {
         filters
             .as_ref()
@@ -62,7 +66,7 @@ pub(crate) fn write_sql(
     {
         rows.and_where(Expr::cust(format!("svc.permit({guard})")));
     }
-    let with = WithClause::new()
+    let mut with = WithClause::new()
         .cte(
             CommonTableExpression::new()
                 .query(change)
@@ -76,6 +80,14 @@ pub(crate) fn write_sql(
                 .to_owned(),
         )
         .to_owned();
+    if mark {
+        with.cte(
+            CommonTableExpression::new()
+                .query(write_mark(context)?)
+                .table_name(Alias::new("mark"))
+                .to_owned(),
+        );
+    }
     // A row shown by reach comes as one JSON column, `row`; an import
     // shows no row, only how many were written.
     let body = if matches!(write.change, Change::InsertText { .. }) {
@@ -85,11 +97,47 @@ pub(crate) fn write_sql(
     } else {
         JSON_ARRAY
     };
-    let answer = Query::select()
+    let mut answer = Query::select()
         .expr_as(Expr::cust(body), Alias::new("body"))
         .from_subquery(rows, Alias::new("tessera:x"))
         .to_owned();
+    if mark {
+        for column in ["mark_lsn", "mark_xid"] {
+            answer.expr_as(
+                Expr::cust(format!("(SELECT \"{column}\" FROM \"mark\")")),
+                Alias::new(column),
+            );
+        }
+    }
     Ok(build(&answer.with(with)))
+}
+
+/// Notes the writing transaction for the user (its id, the WAL position,
+/// the connection's process) and returns the first two as numbers.
+fn write_mark(context: &Context) -> Result<sea_orm::sea_query::InsertStatement, StoreError> {
+    let names = |names: &[&str]| names.iter().map(|n| Alias::new(*n)).collect::<Vec<_>>();
+    let mut insert = Query::insert();
+    insert
+        .into_table((Alias::new("svc"), Alias::new("write_marks")))
+        .columns(names(&["user_id", "backend", "xid", "lsn", "at"]))
+        .values([
+            context.user_id.into(),
+            Expr::cust("pg_backend_pid()"),
+            Expr::cust("pg_current_xact_id()"),
+            Expr::cust("pg_current_wal_insert_lsn()"),
+            Expr::cust("now()"),
+        ])
+        .map_err(|e| StoreError::Internal(e.to_string()))?
+        .on_conflict(
+            OnConflict::columns(names(&["user_id", "backend"]))
+                .update_columns(names(&["xid", "lsn", "at"]))
+                .to_owned(),
+        )
+        .returning(Query::returning().exprs([
+            Expr::cust("(\"lsn\" - '0/0'::pg_lsn)::bigint AS \"mark_lsn\""),
+            Expr::cust("\"xid\"::text::bigint AS \"mark_xid\""),
+        ]));
+    Ok(insert)
 }
 
 /// `SELECT` of each written row as the answer shows it: every column of

@@ -142,6 +142,12 @@ impl Settings {
         u64::try_from(self.int("data.statement_timeout_ms")).unwrap_or(15_000)
     }
 
+    /// `data.replica_max_lag_ms`: how far behind the primary a read
+    /// replica may be and still serve reads.
+    pub fn data_replica_max_lag_ms(&self) -> u64 {
+        u64::try_from(self.int("data.replica_max_lag_ms")).unwrap_or(1_000)
+    }
+
     /// How long a lock lasts, in minutes.
     pub fn lockout_minutes(&self) -> i64 {
         self.int("auth.lockout_minutes")

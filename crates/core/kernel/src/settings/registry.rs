@@ -164,6 +164,13 @@ pub(super) const KEYS: &[Key] = &[
         },
     ),
     key(
+        "data.replica_max_lag_ms",
+        Rule::Int {
+            min: 0,
+            max: 60_000,
+        },
+    ),
+    key(
         "files.max_bytes",
         Rule::Int {
             min: 1,
@@ -229,6 +236,7 @@ pub fn default_of(name: &str) -> Value {
         "auth.emails_per_address_per_hour" => json!(5),
         "realtime.max_subscribers_per_user" => json!(20),
         "data.statement_timeout_ms" => json!(15_000),
+        "data.replica_max_lag_ms" => json!(1_000),
         "auth.oauth" => OAUTH_PROVIDERS
             .iter()
             .map(|p| (p.to_string(), oauth_default(p)))
