@@ -1,4 +1,4 @@
-//! `cargo xtask bench auth|data|related|views|workflows|files|realtime|console|schema`: the
+//! `cargo xtask bench auth|data|related|views|workflows|files|realtime|console|schema|replicas`: the
 //! credential resolver, the Data API, DataViews, workflows, files and
 //! realtime under load, measured with wrk (curl for files) against a release
 //! build, and the console's weight and first load in Chromium; the Data
@@ -31,6 +31,7 @@ mod console;
 mod flows;
 mod realtime;
 mod related;
+mod replicas;
 mod scale;
 mod schema;
 mod soak;
@@ -44,6 +45,7 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("data") => data().and_then(|()| related::related()),
         Some("rows") => data(),
         Some("related") => related::related(),
+        Some("replicas") => replicas::replicas(),
         Some("peer") => peer_only(),
         Some("workflows") => workflows().and_then(|()| flows::flows()),
         Some("webhooks") => workflows(),
@@ -64,7 +66,7 @@ pub fn suite(name: Option<&str>) -> Result {
             .and_then(|()| console::console())
             .and_then(|()| schema::schema()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, related, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), scale and webhooks are not in the default run)"
+            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), replicas, scale and webhooks are not in the default run)"
         )),
     }
 }
@@ -999,7 +1001,9 @@ fn rps(measured: &Measured) -> f64 {
 /// non-administrator whose read grant filters on that owner, in variants A
 /// (owner index) and B (+ (owner_id, id)), against pgbench's plain SELECT and
 /// the floor server, alternating in one run.
-fn peer(database: &str, port: u16, admin: &str) -> Result {
+/// Loads the peer workload's table on `database` (served at `port`) and
+/// answers an API token of its reader, whose list is checked once.
+fn peer_token(database: &str, port: u16, admin: &str) -> Result<String> {
     run(Command::new("psql").args([
         "-X",
         "-q",
@@ -1046,6 +1050,11 @@ fn peer(database: &str, port: u16, admin: &str) -> Result {
     if status != 200 || body.matches("\"owner_id\":7").count() != 100 {
         return Err(format!("the peer request: {status} {body}"));
     }
+    Ok(token)
+}
+
+fn peer(database: &str, port: u16, admin: &str) -> Result {
+    let token = peer_token(database, port, admin)?;
     let dir = std::env::temp_dir().join(format!("tessera-peer-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let script = dir.join("owner7.sql");

@@ -158,3 +158,86 @@ pub fn ensure() -> Result<String> {
         ))
     }
 }
+
+/// A primary and a streaming replica of it (`pg_basebackup`), each a
+/// throwaway cluster on a free port under the system's temporary folder;
+/// both stopped and removed when dropped.
+pub struct Replicated {
+    bin: PathBuf,
+    as_postgres: bool,
+    base: PathBuf,
+    /// `postgres://postgres@127.0.0.1:<port>` of the primary.
+    pub primary: String,
+    /// The same of the replica.
+    pub replica: String,
+}
+
+impl Replicated {
+    /// Creates and starts both.
+    pub fn start() -> Result<Self> {
+        let bin = pg_bin()?;
+        let as_postgres = is_root();
+        let base = std::env::temp_dir().join(format!("tessera-replicated-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
+        if as_postgres {
+            run(Command::new("chown").args(["-R", "postgres"]).arg(&base))?;
+        }
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .map_err(|e| e.to_string())
+        };
+        let (primary, replica) = (free()?, free()?);
+        run(pg_command(&bin, "initdb", as_postgres)
+            .arg("-D")
+            .arg(base.join("primary"))
+            .args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-sync",
+            ]))?;
+        let pair = Self {
+            bin,
+            as_postgres,
+            base,
+            primary: format!("postgres://postgres@127.0.0.1:{primary}"),
+            replica: format!("postgres://postgres@127.0.0.1:{replica}"),
+        };
+        pair.start_one("primary", primary)?;
+        run(pg_command(&pair.bin, "pg_basebackup", as_postgres)
+            .args(["-h", "127.0.0.1", "-p", &primary.to_string()])
+            .args(["-U", "postgres", "-R", "-X", "stream", "--no-sync", "-D"])
+            .arg(pair.base.join("replica")))?;
+        pair.start_one("replica", replica)?;
+        Ok(pair)
+    }
+
+    fn start_one(&self, name: &str, port: u16) -> Result {
+        let options = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=300",
+            self.base.display()
+        );
+        run(pg_command(&self.bin, "pg_ctl", self.as_postgres)
+            .arg("-D")
+            .arg(self.base.join(name))
+            .arg("-l")
+            .arg(self.base.join(format!("{name}.log")))
+            .args(["-o", &options, "-w", "start"]))
+    }
+}
+
+impl Drop for Replicated {
+    fn drop(&mut self) {
+        for name in ["replica", "primary"] {
+            let _ = pg_command(&self.bin, "pg_ctl", self.as_postgres)
+                .args(["-m", "immediate", "stop", "-D"])
+                .arg(self.base.join(name))
+                .output();
+        }
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}

@@ -1,0 +1,125 @@
+//! `cargo xtask bench replicas`: the peer workload's list route on an
+//! instance with one streaming replica against an instance on the primary
+//! alone, same database, same run, alternating. On two shared cores the
+//! replica cannot add capacity (it shares the CPU), so what is reported is
+//! where the statements ran and what the primary's check before each
+//! replica read costs in latency (target: p50 within 5% of the primary-only
+//! instance's).
+
+use std::path::Path;
+
+use super::{
+    ADMIN_EMAIL, ADMIN_PASSWORD, DATA_DURATION, Measured, PEER_PATH, free_port, login, peer_token,
+    psql_value, request, rps, start_server, start_server_with, wrk,
+};
+use crate::{Result, pg};
+
+const DATABASE: &str = "tessera_bench_replicas";
+/// Alternating rounds of the two instances.
+const ROUNDS: usize = 3;
+
+/// Runs the benchmark and prints its table.
+pub fn replicas() -> Result {
+    let pair = pg::Replicated::start()?;
+    let database = format!("{}/{DATABASE}", pair.primary);
+    let replica = format!("{}/{DATABASE}", pair.replica);
+    let (_alone, alone) = start_server(&database)?;
+    let admin = login(alone, ADMIN_EMAIL, ADMIN_PASSWORD)?;
+    let token = peer_token(&database, alone, &admin)?;
+    let metrics = format!("127.0.0.1:{}", free_port()?);
+    let (_replicated, replicated) = start_server_with(
+        &database,
+        &[
+            ("TESSERA_DATABASE_READ_URLS", Path::new(&replica)),
+            ("TESSERA_METRICS_BIND", Path::new(&metrics)),
+        ],
+    )?;
+    let commits = |url: &str| -> Result<f64> {
+        psql_value(
+            url,
+            &format!("SELECT xact_commit FROM pg_stat_database WHERE datname = '{DATABASE}'"),
+        )?
+        .parse()
+        .map_err(|e| format!("pg_stat_database: {e}"))
+    };
+    println!(
+        "\nread replicas: {PEER_PATH} (the peer workload), one streaming replica on this machine"
+    );
+    println!(
+        "wrk -t2 -c16 -d{DATA_DURATION}, {ROUNDS} alternating rounds after a 3 s warm-up each"
+    );
+    wrk(alone, PEER_PATH, &token, "3s", None)?;
+    wrk(replicated, PEER_PATH, &token, "3s", None)?;
+    println!(
+        "{:<34} {:>10} {:>9} {:>9} {:>8}",
+        "run", "req/s", "p50", "p99", "non-2xx"
+    );
+    let (mut alone_runs, mut replicated_runs) = (Vec::new(), Vec::new());
+    let (mut on_primary, mut on_replica) = (0.0, 0.0);
+    for round in 1..=ROUNDS {
+        let measured = wrk(alone, PEER_PATH, &token, DATA_DURATION, None)?;
+        print_run(&format!("primary alone, round {round}"), &measured);
+        alone_runs.push(measured);
+        let before = (commits(&database)?, commits(&replica)?);
+        let measured = wrk(replicated, PEER_PATH, &token, DATA_DURATION, None)?;
+        // Statistics reach pg_stat_database within a second of each commit.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        on_primary += commits(&database)? - before.0;
+        on_replica += commits(&replica)? - before.1;
+        print_run(&format!("with the replica, round {round}"), &measured);
+        replicated_runs.push(measured);
+    }
+    let median_p50 = |runs: &[Measured]| {
+        let mut p50: Vec<f64> = runs.iter().map(|m| millis(&m.1)).collect();
+        p50.sort_by(f64::total_cmp);
+        p50[p50.len() / 2]
+    };
+    let mean_rps = |runs: &[Measured]| runs.iter().map(rps).sum::<f64>() / runs.len() as f64;
+    let (alone_p50, replicated_p50) = (median_p50(&alone_runs), median_p50(&replicated_runs));
+    println!(
+        "primary alone: {:.0} req/s, p50 {alone_p50:.2} ms; with the replica: {:.0} req/s, p50 {replicated_p50:.2} ms ({:+.1}%; target within 5%)",
+        mean_rps(&alone_runs),
+        mean_rps(&replicated_runs),
+        (replicated_p50 / alone_p50 - 1.0) * 100.0
+    );
+    let total = on_primary + on_replica;
+    println!(
+        "statements while the instance with the replica ran: primary {on_primary:.0} ({:.0}%), replica {on_replica:.0} ({:.0}%)",
+        on_primary / total * 100.0,
+        on_replica / total * 100.0
+    );
+    let (_, scraped) = request(
+        metrics
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .unwrap_or(0),
+        "GET",
+        "/metrics",
+        None,
+        None,
+    )?;
+    for line in scraped.lines().filter(|l| {
+        l.starts_with("tessera_database_reads_total") || l.starts_with("tessera_replica_")
+    }) {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+fn print_run(name: &str, (rps, p50, p99, non_2xx): &Measured) {
+    println!("{name:<34} {rps:>10} {p50:>9} {p99:>9} {non_2xx:>8}");
+}
+
+/// A wrk latency (`812.00us`, `1.23ms`, `2.01s`) in milliseconds.
+fn millis(latency: &str) -> f64 {
+    let (number, factor) = if let Some(n) = latency.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = latency.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = latency.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        (latency, 1.0)
+    };
+    number.parse::<f64>().map_or(f64::NAN, |n| n * factor)
+}
