@@ -20,3 +20,12 @@ CREATE TABLE svc.write_marks (
     PRIMARY KEY (user_id, backend)
 );
 CREATE INDEX write_marks_at_idx ON svc.write_marks (at);
+
+-- A row filter's `$USER.email`, `.name` and `.email_verified` are read
+-- from svc.users by the read's own statement: on a replica they must be as
+-- current as the versions that statement checks, so changing them moves
+-- the auth version too.
+DROP TRIGGER users_version ON svc.users;
+CREATE TRIGGER users_version
+    AFTER UPDATE OF active, timezone, email, name, email_verified OR DELETE OR TRUNCATE ON svc.users
+    FOR EACH STATEMENT EXECUTE FUNCTION svc.bump_cache_version('auth');

@@ -350,6 +350,18 @@ async fn a_revocation_governs_the_next_read_while_replay_is_paused() {
     expose(&setup.app, &setup.admin, &setup.resource, &["GET"]).await;
     assert_eq!(read(&reader).await, StatusCode::OK);
 
+    // A column the replica has not replayed: the primary answers.
+    let added = setup
+        .app
+        .post(
+            "/admin/api/schema/app/tables/notes/columns",
+            &setup.admin,
+            json!({ "data": { "name": "extra", "dataType": "integer" } }),
+        )
+        .await;
+    assert_eq!(added.status, StatusCode::CREATED, "{:?}", added.body);
+    assert_eq!(read(&reader).await, StatusCode::OK);
+
     // The membership removed: refused.
     let removed = setup
         .app
@@ -361,6 +373,47 @@ async fn a_revocation_governs_the_next_read_while_replay_is_paused() {
     assert!(removed.status.is_success(), "{:?}", removed.body);
     assert_eq!(read(&reader).await, StatusCode::FORBIDDEN);
     setup.replay(true).await;
+}
+
+/// A writer's transaction that commits after a later one (an import still
+/// running while others write): the replica that replayed the later one
+/// but not the writer's commit does not answer the writer.
+#[tokio::test]
+async fn a_write_committed_after_a_later_one_is_waited_for() {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+    let setup = setup(60_000).await;
+    let (user, writer) = member(&setup.app, &setup.admin, "late@example.com", &setup.role).await;
+    let (_, other) = member(&setup.app, &setup.admin, "other@example.com", &setup.role).await;
+    setup.until_replica_serves(&other).await;
+    let db = sea_orm::Database::connect(setup.primary.url(DATABASE))
+        .await
+        .unwrap();
+    let open = db.begin().await.unwrap();
+    // What a Data API write does in its statement: the row and its mark.
+    open.execute_unprepared(&format!(
+        "INSERT INTO app.notes (body) VALUES ('late'); \
+         INSERT INTO svc.write_marks VALUES ('{user}', pg_backend_pid(), \
+         pg_current_xact_id(), pg_current_wal_insert_lsn(), now())"
+    ))
+    .await
+    .unwrap();
+    setup.behind_the_back("later").await;
+    setup.caught_up().await;
+    setup.replay(false).await;
+    open.commit().await.unwrap();
+    // The watcher has seen the replica past the write's own rows (only its
+    // commit is missing there), so the replica is the writer's candidate.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let (_, seen) = setup.bodies(&writer, None).await;
+    assert!(seen.contains(&"late".to_owned()), "{seen:?}");
+    let (_, seen) = setup.bodies(&other, None).await;
+    assert!(
+        seen.contains(&"later".to_owned()) && !seen.contains(&"late".to_owned()),
+        "{seen:?}"
+    );
+    setup.replay(true).await;
+    db.close().await.unwrap();
 }
 
 #[tokio::test]

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use data::Context;
 use kernel::StoreError;
-use sea_orm::sqlx::{self, PgPool};
+use sea_orm::sqlx::{self, Connection as _, PgConnection, PgPool};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 use crate::lane::ReadLane;
@@ -36,11 +36,11 @@ use crate::{PgStore, map_err, stmt, versions_of};
 const TICK: Duration = Duration::from_millis(100);
 /// The longest a replica's sample may take before it counts as down.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
-/// Samples of the primary kept (a minute of them): a replica behind every
-/// one is at least that far behind, past any `data.replica_max_lag_ms`.
+/// Samples of the primary kept (a minute of them, at most): a replica
+/// behind every one serves nothing.
 const SAMPLES: usize = 600;
-/// Every how many ticks old write marks are swept (a minute).
-const SWEEP_EVERY: u64 = 600;
+/// How often old write marks are swept.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// The versions, then the user's recent writes: the largest WAL position
 /// noted and every transaction, as `{1,2}`.
@@ -74,12 +74,15 @@ impl Replica {
         &self.lane
     }
 
-    /// Whether the read failed for a reason the primary does not share,
-    /// (the reason, for the metrics): then it runs again on the primary.
-    /// A replica that could not be reached is skipped until the watcher
-    /// sees it answer again.
+    /// Whether a read that failed on the replica runs again on the
+    /// primary (the reason, for the metrics): every failure but a timeout,
+    /// since the replica may not have replayed a change the read was
+    /// planned on (a new column, a new type); the primary's answer, error
+    /// or not, is the one given. A replica that could not be reached is
+    /// skipped until the watcher sees it answer again.
     pub(crate) fn fallback_for(&self, error: &StoreError) -> Option<&'static str> {
         match error {
+            StoreError::QueryTimeout => None,
             StoreError::Stale => Some("behind"),
             // A read conflicts with nothing on the primary: on a standby
             // this is a query cancelled by replay.
@@ -88,39 +91,45 @@ impl Replica {
                 self.up.store(false, Ordering::Release);
                 Some("down")
             }
-            _ => None,
+            _ => Some("error"),
         }
     }
 
-    /// Takes a sample of the replay position against the primary's samples.
-    async fn sample(&self, primary: &VecDeque<(Instant, u64)>) {
-        let replayed = tokio::time::timeout(
+    /// Takes a sample of the replay position against the primary's
+    /// samples. Lag is counted from the newest primary sample the replica
+    /// has replayed (so a replica is never thought closer than it is): a
+    /// replica behind every sample, or that is not a standby of the
+    /// primary's cluster with its time zone and date style, serves nothing.
+    async fn sample(&self, primary: &Samples) {
+        let probed = tokio::time::timeout(
             PROBE_TIMEOUT,
-            position(
-                self.db.get_postgres_connection_pool(),
-                "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint",
-            ),
+            probe(self.db.get_postgres_connection_pool(), REPLICA_PROBE),
         )
         .await;
-        let replayed = match replayed {
-            Ok(Ok(Some(lsn))) => lsn,
-            Ok(Ok(None)) => {
-                if self.up.swap(false, Ordering::AcqRel) {
-                    tracing::warn!(replica = %self.name, "not a standby: no reads go to it");
-                }
-                return self.gauge(false);
+        let why_not = match &probed {
+            Ok(Ok((Some(_), identity))) if Some(identity) == primary.identity.as_ref() => None,
+            Ok(Ok((Some(_), _))) => {
+                Some("not a standby of the primary's cluster, or its TimeZone or DateStyle differs")
             }
-            _ => {
+            Ok(Ok((None, _))) => Some("not a standby"),
+            _ => Some("unreachable"),
+        };
+        let replayed = match (why_not, probed) {
+            (None, Ok(Ok((Some(lsn), _)))) => lsn,
+            (why, _) => {
                 if self.up.swap(false, Ordering::AcqRel) {
-                    tracing::warn!(replica = %self.name, "read replica unreachable");
+                    tracing::warn!(replica = %self.name, why = why.unwrap_or_default(), "no reads go to this replica");
                 }
+                self.lag_ms.store(u64::MAX, Ordering::Release);
                 return self.gauge(false);
             }
         };
         let lag = primary
+            .taken
             .iter()
-            .find(|(_, lsn)| *lsn > replayed)
-            .map_or(0, |(at, _)| {
+            .rev()
+            .find(|(_, lsn)| *lsn <= replayed)
+            .map_or(u64::MAX, |(at, _)| {
                 u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX)
             });
         self.replay.store(replayed, Ordering::Release);
@@ -135,8 +144,12 @@ impl Replica {
         let name = self.name.clone();
         metrics::gauge!("tessera_replica_up", "replica" => name.clone())
             .set(f64::from(u8::from(up)));
-        metrics::gauge!("tessera_replica_lag_seconds", "replica" => name)
-            .set(self.lag_ms.load(Ordering::Acquire) as f64 / 1000.0);
+        let lag = self.lag_ms.load(Ordering::Acquire);
+        metrics::gauge!("tessera_replica_lag_seconds", "replica" => name).set(if lag == u64::MAX {
+            f64::INFINITY
+        } else {
+            lag as f64 / 1000.0
+        });
     }
 
     /// Whether it serves reads at a lag of at most `max_lag_ms`.
@@ -224,48 +237,44 @@ impl PgStore {
         self
     }
 
-    /// Starts the task that samples the replicas' replay against the
-    /// primary (none is read from before its first sample) and sweeps old
+    /// Starts the tasks that sample the replicas' replay against the
+    /// primary (none is read from before its first sample) and sweep old
     /// write marks. Does nothing without replicas.
     pub fn watch_replicas(&self) {
         if !self.replicas.any() {
             return;
         }
         let primary = self.db.get_postgres_connection_pool().clone();
+        tokio::spawn(sweep_marks(primary.clone()));
         let replicas = self.replicas.clone();
         tokio::spawn(async move {
-            let mut samples = VecDeque::with_capacity(SAMPLES + 1);
+            // A connection of its own: a pool busy with requests must not
+            // hold back the samples (the replicas would look behind).
+            let mut connection: Option<PgConnection> = None;
+            let mut samples = Samples::default();
             let mut ticks = tokio::time::interval(TICK);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            for tick in 0u64.. {
+            loop {
                 ticks.tick().await;
-                if let Ok(Ok(Some(lsn))) = tokio::time::timeout(
-                    PROBE_TIMEOUT,
-                    position(
-                        &primary,
-                        "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint",
-                    ),
-                )
-                .await
-                    && samples.back().is_none_or(|(_, last)| *last < lsn)
-                {
-                    samples.push_back((Instant::now(), lsn));
-                    if samples.len() > SAMPLES {
-                        samples.pop_front();
+                if connection.is_none() {
+                    connection = tokio::time::timeout(
+                        PROBE_TIMEOUT,
+                        PgConnection::connect_with(primary.connect_options().as_ref()),
+                    )
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+                }
+                if let Some(open) = connection.as_mut() {
+                    match tokio::time::timeout(PROBE_TIMEOUT, probe(&mut *open, PRIMARY_PROBE))
+                        .await
+                    {
+                        Ok(Ok((Some(lsn), identity))) => samples.take(lsn, identity),
+                        _ => connection = None,
                     }
                 }
                 futures_util::future::join_all(replicas.list.iter().map(|r| r.sample(&samples)))
                     .await;
-                if tick % SWEEP_EVERY == SWEEP_EVERY - 1 {
-                    let swept = sqlx::query(
-                        "DELETE FROM svc.write_marks WHERE at < now() - interval '10 minutes'",
-                    )
-                    .execute(&primary)
-                    .await;
-                    if let Err(error) = swept {
-                        tracing::warn!(%error, "sweeping write marks");
-                    }
-                }
             }
         });
     }
@@ -331,8 +340,66 @@ impl PgStore {
     }
 }
 
-/// A WAL position (`sql` answers it as a number, or null).
-async fn position(pool: &PgPool, sql: &'static str) -> Result<Option<u64>, sqlx::Error> {
-    let lsn: Option<i64> = sqlx::query_scalar(sql).fetch_one(pool).await?;
-    Ok(lsn.and_then(|lsn| u64::try_from(lsn).ok()))
+/// The primary's WAL position, with what a replica must share with it:
+/// its cluster's identifier, `TimeZone` and `DateStyle` (answers are
+/// written with them).
+const PRIMARY_PROBE: &str = "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, \
+     (SELECT system_identifier FROM pg_control_system())::text \
+     || ' ' || current_setting('TimeZone') || ' ' || current_setting('DateStyle')";
+/// A standby's replayed WAL position (null unless in recovery), with the
+/// same identity as [`PRIMARY_PROBE`].
+const REPLICA_PROBE: &str = "SELECT CASE WHEN pg_is_in_recovery() \
+     THEN (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint END, \
+     (SELECT system_identifier FROM pg_control_system())::text \
+     || ' ' || current_setting('TimeZone') || ' ' || current_setting('DateStyle')";
+
+/// The primary's WAL positions at the last ticks, and its identity.
+#[derive(Default)]
+struct Samples {
+    taken: VecDeque<(Instant, u64)>,
+    identity: Option<String>,
+}
+
+impl Samples {
+    /// Notes the primary at `lsn` now (a position already noted is moved
+    /// to now: the replica that has it is current as of this tick).
+    fn take(&mut self, lsn: u64, identity: String) {
+        match self.taken.back_mut() {
+            Some((at, last)) if *last == lsn => *at = Instant::now(),
+            _ => self.taken.push_back((Instant::now(), lsn)),
+        }
+        if self.taken.len() > SAMPLES {
+            self.taken.pop_front();
+        }
+        self.identity = Some(identity);
+    }
+}
+
+/// A server's WAL position (or null) and identity, as `sql` answers them.
+async fn probe<'c, E>(executor: E, sql: &'static str) -> Result<(Option<u64>, String), sqlx::Error>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Postgres>,
+{
+    let (lsn, identity): (Option<i64>, String) = sqlx::query_as(sql).fetch_one(executor).await?;
+    Ok((lsn.and_then(|lsn| u64::try_from(lsn).ok()), identity))
+}
+
+/// Deletes write marks older than ten minutes, a thousand at a time, every
+/// minute; rows another transaction holds are left for the next round.
+async fn sweep_marks(primary: PgPool) {
+    let mut rounds = tokio::time::interval(SWEEP_EVERY);
+    rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        rounds.tick().await;
+        let swept = sqlx::query(
+            "DELETE FROM svc.write_marks WHERE (user_id, backend) IN \
+             (SELECT user_id, backend FROM svc.write_marks \
+              WHERE at < now() - interval '10 minutes' LIMIT 1000 FOR UPDATE SKIP LOCKED)",
+        )
+        .execute(&primary)
+        .await;
+        if let Err(error) = swept {
+            tracing::warn!(%error, "sweeping write marks");
+        }
+    }
 }

@@ -3,12 +3,14 @@
 //! written as CSV in pieces through a bounded channel, so memory stays
 //! bounded whatever the number of rows.
 
+use std::sync::Arc;
+
 use data::{Chunks, Context, ListQuery, Table, csv};
 use futures_util::TryStreamExt;
 use kernel::StoreError;
 use sea_orm::sqlx::{self, PgPool, Row as _};
 use sea_query_sqlx::SqlxValues;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{SemaphorePermit, mpsc, oneshot};
 
 use super::sql::{On, Rows};
 use crate::replicas::{Target, fell_back, served};
@@ -34,11 +36,21 @@ impl PgStore {
         all: bool,
         context: &Context,
     ) -> Result<Chunks, StoreError> {
-        let target = self.read_target(context).await?;
+        let permit = EXPORTS
+            .try_acquire()
+            .map_err(|_| StoreError::Unavailable("too many exports at once".into()))?;
+        let permit = Arc::new(permit);
+        // A whole table streams for long: on a replica, replay could cancel
+        // it after its first rows, when the primary can no longer answer.
+        let target = match all {
+            true => Target::Primary,
+            false => self.read_target(context).await?,
+        };
         if let Target::Replica(replica, xids) = &target {
             let on = On::Replica(xids.as_deref());
             let statement = Rows::of_list(query).text_sql(table, context, all, on);
-            match stream(replica.lane().pool().clone(), statement, query).await {
+            let pool = replica.lane().pool().clone();
+            match stream(pool, statement, query, permit.clone()).await {
                 Err(error) if let Some(reason) = replica.fallback_for(&error) => fell_back(reason),
                 done => {
                     served(&target);
@@ -50,7 +62,7 @@ impl PgStore {
             served(&Target::Primary);
         }
         let statement = Rows::of_list(query).text_sql(table, context, all, On::Primary);
-        stream(self.reads.pool().clone(), statement, query).await
+        stream(self.reads.pool().clone(), statement, query, permit).await
     }
 }
 
@@ -60,6 +72,7 @@ async fn stream(
     pool: PgPool,
     (sql, values): (String, sea_orm::sea_query::Values),
     query: &ListQuery<'_>,
+    permit: Arc<SemaphorePermit<'static>>,
 ) -> Result<Chunks, StoreError> {
     let mut header = Vec::new();
     for (i, output) in query.select.iter().enumerate() {
@@ -67,9 +80,6 @@ async fn stream(
     }
     csv::end_record(&mut header);
     let columns = query.select.len();
-    let permit = EXPORTS
-        .try_acquire()
-        .map_err(|_| StoreError::Unavailable("too many exports at once".into()))?;
     let (pieces, chunks) = mpsc::channel(PIECES_WAITING);
     let (started, start) = oneshot::channel();
     tokio::spawn(async move {

@@ -390,7 +390,9 @@ pub(crate) enum On<'g> {
     /// The primary: the versions alone.
     Primary,
     /// A read replica: the versions, and these transactions (an `xid8`
-    /// array as text, `{1,2}`) visible in the statement's snapshot; a
+    /// array as text, `{1,2}`) ended as of the statement's snapshot (below
+    /// its `xmin`: on a standby the snapshot lists no running transaction,
+    /// only its horizon, so visibility cannot be asked of it directly); a
     /// mismatch always fails the statement (the primary answers instead).
     Replica(Option<&'g str>),
 }
@@ -409,7 +411,7 @@ pub(super) fn current(versions: Versions, raise: bool, on: On<'_>) -> Expr {
         .and(version("settings").eq(versions.settings));
     if let On::Replica(Some(xids)) = on {
         same = same.and(Expr::cust_with_values(
-            "coalesce((SELECT bool_and(pg_visible_in_snapshot(\"x\", pg_current_snapshot())) \
+            "coalesce((SELECT bool_and(\"x\" < pg_snapshot_xmin(pg_current_snapshot())) \
              FROM unnest($1::text::xid8[]) AS \"x\"), true)",
             [xids],
         ));
