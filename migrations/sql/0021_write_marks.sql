@@ -9,7 +9,7 @@
 -- latest one, so the latest covers them. `lsn` (where the write's WAL
 -- stood, a little before its commit) lets the instance pick a replica that
 -- has likely replayed it; the check itself is the transaction's visibility.
--- Rows older than ten minutes are swept (a replica that far behind is
+-- Rows older than ten minutes (from the write's last statement) are swept (a replica that far behind is
 -- never read from).
 CREATE TABLE svc.write_marks (
     user_id uuid NOT NULL,
@@ -21,11 +21,12 @@ CREATE TABLE svc.write_marks (
 );
 CREATE INDEX write_marks_at_idx ON svc.write_marks (at);
 
--- A row filter's `$USER.email`, `.name` and `.email_verified` are read
+-- A row filter's `$USER.email`, `.name`, `.email_verified` and
+-- `.updated_at` are read
 -- from svc.users by the read's own statement: on a replica they must be as
 -- current as the versions that statement checks, so changing them moves
 -- the auth version too.
 DROP TRIGGER users_version ON svc.users;
 CREATE TRIGGER users_version
-    AFTER UPDATE OF active, timezone, email, name, email_verified OR DELETE OR TRUNCATE ON svc.users
+    AFTER UPDATE OF active, timezone, email, name, email_verified, updated_at OR DELETE OR TRUNCATE ON svc.users
     FOR EACH STATEMENT EXECUTE FUNCTION svc.bump_cache_version('auth');

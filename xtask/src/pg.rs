@@ -56,6 +56,11 @@ fn pg_bin() -> Result<PathBuf> {
             return Ok(dir.to_owned());
         }
     }
+    newest_debian_bin()
+}
+
+/// The newest Debian install's programs (`/usr/lib/postgresql/<n>/bin`).
+fn newest_debian_bin() -> Result<PathBuf> {
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .map_err(|_| {
             "PostgreSQL is not running and no initdb was found (install PostgreSQL)".to_string()
@@ -175,7 +180,12 @@ pub struct Replicated {
 impl Replicated {
     /// Creates and starts both.
     pub fn start() -> Result<Self> {
-        let bin = pg_bin()?;
+        // `pg_ctl` may be on PATH without `pg_basebackup` beside it (a
+        // wrapper): then the newest Debian install's programs.
+        let bin = match pg_bin()? {
+            bin if bin.join("pg_basebackup").exists() => bin,
+            _ => newest_debian_bin()?,
+        };
         let as_postgres = is_root();
         let base = std::env::temp_dir().join(format!("tessera-replicated-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);

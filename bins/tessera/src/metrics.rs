@@ -90,7 +90,7 @@ fn describe() {
     );
     describe_counter!(
         "tessera_replica_fallbacks_total",
-        "Reads sent to the primary instead of a replica, by reason (lag, behind, conflict, down)"
+        "Reads sent to the primary instead of a replica, by reason (lag, behind, stale, conflict, down, error)"
     );
     describe_gauge!(
         "tessera_replica_lag_seconds",

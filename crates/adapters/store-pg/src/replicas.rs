@@ -24,20 +24,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use data::Context;
-use kernel::StoreError;
+use kernel::{StoreError, Versions};
+use sea_orm::DatabaseConnection;
+use sea_orm::sea_query::Values;
+use sea_orm::sqlx::Row as _;
+use sea_orm::sqlx::postgres::PgConnectOptions;
 use sea_orm::sqlx::{self, Connection as _, PgConnection, PgPool};
-use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 use crate::lane::ReadLane;
 use crate::timeout::StatementTimeout;
-use crate::{PgStore, map_err, stmt, versions_of};
+use crate::{PgStore, map_sqlx};
 
 /// How often the watcher samples the WAL positions.
 const TICK: Duration = Duration::from_millis(100);
-/// The longest a replica's sample may take before it counts as down.
+/// The longest a sample may take before its server counts as down.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
-/// Samples of the primary kept (a minute of them, at most): a replica
-/// behind every one serves nothing.
+/// How long after a failed connection the watcher tries again.
+const RECONNECT: Duration = Duration::from_secs(1);
+/// Samples of the primary kept (600 distinct positions, a minute or more):
+/// a replica behind every one serves nothing.
 const SAMPLES: usize = 600;
 /// How often old write marks are swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
@@ -60,6 +65,8 @@ pub(crate) struct Replica {
     replay: AtomicU64,
     /// How far behind the primary it was at the last sample.
     lag_ms: AtomicU64,
+    /// When that sample was taken ([`since_start_ms`]).
+    sampled_ms: AtomicU64,
     up: AtomicBool,
 }
 
@@ -83,7 +90,7 @@ impl Replica {
     pub(crate) fn fallback_for(&self, error: &StoreError) -> Option<&'static str> {
         match error {
             StoreError::QueryTimeout => None,
-            StoreError::Stale => Some("behind"),
+            StoreError::Stale => Some("stale"),
             // A read conflicts with nothing on the primary: on a standby
             // this is a query cancelled by replay.
             StoreError::Conflict { field: None, .. } => Some("conflict"),
@@ -97,25 +104,22 @@ impl Replica {
 
     /// Takes a sample of the replay position against the primary's
     /// samples. Lag is counted from the newest primary sample the replica
-    /// has replayed (so a replica is never thought closer than it is): a
-    /// replica behind every sample, or that is not a standby of the
-    /// primary's cluster with its time zone and date style, serves nothing.
-    async fn sample(&self, primary: &Samples) {
-        let probed = tokio::time::timeout(
-            PROBE_TIMEOUT,
-            probe(self.db.get_postgres_connection_pool(), REPLICA_PROBE),
-        )
-        .await;
+    /// has replayed, timed before that sample was asked for (so a replica
+    /// is never thought closer than it is): a replica behind every sample,
+    /// or that is not a standby of the primary's database with its output
+    /// settings, serves nothing.
+    async fn sample(&self, prober: &mut Prober, primary: &Samples) {
+        let probed = prober.probe(REPLICA_PROBE).await;
         let why_not = match &probed {
-            Ok(Ok((Some(_), identity))) if Some(identity) == primary.identity.as_ref() => None,
-            Ok(Ok((Some(_), _))) => {
-                Some("not a standby of the primary's cluster, or its TimeZone or DateStyle differs")
-            }
-            Ok(Ok((None, _))) => Some("not a standby"),
-            _ => Some("unreachable"),
+            Some((Some(_), identity)) if Some(identity) == primary.identity.as_ref() => None,
+            Some((Some(_), _)) => Some(
+                "not a standby of the primary's database, or an output setting (TimeZone, DateStyle, ...) differs",
+            ),
+            Some((None, _)) => Some("not a standby"),
+            None => Some("unreachable"),
         };
         let replayed = match (why_not, probed) {
-            (None, Ok(Ok((Some(lsn), _)))) => lsn,
+            (None, Some((Some(lsn), _))) => lsn,
             (why, _) => {
                 if self.up.swap(false, Ordering::AcqRel) {
                     tracing::warn!(replica = %self.name, why = why.unwrap_or_default(), "no reads go to this replica");
@@ -134,6 +138,7 @@ impl Replica {
             });
         self.replay.store(replayed, Ordering::Release);
         self.lag_ms.store(lag, Ordering::Release);
+        self.sampled_ms.store(since_start_ms(), Ordering::Release);
         if !self.up.swap(true, Ordering::AcqRel) {
             tracing::info!(replica = %self.name, "read replica serving");
         }
@@ -152,9 +157,12 @@ impl Replica {
         });
     }
 
-    /// Whether it serves reads at a lag of at most `max_lag_ms`.
+    /// Whether it serves reads at a lag of at most `max_lag_ms`, counting
+    /// the time since its last sample as lag too.
     fn usable(&self, max_lag_ms: u64) -> bool {
-        self.up.load(Ordering::Acquire) && self.lag_ms.load(Ordering::Acquire) <= max_lag_ms
+        let since = since_start_ms().saturating_sub(self.sampled_ms.load(Ordering::Acquire));
+        self.up.load(Ordering::Acquire)
+            && self.lag_ms.load(Ordering::Acquire).saturating_add(since) <= max_lag_ms
     }
 }
 
@@ -228,6 +236,7 @@ impl PgStore {
                         timeout: StatementTimeout::new(),
                         replay: AtomicU64::new(0),
                         lag_ms: AtomicU64::new(u64::MAX),
+                        sampled_ms: AtomicU64::new(0),
                         up: AtomicBool::new(false),
                     })
                 })
@@ -248,33 +257,29 @@ impl PgStore {
         tokio::spawn(sweep_marks(primary.clone()));
         let replicas = self.replicas.clone();
         tokio::spawn(async move {
-            // A connection of its own: a pool busy with requests must not
-            // hold back the samples (the replicas would look behind).
-            let mut connection: Option<PgConnection> = None;
+            let mut prober = Prober::new(&primary);
+            let mut probers: Vec<Prober> = replicas
+                .list
+                .iter()
+                .map(|r| Prober::new(r.db.get_postgres_connection_pool()))
+                .collect();
             let mut samples = Samples::default();
             let mut ticks = tokio::time::interval(TICK);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
                 ticks.tick().await;
-                if connection.is_none() {
-                    connection = tokio::time::timeout(
-                        PROBE_TIMEOUT,
-                        PgConnection::connect_with(primary.connect_options().as_ref()),
-                    )
-                    .await
-                    .ok()
-                    .and_then(Result::ok);
+                let asked = Instant::now();
+                if let Some((Some(lsn), identity)) = prober.probe(PRIMARY_PROBE).await {
+                    samples.take(asked, lsn, identity);
                 }
-                if let Some(open) = connection.as_mut() {
-                    match tokio::time::timeout(PROBE_TIMEOUT, probe(&mut *open, PRIMARY_PROBE))
-                        .await
-                    {
-                        Ok(Ok((Some(lsn), identity))) => samples.take(lsn, identity),
-                        _ => connection = None,
-                    }
-                }
-                futures_util::future::join_all(replicas.list.iter().map(|r| r.sample(&samples)))
-                    .await;
+                futures_util::future::join_all(
+                    replicas
+                        .list
+                        .iter()
+                        .zip(probers.iter_mut())
+                        .map(|(replica, prober)| replica.sample(prober, &samples)),
+                )
+                .await;
             }
         });
     }
@@ -302,20 +307,31 @@ impl PgStore {
             fell_back("lag");
             return Ok(Target::Primary);
         }
-        let row = self
-            .db
-            .query_one_raw(stmt(PRIMARY_CHECK, [context.user_id.into()]))
+        // On the reads' lane: a connection kept between requests, without
+        // the pool's own round trip as it is given back.
+        let rows = self
+            .reads
+            .rows(PRIMARY_CHECK, Values(vec![context.user_id.into()]))
             .await
-            .map_err(map_err)?
+            .map_err(map_sqlx)?;
+        let row = rows
+            .first()
             .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
-        let versions = versions_of(&row, "")?;
+        let version =
+            |name: &str| -> Result<i64, StoreError> { row.try_get(name).map_err(map_sqlx) };
+        let versions = Versions {
+            auth: version("auth")?,
+            catalog: version("catalog")?,
+            settings: version("settings")?,
+        };
         self.seen.observe(versions);
         if versions != context.versions {
             return Err(StoreError::Stale);
         }
-        let mark_lsn: Option<i64> = crate::rows::column(&row, "mark_lsn")?;
+        let mark_lsn: Option<i64> = row.try_get("mark_lsn").map_err(map_sqlx)?;
         let mut lsn = mark_lsn.and_then(|l| u64::try_from(l).ok()).unwrap_or(0);
-        if let Some(list) = crate::rows::column::<Option<String>>(&row, "mark_xids")? {
+        let marked: Option<String> = row.try_get("mark_xids").map_err(map_sqlx)?;
+        if let Some(list) = marked {
             xids.extend(
                 list.trim_matches(['{', '}'])
                     .split(',')
@@ -340,18 +356,28 @@ impl PgStore {
     }
 }
 
-/// The primary's WAL position, with what a replica must share with it:
-/// its cluster's identifier, `TimeZone` and `DateStyle` (answers are
-/// written with them).
-const PRIMARY_PROBE: &str = "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, \
-     (SELECT system_identifier FROM pg_control_system())::text \
-     || ' ' || current_setting('TimeZone') || ' ' || current_setting('DateStyle')";
-/// A standby's replayed WAL position (null unless in recovery), with the
-/// same identity as [`PRIMARY_PROBE`].
-const REPLICA_PROBE: &str = "SELECT CASE WHEN pg_is_in_recovery() \
-     THEN (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint END, \
-     (SELECT system_identifier FROM pg_control_system())::text \
-     || ' ' || current_setting('TimeZone') || ' ' || current_setting('DateStyle')";
+/// What a replica must share with the primary: the cluster, the database
+/// and the settings answers are written with.
+macro_rules! identity {
+    () => {
+        "(SELECT system_identifier FROM pg_control_system())::text || ' ' || current_database() \
+         || ' ' || current_setting('TimeZone') || ' ' || current_setting('DateStyle') \
+         || ' ' || current_setting('IntervalStyle') || ' ' || current_setting('bytea_output') \
+         || ' ' || current_setting('extra_float_digits')"
+    };
+}
+
+/// The primary's WAL position and identity.
+const PRIMARY_PROBE: &str = concat!(
+    "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, ",
+    identity!()
+);
+/// A standby's replayed WAL position (null unless in recovery) and identity.
+const REPLICA_PROBE: &str = concat!(
+    "SELECT CASE WHEN pg_is_in_recovery() \
+     THEN (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint END, ",
+    identity!()
+);
 
 /// The primary's WAL positions at the last ticks, and its identity.
 #[derive(Default)]
@@ -361,12 +387,19 @@ struct Samples {
 }
 
 impl Samples {
-    /// Notes the primary at `lsn` now (a position already noted is moved
-    /// to now: the replica that has it is current as of this tick).
-    fn take(&mut self, lsn: u64, identity: String) {
+    /// Notes the primary at `lsn` as of `asked` (when the sample was
+    /// asked for). A position already noted is moved to `asked`: the
+    /// replica that has it is current as of then. A position that went
+    /// back, or another identity (a new primary), starts afresh.
+    fn take(&mut self, asked: Instant, lsn: u64, identity: String) {
+        if self.identity.as_ref() != Some(&identity)
+            || self.taken.back().is_some_and(|(_, last)| *last > lsn)
+        {
+            self.taken.clear();
+        }
         match self.taken.back_mut() {
-            Some((at, last)) if *last == lsn => *at = Instant::now(),
-            _ => self.taken.push_back((Instant::now(), lsn)),
+            Some((at, last)) if *last == lsn => *at = asked,
+            _ => self.taken.push_back((asked, lsn)),
         }
         if self.taken.len() > SAMPLES {
             self.taken.pop_front();
@@ -375,31 +408,85 @@ impl Samples {
     }
 }
 
-/// A server's WAL position (or null) and identity, as `sql` answers them.
-async fn probe<'c, E>(executor: E, sql: &'static str) -> Result<(Option<u64>, String), sqlx::Error>
-where
-    E: sqlx::Executor<'c, Database = sqlx::Postgres>,
-{
-    let (lsn, identity): (Option<i64>, String) = sqlx::query_as(sql).fetch_one(executor).await?;
-    Ok((lsn.and_then(|lsn| u64::try_from(lsn).ok()), identity))
+/// A connection of the watcher's own to one server (so that a pool busy
+/// with requests does not hold back the samples), opened again at most
+/// once a second after a failure.
+struct Prober {
+    options: Arc<PgConnectOptions>,
+    connection: Option<PgConnection>,
+    tried: Option<Instant>,
 }
 
-/// Deletes write marks older than ten minutes, a thousand at a time, every
-/// minute; rows another transaction holds are left for the next round.
+impl Prober {
+    fn new(pool: &PgPool) -> Self {
+        Self {
+            options: pool.connect_options(),
+            connection: None,
+            tried: None,
+        }
+    }
+
+    /// The server's WAL position (or null) and identity, as `sql` answers
+    /// them, within [`PROBE_TIMEOUT`]; `None` when it does not answer.
+    async fn probe(&mut self, sql: &'static str) -> Option<(Option<u64>, String)> {
+        if self.connection.is_none() {
+            if self.tried.is_some_and(|at| at.elapsed() < RECONNECT) {
+                return None;
+            }
+            self.tried = Some(Instant::now());
+            self.connection =
+                tokio::time::timeout(PROBE_TIMEOUT, PgConnection::connect_with(&self.options))
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+        }
+        let connection = self.connection.as_mut()?;
+        let answered = tokio::time::timeout(PROBE_TIMEOUT, async {
+            let (lsn, identity): (Option<i64>, String) =
+                sqlx::query_as(sql).fetch_one(&mut *connection).await?;
+            Ok::<_, sqlx::Error>((lsn.and_then(|lsn| u64::try_from(lsn).ok()), identity))
+        })
+        .await;
+        match answered {
+            Ok(Ok(answer)) => Some(answer),
+            _ => {
+                self.connection = None;
+                None
+            }
+        }
+    }
+}
+
+/// Deletes write marks older than ten minutes (counted from the write's
+/// last statement), a thousand at a time until none is left, every minute;
+/// rows another transaction holds are left for the next round.
 async fn sweep_marks(primary: PgPool) {
     let mut rounds = tokio::time::interval(SWEEP_EVERY);
     rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         rounds.tick().await;
-        let swept = sqlx::query(
-            "DELETE FROM svc.write_marks WHERE (user_id, backend) IN \
-             (SELECT user_id, backend FROM svc.write_marks \
-              WHERE at < now() - interval '10 minutes' LIMIT 1000 FOR UPDATE SKIP LOCKED)",
-        )
-        .execute(&primary)
-        .await;
-        if let Err(error) = swept {
-            tracing::warn!(%error, "sweeping write marks");
+        loop {
+            let swept = sqlx::query(
+                "DELETE FROM svc.write_marks WHERE (user_id, backend) IN \
+                 (SELECT user_id, backend FROM svc.write_marks \
+                  WHERE at < now() - interval '10 minutes' LIMIT 1000 FOR UPDATE SKIP LOCKED)",
+            )
+            .execute(&primary)
+            .await;
+            match swept {
+                Ok(done) if done.rows_affected() == 1000 => continue,
+                Ok(_) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "sweeping write marks");
+                    break;
+                }
+            }
         }
     }
+}
+
+/// Milliseconds since the watcher's clock started (monotonic).
+fn since_start_ms() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    u64::try_from(START.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
 }

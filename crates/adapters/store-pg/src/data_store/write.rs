@@ -125,7 +125,9 @@ fn write_mark(context: &Context) -> Result<sea_orm::sea_query::InsertStatement, 
             Expr::cust("pg_backend_pid()"),
             Expr::cust("pg_current_xact_id()"),
             Expr::cust("pg_current_wal_insert_lsn()"),
-            Expr::cust("now()"),
+            // The statement's time, not the transaction's start: a long
+            // import's mark lives ten minutes from its last statement.
+            Expr::cust("clock_timestamp()"),
         ])
         .map_err(|e| StoreError::Internal(e.to_string()))?
         .on_conflict(
