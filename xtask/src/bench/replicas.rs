@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::{
     ADMIN_EMAIL, ADMIN_PASSWORD, DATA_DURATION, Measured, PEER_PATH, free_port, login, peer_token,
-    psql_value, request, rps, start_server, start_server_with, wrk,
+    psql_value, request, rps, start_server, start_server_with, wrk, wrk_with,
 };
 use crate::{Result, pg};
 
@@ -81,6 +81,17 @@ pub fn replicas() -> Result {
         mean_rps(&alone_runs),
         mean_rps(&replicated_runs),
         (replicated_p50 / alone_p50 - 1.0) * 100.0
+    );
+    // One connection: no queue, so p50 is the added round trip itself.
+    let single = |port: u16| wrk_with(port, PEER_PATH, &token, "10s", None, "1", "1");
+    let (alone_one, replicated_one) = (single(alone)?, single(replicated)?);
+    print_run("primary alone, one connection", &alone_one);
+    print_run("with the replica, one connection", &replicated_one);
+    println!(
+        "one connection: p50 {:.2} ms alone, {:.2} ms with the replica ({:+.1}%)",
+        millis(&alone_one.1),
+        millis(&replicated_one.1),
+        (millis(&replicated_one.1) / millis(&alone_one.1) - 1.0) * 100.0
     );
     let total = on_primary + on_replica;
     println!(
