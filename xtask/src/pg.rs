@@ -95,6 +95,20 @@ fn pg_command(bin: &Path, tool: &str, as_postgres: bool) -> Command {
     }
 }
 
+/// A new cluster in `data`: trust authentication, UTF-8, no fsync.
+fn initdb(bin: &Path, as_postgres: bool, data: &Path) -> Result {
+    run(pg_command(bin, "initdb", as_postgres)
+        .arg("-D")
+        .arg(data)
+        .args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-sync",
+        ]))
+}
+
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -133,16 +147,7 @@ pub fn ensure() -> Result<String> {
         }
     }
     if !data.join("PG_VERSION").exists() {
-        run(pg_command(&bin, "initdb", as_postgres)
-            .arg("-D")
-            .arg(&data)
-            .args([
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--no-sync",
-            ]))?;
+        initdb(&bin, as_postgres, &data)?;
     }
     let options = format!(
         "-p {port} -c listen_addresses={host} -k {} -c fsync=off -c max_connections=300",
@@ -200,16 +205,7 @@ impl Replicated {
                 .map_err(|e| e.to_string())
         };
         let (primary, replica) = (free()?, free()?);
-        run(pg_command(&bin, "initdb", as_postgres)
-            .arg("-D")
-            .arg(base.join("primary"))
-            .args([
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--no-sync",
-            ]))?;
+        initdb(&bin, as_postgres, &base.join("primary"))?;
         let pair = Self {
             bin,
             as_postgres,

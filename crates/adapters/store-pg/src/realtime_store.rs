@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::data_store::{On, changes_sql};
-use crate::replicas::{Target, fell_back, served};
+use crate::replicas::{Target, settle};
 use crate::{PgStore, map_err, rows, stmt, versions_of};
 
 /// The channel the trigger announces logged changes on.
@@ -202,31 +202,18 @@ impl RealtimeStore for PgStore {
         // Each event's transaction (its id's high bits) must be visible
         // where the rows are read.
         let xids = events.iter().map(|id| (id >> 24).to_string()).collect();
-        let target = self.read_target_after(context, xids).await?;
-        let rows = match &target {
+        let tried = match self.read_target_after(context, xids).await? {
             Target::Replica(replica, xids) => {
                 let on = On::Replica(xids.as_deref());
-                match changed_rows(replica.db(), changes_sql(table, query, context, events, on))
-                    .await
-                {
-                    Err(error) if let Some(reason) = replica.fallback_for(&error) => {
-                        fell_back(reason);
-                        None
-                    }
-                    done => Some(done?),
-                }
+                let statement = changes_sql(table, query, context, events, on);
+                settle(&replica, changed_rows(replica.db(), statement).await)
             }
             Target::Primary => None,
         };
-        let rows = match rows {
-            Some(rows) => {
-                served(&target);
-                rows
-            }
+        let rows = match tried {
+            Some(answer) => answer?,
             None => {
-                if self.replicas.any() {
-                    served(&Target::Primary);
-                }
+                self.on_primary();
                 let statement = changes_sql(table, query, context, events, On::Primary);
                 changed_rows(&self.db, statement).await?
             }

@@ -206,17 +206,37 @@ pub(crate) enum Target {
     Replica(Arc<Replica>, Option<String>),
 }
 
-/// Counts a read served by `target` (`primary` or a replica's name).
-pub(crate) fn served(target: &Target) {
-    let name = match target {
-        Target::Primary => "primary".to_owned(),
-        Target::Replica(replica, _) => replica.name.clone(),
-    };
-    metrics::counter!("tessera_database_reads_total", "target" => name).increment(1);
+/// What a read tried on `replica` comes to: the answer to give (counted as
+/// the replica's), or `None` when it runs again on the primary (see
+/// [`Replica::fallback_for`]; counted as a fallback).
+pub(crate) fn settle<T>(
+    replica: &Replica,
+    answer: Result<T, StoreError>,
+) -> Option<Result<T, StoreError>> {
+    match answer {
+        Err(error) if let Some(reason) = replica.fallback_for(&error) => {
+            fell_back(reason);
+            None
+        }
+        done => {
+            metrics::counter!("tessera_database_reads_total", "target" => replica.name.clone())
+                .increment(1);
+            Some(done)
+        }
+    }
+}
+
+impl PgStore {
+    /// Counts a read the primary serves while replicas could.
+    pub(crate) fn on_primary(&self) {
+        if self.replicas.any() {
+            metrics::counter!("tessera_database_reads_total", "target" => "primary").increment(1);
+        }
+    }
 }
 
 /// Counts a read that could have gone to a replica and went to the primary.
-pub(crate) fn fell_back(reason: &'static str) {
+fn fell_back(reason: &'static str) {
     metrics::counter!("tessera_replica_fallbacks_total", "reason" => reason).increment(1);
 }
 

@@ -13,7 +13,7 @@ use sea_query_sqlx::SqlxValues;
 use tokio::sync::{SemaphorePermit, mpsc, oneshot};
 
 use super::sql::{On, Rows};
-use crate::replicas::{Target, fell_back, served};
+use crate::replicas::{Target, settle};
 use crate::{PgStore, map_sqlx};
 
 /// Pieces of CSV waiting for the client, at most.
@@ -46,21 +46,18 @@ impl PgStore {
             true => Target::Primary,
             false => self.read_target(context).await?,
         };
-        if let Target::Replica(replica, xids) = &target {
-            let on = On::Replica(xids.as_deref());
-            let statement = Rows::of_list(query).text_sql(table, context, all, on);
+        if let Target::Replica(replica, xids) = target {
+            let statement =
+                Rows::of_list(query).text_sql(table, context, all, On::Replica(xids.as_deref()));
             let pool = replica.lane().pool().clone();
-            match stream(pool, statement, query, permit.clone()).await {
-                Err(error) if let Some(reason) = replica.fallback_for(&error) => fell_back(reason),
-                done => {
-                    served(&target);
-                    return done;
-                }
+            if let Some(answer) = settle(
+                &replica,
+                stream(pool, statement, query, permit.clone()).await,
+            ) {
+                return answer;
             }
         }
-        if self.replicas.any() {
-            served(&Target::Primary);
-        }
+        self.on_primary();
         let statement = Rows::of_list(query).text_sql(table, context, all, On::Primary);
         stream(self.reads.pool().clone(), statement, query, permit).await
     }

@@ -22,7 +22,7 @@ use sea_orm::{
 };
 
 use crate::json_rows::{compact, write_object};
-use crate::replicas::{Replica, Target, fell_back, served};
+use crate::replicas::{Replica, Target, settle};
 use crate::{PgStore, map_err, map_sqlx, rows};
 
 pub(crate) use catalog::Catalog;
@@ -58,22 +58,16 @@ impl PgStore {
         query: &views::query::ViewQuery<'_>,
         context: &Context,
     ) -> Result<views::store::ViewAnswer, StoreError> {
-        let target = self.read_target(context).await?;
-        if let Target::Replica(replica, xids) = &target {
-            match self
-                .view_rows_on(replica.db(), query, context, On::Replica(xids.as_deref()))
-                .await
-            {
-                Err(error) if let Some(reason) = replica.fallback_for(&error) => fell_back(reason),
-                done => {
-                    served(&target);
-                    return done;
-                }
-            }
+        if let Target::Replica(replica, xids) = self.read_target(context).await?
+            && let Some(answer) = settle(
+                &replica,
+                self.view_rows_on(replica.db(), query, context, On::Replica(xids.as_deref()))
+                    .await,
+            )
+        {
+            return answer;
         }
-        if self.replicas.any() {
-            served(&Target::Primary);
-        }
+        self.on_primary();
         self.view_rows_on(&self.db, query, context, On::Primary)
             .await
     }
@@ -373,23 +367,21 @@ impl DataStore for PgStore {
         read: &Read<'_>,
         context: &Context,
     ) -> Result<Found, StoreError> {
-        let target = self.read_target(context).await?;
-        if let Target::Replica(replica, xids) = &target {
-            let on = On::Replica(xids.as_deref());
-            match self
-                .read_at(Some(replica), table, read, (context, on))
-                .await
-            {
-                Err(error) if let Some(reason) = replica.fallback_for(&error) => fell_back(reason),
-                done => {
-                    served(&target);
-                    return done;
-                }
-            }
+        if let Target::Replica(replica, xids) = self.read_target(context).await?
+            && let Some(answer) = settle(
+                &replica,
+                self.read_at(
+                    Some(&replica),
+                    table,
+                    read,
+                    (context, On::Replica(xids.as_deref())),
+                )
+                .await,
+            )
+        {
+            return answer;
         }
-        if self.replicas.any() {
-            served(&Target::Primary);
-        }
+        self.on_primary();
         self.read_at(None, table, read, (context, On::Primary))
             .await
     }
