@@ -1020,6 +1020,13 @@ async fn cors_follows_the_setting_at_request_time() {
             .unwrap()
             .contains("PATCH")
     );
+    // Read replicas' consistency token may be sent back by a browser.
+    assert!(
+        allowed.headers()["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("Tessera-Consistency-Token")
+    );
     assert_eq!(
         preflight("https://evil.example").await.status(),
         StatusCode::FORBIDDEN
@@ -1035,6 +1042,12 @@ async fn cors_follows_the_setting_at_request_time() {
     assert_eq!(
         simple.headers()["access-control-allow-origin"],
         "https://app.example"
+    );
+    assert!(
+        simple.headers()["access-control-expose-headers"]
+            .to_str()
+            .unwrap()
+            .contains("Tessera-Consistency-Token")
     );
     let other = app
         .client
