@@ -107,6 +107,31 @@ impl Browser {
             .collect()
     }
 
+    /// The serious and critical violations axe-core (pinned in
+    /// `tests/browser-tools`, installed by `npm ci` there) finds on the
+    /// page open, each as `rule: elements`.
+    async fn accessibility_violations(&self) -> Vec<String> {
+        let source = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/browser-tools/node_modules/axe-core/axe.min.js"
+        ))
+        .expect("axe-core installed: npm ci in tests/browser-tools (cargo xtask test does it)");
+        self.client.execute(&source, vec![]).await.unwrap();
+        let found = self
+            .client
+            .execute_async(
+                "const done = arguments[arguments.length - 1];
+                 axe.run(document, { resultTypes: ['violations'] })
+                    .then((r) => done(r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+                        .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)))
+                    .catch((e) => done([`axe failed: ${e}`]));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        serde_json::from_value(found).unwrap()
+    }
+
     async fn open(&self, app: &TestApp, path: &str) {
         self.client
             .goto(&format!("{}{path}", app.address))
@@ -1199,26 +1224,34 @@ async fn set_text(browser: &Browser, id: &str, text: &str) {
         .unwrap();
 }
 
-/// Replaces the text of the input at `css` as a person types it (each key
-/// an input event).
+/// Replaces the text of the input at `css`, once there, as a person types
+/// it (each key an input event).
 async fn type_into(browser: &Browser, css: &str, text: &str) {
-    let input = browser.client.find(Locator::Css(css)).await.unwrap();
+    let input = browser.wait_for(css).await;
     input.clear().await.unwrap();
     input.send_keys(text).await.unwrap();
 }
 
 /// Chooses the option showing `text` of the select `id`.
 async fn choose(browser: &Browser, id: &str, text: &str) {
-    let option = format!("//select[@id='{id}']//option[text()='{text}']");
+    choose_in(browser, &format!("#{id}"), text).await;
+}
+
+/// Chooses the option showing `text` of the select at `css`, once there.
+async fn choose_in(browser: &Browser, css: &str, text: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        if let Ok(found) = browser.client.find(Locator::XPath(&option)).await {
+        let select = browser.wait_for(css).await;
+        if let Ok(found) = select
+            .find(Locator::XPath(&format!(".//option[text()='{text}']")))
+            .await
+        {
             found.click().await.unwrap();
             return;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no option {text:?} in #{id}"
+            "no option {text:?} in {css}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -1410,7 +1443,12 @@ async fn the_workflows_page_refuses_in_place_publishes_tests_and_lists_runs() {
         .click()
         .await
         .unwrap();
-    wait_for_text(&browser, "#runs details table", "greet").await;
+    wait_for_text(
+        &browser,
+        "#runs details .run-step[data-step=greet]",
+        "SUCCEEDED",
+    )
+    .await;
     assert!(run.text().await.unwrap().contains("(test)"));
     finish(browser, "workflow-runs.png").await;
 }
@@ -1501,7 +1539,12 @@ async fn the_workflows_page_previews_a_schedule_runs_now_and_replays() {
         assert!(std::time::Instant::now() < deadline, "{error:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    wait_for_text(&browser, "#runs details table", "call").await;
+    wait_for_text(
+        &browser,
+        "#runs details .run-step[data-step=sub]",
+        "Call a workflow",
+    )
+    .await;
     click(&browser, "#runs details [data-replay]").await;
     status_shows(&browser, "started").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -1703,6 +1746,8 @@ async fn every_console_page_loads_without_errors_and_fits_360_pixels() {
         "/admin/dataviews",
         "/admin/sql",
         "/admin/snapshot",
+        "/admin/help/",
+        "/admin/help/workflows",
     ] {
         browser.open(&app, path).await;
         browser.wait_for("main[data-page]").await;
@@ -1710,6 +1755,19 @@ async fn every_console_page_loads_without_errors_and_fits_360_pixels() {
         tokio::time::sleep(Duration::from_millis(700)).await;
         let errors = browser.console_errors().await;
         assert!(errors.is_empty(), "{path}: {errors:?}");
+        // Accessible in both themes: no serious or critical violation.
+        for theme in ["light", "dark"] {
+            browser
+                .client
+                .execute(
+                    "document.documentElement.dataset.theme = arguments[0];",
+                    vec![json!(theme)],
+                )
+                .await
+                .unwrap();
+            let violations = browser.accessibility_violations().await;
+            assert!(violations.is_empty(), "{path} ({theme}): {violations:?}");
+        }
         let wider = browser
             .client
             .execute(
@@ -2111,5 +2169,203 @@ async fn a_passkey_is_added_on_the_account_page_and_signs_in() {
     wait_for_text(&browser, "#passkeys", "last used").await;
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "{errors:?}");
+    browser.client.close().await.unwrap();
+}
+
+/// A new administrator's first hour, done only with clicks and typing at
+/// 1400x1000: a table of three columns created and exposed, a role given
+/// read with a row filter from the grants matrix, rows inserted in the grid,
+/// a webhook workflow with a condition and a finish step built with the
+/// cards (no JSON), published, run from the page and its run opened. A
+/// screenshot per step is kept under `target/test-artefacts/journey-*`.
+#[tokio::test]
+async fn a_new_administrator_builds_a_backend_with_clicks_and_typing() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let browser = Browser::start().await;
+    browser.client.set_window_size(1400, 1000).await.unwrap();
+    let shot = |n: u32, name: &'static str| {
+        let browser = &browser;
+        async move {
+            screenshot_to(
+                &format!("journey-{n:02}-{name}.png"),
+                browser.client.screenshot().await.unwrap(),
+            );
+        }
+    };
+    browser.sign_in_to(&app, "/admin/").await;
+    browser.wait_for("#whoami .avatar").await;
+    shot(1, "home").await;
+
+    // A table of three columns, previewed then created, exposed for GET and POST.
+    click(&browser, "a[data-nav~=tables]").await;
+    browser.wait_for("#create-table").await;
+    browser.fill("new-name", "orders").await;
+    let column =
+        |n: usize, field: &str| format!("#new-columns tr:nth-child({n}) [data-field={field}]");
+    type_into(&browser, &column(1, "name"), "id").await;
+    type_into(&browser, &column(1, "dataType"), "bigint").await;
+    click(&browser, &column(1, "primaryKey")).await;
+    click(
+        &browser,
+        &format!("{} option[value=ALWAYS]", column(1, "identity")),
+    )
+    .await;
+    click(&browser, "#add-column-row").await;
+    type_into(&browser, &column(2, "name"), "customer").await;
+    click(&browser, &column(2, "notNull")).await;
+    click(&browser, "#add-column-row").await;
+    type_into(&browser, &column(3, "name"), "amount").await;
+    type_into(&browser, &column(3, "dataType"), "integer").await;
+    click(&browser, "#preview").await;
+    browser.wait_for("#preview-box:not([hidden])").await;
+    shot(2, "table-previewed").await;
+    click(&browser, "#create").await;
+    let entry = "li[data-table='app.orders']";
+    for exposed in [json!(["GET"]), json!(["GET", "POST"])] {
+        let method = exposed[exposed.as_array().unwrap().len() - 1]
+            .as_str()
+            .unwrap();
+        click(&browser, &format!("{entry} input[data-method={method}]")).await;
+        wait_until(&app, &admin, |r| {
+            r["table"] == "orders" && r["exposedMethods"] == exposed
+        })
+        .await;
+    }
+    shot(3, "table-exposed").await;
+
+    // A role, then read with a row filter from the grants matrix.
+    click(&browser, "a[data-nav~=people]").await;
+    browser.wait_for("#new-role").await;
+    browser.fill("role-name", "Sales").await;
+    click(&browser, "#new-role button").await;
+    browser.wait_for("#roles li[data-role=Sales]").await;
+    click(&browser, "a[data-nav~=grants]").await;
+    let read = "[data-cell='Sales app.orders read']";
+    click(&browser, read).await;
+    browser
+        .wait_for(&format!("{read}[aria-pressed=true]"))
+        .await;
+    click(&browser, read).await;
+    browser.wait_for("#matrix-edit:not([hidden])").await;
+    type_into(&browser, "#matrix-filter", r#"{"amount": {"gt": 100}}"#).await;
+    click(&browser, "#matrix-save").await;
+    status_shows(&browser, "row filter is saved").await;
+    let grants = app.get("/admin/api/grants", &admin).await;
+    let filters: Vec<_> = grants
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["filter"].clone())
+        .collect();
+    assert_eq!(
+        filters,
+        vec![json!({ "amount": { "gt": 100 } })],
+        "{:?}",
+        grants.body
+    );
+    browser
+        .wait_for(&format!("{read}[aria-pressed=true]"))
+        .await;
+    shot(4, "grants-matrix").await;
+
+    // Rows typed into the grid's new row.
+    click(&browser, "a[data-nav~=tables]").await;
+    click(&browser, &format!("{entry} a")).await;
+    for (customer, amount) in [("Ada", "250"), ("Grace", "40")] {
+        type_into(&browser, ".new-row input[data-column=customer]", customer).await;
+        type_into(&browser, ".new-row input[data-column=amount]", amount).await;
+        click(&browser, "#insert").await;
+        wait_for_text(&browser, "#grid tbody", customer).await;
+    }
+    shot(5, "rows").await;
+
+    // A webhook workflow built with the cards: a condition whose "then"
+    // finishes with the amount, and a finish step after it.
+    click(&browser, "a[data-nav~=workflows]").await;
+    wait_for_text(&browser, "#state", "New, not saved").await;
+    type_into(&browser, "#builder [data-path=slug]", "big-orders").await;
+    type_into(&browser, "#builder [data-path=name]", "Big orders").await;
+    // The template's two steps go; a condition and a finish come.
+    for _ in 0..2 {
+        click(
+            &browser,
+            "#builder [data-path='steps[0]'] .card-head button.danger",
+        )
+        .await;
+    }
+    let adder = "#builder [data-path=steps] > .add-step";
+    choose_in(&browser, &format!("{adder} select"), "Condition").await;
+    click(&browser, &format!("{adder} button")).await;
+    let condition = "#builder [data-path='steps[0]']";
+    click(&browser, &format!("{condition} .rules > button")).await;
+    type_into(
+        &browser,
+        &format!("{condition} .rules input[aria-label='Rule: value at']"),
+        "start.data.body.amount",
+    )
+    .await;
+    choose_in(&browser, &format!("{condition} .rules select"), "gt").await;
+    type_into(
+        &browser,
+        &format!("{condition} .rules input[aria-label='Rule: compared with']"),
+        "100",
+    )
+    .await;
+    let then = format!("{condition} [data-path='steps[0].then'] > .add-step");
+    choose_in(&browser, &format!("{then} select"), "Finish").await;
+    click(&browser, &format!("{then} button")).await;
+    type_into(
+        &browser,
+        "#builder [data-path='steps[0].then[0].result']",
+        "big: {{start.data.body.amount}}",
+    )
+    .await;
+    choose_in(&browser, &format!("{adder} select"), "Finish").await;
+    click(&browser, &format!("{adder} button")).await;
+    type_into(&browser, "#builder [data-path='steps[1].result']", "small").await;
+    shot(6, "workflow-built").await;
+    click(&browser, "#save").await;
+    wait_for_text(&browser, "#state", "Draft").await;
+    click(&browser, "#publish").await;
+    wait_for_text(&browser, "#state", "Published").await;
+    let saved = app.get("/admin/api/workflows", &admin).await;
+    let saved = &saved.data()[0];
+    assert_eq!(saved["trigger"]["type"], "webhook", "{saved}");
+    assert_eq!(
+        saved["steps"][0]["if"],
+        json!({ "start.data.body.amount": { "gt": 100 } })
+    );
+    assert_eq!(saved["steps"][0]["then"][0]["type"], "finish");
+    assert_eq!(saved["steps"][1]["result"], "small");
+
+    // Run from the page with a webhook's input, then the run as cards.
+    type_into(&browser, "#test-input", r#"{ "body": { "amount": 250 } }"#).await;
+    click(&browser, "#test button[type=submit]").await;
+    browser
+        .wait_for("#test-outcome[data-status=SUCCEEDED]")
+        .await;
+    let summary = "#runs details[data-status=SUCCEEDED] summary";
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while let Err(error) = browser.wait_for(summary).await.click().await {
+        assert!(std::time::Instant::now() < deadline, "{error:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_for_text(&browser, "#runs details[open]", "big: 250").await;
+    browser
+        .wait_for("#runs details[open] .run-step[data-step=condition1][data-status=SUCCEEDED]")
+        .await;
+    browser
+        .client
+        .execute(
+            "document.querySelector('#runs details[open]').scrollIntoView();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    shot(7, "run").await;
+    let violations = browser.accessibility_violations().await;
+    assert!(violations.is_empty(), "{violations:?}");
     browser.client.close().await.unwrap();
 }

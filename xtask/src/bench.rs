@@ -27,6 +27,7 @@ const DATA_ROWS: u32 = 100_000;
 const ADMIN_EMAIL: &str = "bench@example.com";
 const ADMIN_PASSWORD: &str = "bench-password-1";
 
+mod compare;
 mod console;
 mod flows;
 mod realtime;
@@ -44,6 +45,7 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("auth") => auth(),
         Some("data") => data().and_then(|()| related::related()),
         Some("rows") => data(),
+        Some("compare") => compare::compare(),
         Some("related") => related::related(),
         Some("replicas") => replicas::replicas(),
         Some("peer") => peer_only(),
@@ -66,7 +68,7 @@ pub fn suite(name: Option<&str>) -> Result {
             .and_then(|()| console::console())
             .and_then(|()| schema::schema()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, console, data, files, peer, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), replicas, scale and webhooks are not in the default run)"
+            "unknown benchmark `{other}` (known: auth, compare, console, data, files, peer, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), compare (two builds, TESSERA_BENCH_BEFORE against TESSERA_BENCH_SERVER), replicas, scale and webhooks are not in the default run)"
         )),
     }
 }
@@ -205,14 +207,25 @@ fn start_server(database: &str) -> Result<(Server, u16)> {
 
 /// [`start_server`] with more environment variables.
 fn start_server_with(database: &str, env: &[(&str, &Path)]) -> Result<(Server, u16)> {
-    ensure_tool("wrk", &["wrk"])?;
-    let binary = match std::env::var("TESSERA_BENCH_SERVER") {
-        Ok(prebuilt) if !prebuilt.is_empty() => prebuilt,
+    start_binary(&server_binary()?, database, env)
+}
+
+/// The binary `TESSERA_BENCH_SERVER` names, else the workspace's release
+/// build, built first.
+fn server_binary() -> Result<String> {
+    match std::env::var("TESSERA_BENCH_SERVER") {
+        Ok(prebuilt) if !prebuilt.is_empty() => Ok(prebuilt),
         _ => {
             run(cargo().args(["build", "--release", "-p", "tessera"]))?;
-            format!("{}/release/tessera", crate::target_dir())
+            Ok(format!("{}/release/tessera", crate::target_dir()))
         }
-    };
+    }
+}
+
+/// Starts `binary` on `database` with the bench administrator and `env`,
+/// and waits until it is ready.
+fn start_binary(binary: &str, database: &str, env: &[(&str, &Path)]) -> Result<(Server, u16)> {
+    ensure_tool("wrk", &["wrk"])?;
     let port = free_port()?;
     let child = Command::new(binary)
         .arg("serve")
@@ -582,6 +595,15 @@ fn fresh_server(name: &str) -> Result<(Server, u16, String, String)> {
 
 /// [`fresh_server`] with more environment variables.
 fn fresh_server_with(name: &str, env: &[(&str, &Path)]) -> Result<(Server, u16, String, String)> {
+    fresh_binary(&server_binary()?, name, env)
+}
+
+/// [`fresh_server_with`] running `binary`.
+fn fresh_binary(
+    binary: &str,
+    name: &str,
+    env: &[(&str, &Path)],
+) -> Result<(Server, u16, String, String)> {
     let server_url = pg::ensure()?;
     ensure_tool("pgbench", &["postgresql-contrib"])?;
     psql(
@@ -589,7 +611,7 @@ fn fresh_server_with(name: &str, env: &[(&str, &Path)]) -> Result<(Server, u16, 
         &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
     )?;
     let database = format!("{server_url}/{name}");
-    let (server, port) = start_server_with(&database, env)?;
+    let (server, port) = start_binary(binary, &database, env)?;
     let admin = login(port, ADMIN_EMAIL, ADMIN_PASSWORD)?;
     Ok((server, port, database, admin))
 }
@@ -831,14 +853,24 @@ fn peer_only() -> Result {
     peer(&database, port, &admin)
 }
 
-/// The Data API under a `$USER` row filter, against pgbench running the same SELECT.
-fn data() -> Result {
-    let (_server, port, database, admin) = fresh_server("tessera_bench_data")?;
+/// The own-table fixture of the Data API benchmark: 100,000 rows, every
+/// tenth the reader's, behind a `$USER` row filter.
+struct RowsFixture {
+    /// The reader's id.
+    user: String,
+    /// The reader's API token (a member of a role with read and create).
+    api_token: String,
+    /// The key of one of the reader's rows.
+    key: String,
+}
 
+/// Creates `app.bench_rows` on the server at `port` (its `database`) with
+/// the reader of [`RowsFixture`].
+fn seed_rows(port: u16, database: &str, admin: &str) -> Result<RowsFixture> {
     let table = post(
         port,
         "/admin/api/schema/app/tables",
-        &admin,
+        admin,
         r#"{"name":"bench_rows","columns":[
         {"name":"id","dataType":"bigint","primaryKey":true,"identity":"ALWAYS"},
         {"name":"owner_id","dataType":"uuid","nullable":false},
@@ -846,21 +878,21 @@ fn data() -> Result {
         {"name":"created_at","dataType":"timestamptz","nullable":false,"default":"now()"}]}"#,
     )?;
     let resource = json_string(&table, "resourceId").ok_or(format!("no resource: {table}"))?;
-    expose(port, &admin, &resource, r#"["GET","POST"]"#)?;
+    expose(port, admin, &resource, r#"["GET","POST"]"#)?;
     let own = r#"{"owner_id":{"eq":"$USER.id"}}"#;
     let role = role_granted(
         port,
-        &admin,
+        admin,
         "Bench",
         &resource,
         &["read", "create"],
         Some(own),
     )?;
-    let (user, api_token) = member_token(port, &admin, "reader@example.com", &role)?;
+    let (user, api_token) = member_token(port, admin, "reader@example.com", &role)?;
 
     // Every tenth row is the bench user's; the rest belong to others.
     psql(
-        &database,
+        database,
         &format!(
             "INSERT INTO app.bench_rows (owner_id, title, created_at) \
          SELECT CASE WHEN i % 10 = 0 THEN '{user}'::uuid ELSE gen_random_uuid() END, 'row ' || i, now() - i * interval '1 second' \
@@ -882,13 +914,33 @@ fn data() -> Result {
         .ok_or(format!("no row: {one}"))?
         .trim()
         .to_owned();
+    Ok(RowsFixture {
+        user,
+        api_token,
+        key,
+    })
+}
+
+/// The wrk script of the benchmark's POST: one row of `user`'s.
+fn insert_script(path: &Path, user: &str) -> Result {
+    std::fs::write(path, format!(
+        "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = '{{\"data\":{{\"owner_id\":\"{user}\",\"title\":\"bench\"}}}}'\n"))
+        .map_err(|e| e.to_string())
+}
+
+/// The Data API under a `$USER` row filter, against pgbench running the same SELECT.
+fn data() -> Result {
+    let (_server, port, database, admin) = fresh_server("tessera_bench_data")?;
+    let RowsFixture {
+        user,
+        api_token,
+        key,
+    } = seed_rows(port, &database, &admin)?;
 
     let dir = std::env::temp_dir().join(format!("tessera-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let insert = dir.join("insert.lua");
-    std::fs::write(&insert, format!(
-        "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = '{{\"data\":{{\"owner_id\":\"{user}\",\"title\":\"bench\"}}}}'\n"))
-        .map_err(|e| e.to_string())?;
+    insert_script(&insert, &user)?;
     // The statement the list route sends for this request, values inlined.
     let select = format!(
         "SELECT json_build_object('data', coalesce(json_agg(\"x\"), '[]'::json), 'meta', json_build_object('limit', 100, 'offset', 0))::text AS body \

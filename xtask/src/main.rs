@@ -55,7 +55,7 @@ fn main() -> ExitCode {
         Some("soak") => minutes(&args).and_then(bench::soak),
         Some("release") => release(),
         _ => Err(
-            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | console | data | files | peer | realtime | scale | views | workflows] | soak --minutes N | fuzz-api --minutes N | release | openapi [dir]>".into(),
+            "usage: cargo xtask <dev | test | lint | db-up | bench [auth | compare | console | data | files | peer | realtime | related | replicas | rows | scale | schema | views | webhooks | workflows] | soak --minutes N | fuzz-api --minutes N | release | openapi [dir]>".into(),
         ),
     };
     match result {
@@ -265,9 +265,22 @@ fn ensure_openapi_tools() -> Result {
     // may be another checkout sharing the build cache.
     let xtask_dir = std::env::var("CARGO_MANIFEST_DIR")
         .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    npm_ci(&format!("{xtask_dir}/../clients/typescript"))
+}
+
+/// Installs the npm packages pinned in `dir`'s package-lock.json.
+fn npm_ci(dir: &str) -> Result {
     run(Command::new("npm")
         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(format!("{xtask_dir}/../clients/typescript")))
+        .current_dir(dir))
+}
+
+/// The browser tests load axe-core (pinned in
+/// `tests/browser-tools/package-lock.json`) into each console page.
+fn ensure_browser_tools() -> Result {
+    let xtask_dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    npm_ci(&format!("{xtask_dir}/../tests/browser-tools"))
 }
 
 fn cargo() -> Command {
@@ -289,6 +302,7 @@ fn test() -> Result {
     let server = pg::ensure()?;
     // The browser tests drive Debian's headless Chromium.
     ensure_tool("chromedriver", &["chromium", "chromium-driver"])?;
+    ensure_browser_tools()?;
     ensure_openapi_tools()?;
     ensure_s3_emulator()?;
     ensure_schemathesis()?;

@@ -18,7 +18,7 @@ use crate::{Result, ensure_tool};
 const LOADS: usize = 7;
 
 /// The pages measured, with a table for the rows page.
-const PAGES: [&str; 12] = [
+const PAGES: [&str; 14] = [
     "/admin/",
     "/admin/tables",
     "/admin/rows/app/items",
@@ -31,6 +31,8 @@ const PAGES: [&str; 12] = [
     "/admin/dataviews",
     "/admin/sql",
     "/admin/snapshot",
+    "/admin/help/",
+    "/admin/help/workflows",
 ];
 
 /// Chromedriver, ended with every process of its group (the Chromium it
@@ -108,21 +110,43 @@ fn quoted(text: &str) -> String {
     format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-/// The bytes `path` and the scripts and style sheet it links weigh.
-fn weight(port: u16, path: &str) -> Result<(usize, usize)> {
+/// The bytes `path` and the scripts, style sheet and images it links
+/// weigh as served, and all of them compressed with gzip (as a proxy
+/// compressing them would send).
+fn weight(port: u16, path: &str) -> Result<(usize, usize, usize)> {
     let (status, html) = request(port, "GET", path, None, None)?;
     if status != 200 {
         return Err(format!("GET {path}: {status}"));
     }
     let mut assets = 0;
+    let mut compressed = gzipped(html.as_bytes())?;
     for piece in html.split(['"', '\'']) {
         if piece.starts_with("/admin/assets/")
-            && (piece.ends_with(".js") || piece.ends_with(".css"))
+            && (piece.ends_with(".js") || piece.ends_with(".css") || piece.ends_with(".svg"))
         {
-            assets += request(port, "GET", piece, None, None)?.1.len();
+            let body = request(port, "GET", piece, None, None)?.1;
+            assets += body.len();
+            compressed += gzipped(body.as_bytes())?;
         }
     }
-    Ok((html.len(), assets))
+    Ok((html.len(), assets, compressed))
+}
+
+/// The length of `bytes` compressed by `gzip -9`.
+fn gzipped(bytes: &[u8]) -> Result<usize> {
+    let mut gzip = Command::new("gzip")
+        .arg("-9c")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("gzip: {e}"))?;
+    gzip.stdin
+        .take()
+        .ok_or("gzip: no stdin")?
+        .write_all(bytes)
+        .map_err(|e| format!("gzip: {e}"))?;
+    let out = gzip.wait_with_output().map_err(|e| format!("gzip: {e}"))?;
+    Ok(out.stdout.len())
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -175,10 +199,12 @@ pub fn console() -> Result {
         &format!("sessionStorage.setItem('tessera.session', '{admin}'); return 1;"),
     )?;
     println!("\n## Console: weight and first load (median of {LOADS}, loopback, release build)\n");
-    println!("| page | HTML bytes | scripts and CSS bytes | load event ms | last API answer ms |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| page | HTML bytes | scripts, CSS and icon bytes | all, gzip bytes | load event ms | last API answer ms |"
+    );
+    println!("|---|---|---|---|---|---|");
     for page in PAGES {
-        let (html, assets) = weight(port, page)?;
+        let (html, assets, compressed) = weight(port, page)?;
         let mut loaded = Vec::new();
         let mut answered = Vec::new();
         for _ in 0..LOADS {
@@ -200,7 +226,7 @@ pub fn console() -> Result {
             answered.push(numbers.next().unwrap_or(f64::NAN));
         }
         println!(
-            "| {page} | {html} | {assets} | {:.1} | {:.1} |",
+            "| {page} | {html} | {assets} | {compressed} | {:.1} | {:.1} |",
             median(loaded),
             median(answered)
         );

@@ -91,7 +91,7 @@ function dataTable(columns, rows) {
   const thead = element("thead");
   thead.append(head);
   table.append(thead, body);
-  const box = element("div", null, { class: "scroll" });
+  const box = element("div", null, { class: "scroll", tabindex: "0" });
   box.append(table);
   return box;
 }
@@ -149,8 +149,9 @@ function lineOf(value, path) {
 // a list to pick one from, its `fields` in a text box, Save (create or
 // change), Publish, and a refusal shown with the line of the field it names
 // selected. `template`: a new definition; `chosen(record)`: told of every
-// record shown. Answers the record shown, as a function.
-function definitionEditor({ path, fields, template, chosen }) {
+// record shown; `refused(error)`: told of a refusal of a save. Answers the
+// record shown, as a function.
+function definitionEditor({ path, fields, template, chosen, refused = () => {} }) {
   const list = document.getElementById("records");
   const box = document.getElementById("definition");
   let records = [];
@@ -179,6 +180,7 @@ function definitionEditor({ path, fields, template, chosen }) {
   const refuse = (result, sent) => {
     const error = firstError(result);
     showAlert("editor-error", refusal(result));
+    refused(error);
     if (!error.field) return;
     box.setAttribute("aria-invalid", "true");
     const line = lineOf(sent, error.field);
@@ -188,7 +190,7 @@ function definitionEditor({ path, fields, template, chosen }) {
     const lines = box.value.split("\n");
     const start = lines.slice(0, line).reduce((sum, text) => sum + text.length + 1, 0);
     document.getElementById("editor-error").textContent += ` — line ${line + 1}`;
-    box.focus();
+    if (!box.closest("[hidden]")) box.focus();
     box.setSelectionRange(start, start + lines[line].length);
   };
   list.addEventListener("change", () => show(records.find((r) => r.id === list.value) || null));
@@ -216,11 +218,16 @@ function definitionEditor({ path, fields, template, chosen }) {
 
 // ---- The index page -------------------------------------------------------
 
-function section(title, items, empty) {
+// A section of the index: its items, or an empty state saying what to do
+// next (`empty`: the text, `next`: a link to where it is done).
+function section(title, items, empty, next) {
   const box = element("section");
   box.append(element("h2", title));
   if (!items.length) {
-    box.append(element("p", empty, { class: "empty" }));
+    const state = element("div", null, { class: "empty-state" });
+    state.append(element("strong", empty));
+    if (next) state.append(next);
+    box.append(state);
     return box;
   }
   const list = element("ul");
@@ -234,10 +241,10 @@ function section(title, items, empty) {
 }
 
 async function indexPage() {
-  const me = await api("/api/auth/me");
-  if (!me) return;
-  if (me.status !== 200) { showStatus("Your session cannot be read. Sign in again."); return; }
-  document.getElementById("who").textContent = `Signed in as ${me.answer.data.email}.`;
+  const person = await me();
+  if (!person) return;
+  if (person.status !== 200) { showStatus("Your session cannot be read. Sign in again."); return; }
+  document.getElementById("who").textContent = `Signed in as ${person.answer.data.email}.`;
   const sections = document.getElementById("sections");
   const dashboards = await api("/admin/api/dashboards");
   if (!dashboards) return;
@@ -248,12 +255,14 @@ async function indexPage() {
       element("span", `${r.schema}.${r.table}` + (r.exposedMethods.length ? ` (${r.exposedMethods.join(", ")})` : " (hidden)")));
     sections.append(
       section("Dashboards", dashboards.answer.data.map((d) => link(`${BASE}/admin/dashboards/${encodeURIComponent(d.slug)}`, d.name)),
-        "No dashboards yet (POST /admin/api/dashboards)."),
+        "No dashboards yet.", link(`${BASE}/admin/help/dataviews`, "How dashboards are made")),
       section("DataViews", (views?.answer?.data || []).map((v) =>
-        element("span", `${v.name} — /api/views/${v.slug}` + (v.published ? "" : " (draft)"))), "No DataViews yet."),
-      section("Tables and resources", tables, "No tables yet."),
+        element("span", `${v.name} — /api/views/${v.slug}` + (v.published ? "" : " (draft)"))), "No DataViews yet.",
+        link(`${BASE}/admin/dataviews`, "Define a DataView")),
+      section("Tables and resources", tables, "No tables yet.", link(`${BASE}/admin/tables`, "Create your first table")),
       section("Workflows", (workflows?.answer?.data || []).map((w) =>
-        element("span", `${w.name} — ${w.slug}` + (w.published ? "" : " (draft)"))), "No workflows yet."),
+        element("span", `${w.name} — ${w.slug}` + (w.published ? "" : " (draft)"))), "No workflows yet.",
+        link(`${BASE}/admin/workflows`, "Build a workflow")),
       section("API", [link(BASE + "/admin/docs/", "Admin API documentation (Swagger UI)"),
         link(BASE + "/admin/api/openapi", "Admin API OpenAPI document")], ""),
     );
@@ -372,11 +381,62 @@ async function signOut() {
   signIn();
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+// ---- The shell: navigation, the person signed in, the theme --------------
+
+const THEME_KEY = "tessera.theme";
+const THEMES = ["system", "light", "dark"];
+
+// Applies the theme kept in localStorage ("system" follows the system's).
+function applyTheme(theme) {
+  if (theme === "system") document.documentElement.removeAttribute("data-theme");
+  else document.documentElement.dataset.theme = theme;
+  const button = document.getElementById("theme");
+  button.textContent = `Theme: ${theme}`;
+  button.setAttribute("aria-label", theme === "system" ? "Colour theme: follows the system" : `Colour theme: ${theme}`);
+}
+
+// The person signed in, read once per page (the index reads it too).
+let mePromise = null;
+function me() {
+  mePromise = mePromise || api("/api/auth/me");
+  return mePromise;
+}
+
+async function showPerson() {
+  const result = await me();
+  if (!result || result.status !== 200) return;
+  const { email, name } = result.answer.data;
+  const badge = element("span", (name || email).slice(0, 1).toUpperCase(), { class: "avatar", "aria-hidden": "true" });
+  document.getElementById("whoami").replaceChildren(badge, element("span", name ? `${name} (${email})` : email));
+}
+
+function startShell(page) {
+  for (const link of document.querySelectorAll("[data-nav]")) {
+    if (link.dataset.nav.split(" ").includes(page)) link.setAttribute("aria-current", "page");
+  }
+  const menu = document.getElementById("menu");
+  menu.addEventListener("click", () => {
+    const open = menu.getAttribute("aria-expanded") !== "true";
+    menu.setAttribute("aria-expanded", String(open));
+    menu.closest(".sidebar").classList.toggle("open", open);
+  });
+  let theme = localStorage.getItem(THEME_KEY) || "system";
+  applyTheme(THEMES.includes(theme) ? theme : "system");
+  document.getElementById("theme").addEventListener("click", () => {
+    theme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
+    localStorage.setItem(THEME_KEY, theme);
+    applyTheme(theme);
+  });
   document.getElementById("sign-out").addEventListener("click", signOut);
-  if (!session()) return;
+}
+
+document.addEventListener("DOMContentLoaded", () => {
   const page = document.querySelector("main").dataset.page;
-  // A page's script declares `<page>Page` (peoplePage in people.js, ...).
-  const start = window[`${page}Page`] || indexPage;
-  start();
+  startShell(page);
+  if (!session()) return;
+  showPerson();
+  // A page's script declares `<page>Page` (peoplePage in people.js, ...);
+  // the documentation pages have none.
+  const start = window[`${page}Page`];
+  if (start) start();
 });

@@ -1,5 +1,6 @@
-// The grants page of the console: a role's grants on resources, workflows
-// and DataViews, a new grant with its row filter (with the variables at
+// The grants page of the console: every role's grants on every table as a
+// matrix (a toggle per action, the row filter edited in place), a role's
+// grants on resources, workflows and DataViews, a new grant with its row filter (with the variables at
 // hand), removal, and a preview of a table as a member of the role reads it.
 "use strict";
 
@@ -23,12 +24,134 @@ function grantRow(grant) {
   remove.addEventListener("click", async () => {
     const result = await call("DELETE", `/admin/api/grants/${grant.id}`);
     if (result && result.status !== 204) return showStatus(refusal(result));
-    await loadGrants();
+    await refreshAll();
   });
   const cell = element("td");
   cell.append(remove);
   tr.append(cell);
   return tr;
+}
+
+// ---- The matrix: roles by tables and actions -----------------------------
+
+const MATRIX = { roles: [], tables: [], grants: [] };
+let editing = null;
+
+/// The toggle of `action` on `table` for `role`: pressed when granted.
+function toggle(role, table, action) {
+  const grant = MATRIX.grants.find((g) => g.roleId === role.id && g.resourceId === table.id && g.action === action);
+  const limited = grant && (grant.filter || grant.columns);
+  const label = `${action} on ${table.schema}.${table.table} for ${role.name}${grant ? (limited ? ", limited" : ", every row") : ", not granted"}`;
+  const button = element("button", action[0].toUpperCase() + (limited ? "•" : ""), {
+    type: "button", class: "toggle", "aria-pressed": String(!!grant), "aria-label": label, title: grant?.filter ? JSON.stringify(grant.filter) : label,
+    "data-cell": `${role.name} ${table.schema}.${table.table} ${action}`,
+  });
+  button.addEventListener("click", async () => {
+    if (grant) return editGrant(grant, label);
+    const result = await call("POST", "/admin/api/grants", { roleId: role.id, resourceId: table.id, action });
+    if (!result) return;
+    if (result.status !== 201) return showStatus(refusal(result));
+    showStatus(`Granted ${action} on ${table.schema}.${table.table} to ${role.name}.`);
+    await refreshAll();
+    document.querySelector(`[data-cell="${CSS.escape(button.dataset.cell)}"]`)?.focus();
+  });
+  return button;
+}
+
+/// Opens the in-place editor of `grant`'s row filter.
+function editGrant(grant, label) {
+  editing = grant;
+  document.getElementById("matrix-edit").hidden = false;
+  document.getElementById("matrix-edit-title").textContent = label;
+  const box = document.getElementById("matrix-filter");
+  box.value = grant.filter ? JSON.stringify(grant.filter, null, 2) : "";
+  box.removeAttribute("aria-invalid");
+  showAlert("matrix-error", "");
+  box.focus();
+}
+
+function closeEditor() {
+  editing = null;
+  document.getElementById("matrix-edit").hidden = true;
+}
+
+/// A changed filter is a new grant (refused: the old one stays), then the
+/// old one removed; between the two the role holds both.
+async function saveFilter() {
+  showAlert("matrix-error", "");
+  const filter = jsonOf("matrix-filter", "matrix-error");
+  if (filter === undefined || !editing) return;
+  const data = { roleId: editing.roleId, resourceId: editing.resourceId, action: editing.action };
+  if (filter !== null) data.filter = filter;
+  if (editing.columns) data.columns = editing.columns;
+  const made = await call("POST", "/admin/api/grants", data);
+  if (!made) return;
+  if (made.status !== 201) {
+    document.getElementById("matrix-filter").setAttribute("aria-invalid", "true");
+    return showAlert("matrix-error", refusal(made));
+  }
+  const removed = await call("DELETE", `/admin/api/grants/${editing.id}`);
+  if (removed && removed.status !== 204) return showAlert("matrix-error", refusal(removed));
+  showStatus("The row filter is saved.");
+  closeEditor();
+  await refreshAll();
+}
+
+async function removeEdited() {
+  if (!editing) return;
+  const result = await call("DELETE", `/admin/api/grants/${editing.id}`);
+  if (result && result.status !== 204) return showAlert("matrix-error", refusal(result));
+  showStatus("The grant is removed.");
+  closeEditor();
+  await refreshAll();
+}
+
+function drawMatrix() {
+  const table = document.getElementById("matrix");
+  const head = element("tr");
+  head.append(element("th", "Table", { scope: "col" }));
+  for (const role of MATRIX.roles) {
+    const th = element("th", null, { scope: "col" });
+    const pick = element("button", role.name, { type: "button", class: "link", "aria-label": `Show the grants of ${role.name}` });
+    pick.addEventListener("click", () => {
+      document.getElementById("grant-role").value = role.id;
+      selectRole();
+      document.getElementById("grants-title").scrollIntoView({ block: "start" });
+    });
+    th.append(pick);
+    head.append(th);
+  }
+  table.tHead.replaceChildren(head);
+  const body = table.tBodies[0];
+  body.replaceChildren();
+  if (!MATRIX.roles.length || !MATRIX.tables.length) {
+    const row = element("tr");
+    row.append(element("td", !MATRIX.tables.length ? "No tables yet: create one on the Tables page." : "No role but Administrators: add one on the Users and roles page.", { colspan: String(MATRIX.roles.length + 1), class: "empty" }));
+    body.append(row);
+    return;
+  }
+  for (const resource of MATRIX.tables) {
+    const row = element("tr");
+    row.append(element("th", `${resource.schema}.${resource.table}`, { scope: "row" }));
+    for (const role of MATRIX.roles) {
+      const cell = element("td", null, { class: "toggles" });
+      cell.append(...ACTIONS.resource.map((action) => toggle(role, resource, action)));
+      row.append(cell);
+    }
+    body.append(row);
+  }
+}
+
+async function loadMatrix() {
+  const result = await api("/admin/api/grants");
+  if (!result) return;
+  if (result.status !== 200) return showStatus(refusal(result));
+  MATRIX.grants = result.answer.data;
+  drawMatrix();
+}
+
+async function refreshAll() {
+  await Promise.all([loadMatrix(), loadGrants()]);
 }
 
 async function loadGrants() {
@@ -71,6 +194,7 @@ async function loadTargets() {
     groups.push(group);
   };
   const tables = resources?.answer?.data || [];
+  MATRIX.tables = tables.filter((r) => r.schema !== "svc");
   add("resource", "Tables", tables, (r) => `${r.schema}.${r.table}`);
   add("workflow", "Workflows", workflows?.answer?.data || [], (w) => `workflow ${w.slug}`);
   add("dataView", "DataViews", views?.answer?.data || [], (v) => `view ${v.slug}`);
@@ -110,7 +234,7 @@ async function addGrant(event) {
   document.getElementById("grant-filter").value = "";
   document.getElementById("grant-columns").value = "";
   showStatus(`Granted ${data.action} on ${targets.get(id).label}.`);
-  await loadGrants();
+  await refreshAll();
 }
 
 async function preview(event) {
@@ -147,6 +271,7 @@ async function grantsPage() {
   const select = document.getElementById("grant-role");
   // Administrators bypass grants; the others are the ones worth granting.
   const listed = roles.answer.data.filter((r) => r.name !== "Administrators");
+  MATRIX.roles = listed;
   select.replaceChildren(...listed.map((r) => element("option", r.name, { value: r.id })));
   const wanted = new URLSearchParams(location.search).get("role");
   const chosen = listed.find((r) => r.name === wanted || r.id === wanted);
@@ -156,6 +281,9 @@ async function grantsPage() {
   document.getElementById("new-grant").addEventListener("submit", addGrant);
   document.getElementById("preview").addEventListener("submit", preview);
   document.querySelectorAll("[data-variable]").forEach((b) => b.addEventListener("click", () => insertVariable(b.dataset.variable)));
+  document.getElementById("matrix-save").addEventListener("click", saveFilter);
+  document.getElementById("matrix-remove").addEventListener("click", removeEdited);
+  document.getElementById("matrix-cancel").addEventListener("click", closeEditor);
   await loadTargets();
-  await selectRole();
+  await Promise.all([loadMatrix(), selectRole()]);
 }

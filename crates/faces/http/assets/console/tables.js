@@ -102,10 +102,10 @@ function tableEntry(resource) {
   const entry = element("li", null, { "data-table": name });
   entry.append(element("strong", name), " ",
     link(`${BASE}/admin/rows/${encodeURIComponent(resource.schema)}/${encodeURIComponent(resource.table)}`, "Rows"));
-  const methods = element("span", null, { class: "methods" });
+  const methods = element("span", null, { class: "methods", role: "group", "aria-label": `Exposed through the Data API: ${name}` });
   for (const method of METHODS) {
     const label = element("label", ` ${method}`);
-    const box = element("input", null, { type: "checkbox", "data-method": method });
+    const box = element("input", null, { type: "checkbox", role: "switch", "data-method": method });
     box.checked = resource.exposedMethods.includes(method);
     label.prepend(box);
     methods.append(label);
@@ -286,6 +286,38 @@ function relations(table) {
   return list;
 }
 
+// The table's columns at a glance: type, nullability, default, check, and
+// badges for the key, identity, uniqueness and relations.
+function columnSummary(table) {
+  const body = element("tbody");
+  for (const column of table.columns) {
+    const row = element("tr", null, { "data-summary": column.name });
+    const badges = element("td");
+    if (column.primaryKey) badges.append(element("span", "key", { class: "badge key" }));
+    if (column.identity) badges.append(element("span", `identity ${column.identity.toLowerCase()}`, { class: "badge" }));
+    if (column.unique) badges.append(element("span", "unique", { class: "badge" }));
+    if (column.foreignKey) {
+      const fk = column.foreignKey;
+      badges.append(element("span", `→ ${fk.targetSchema}.${fk.targetTable}.${fk.targetColumn}`, { class: "badge relation" }));
+    }
+    for (const fk of table.referencedBy.filter((f) => f.targetColumn === column.name)) {
+      badges.append(element("span", `← ${fk.schema}.${fk.table}.${fk.column}`, { class: "badge relation" }));
+    }
+    row.append(element("th", column.name, { scope: "row" }), element("td", column.dataType),
+      element("td", column.nullable ? "null" : "not null"), element("td", column.default ?? "—"),
+      element("td", column.check ?? "—"), badges);
+    body.append(row);
+  }
+  const summary = element("table", null, { class: "summary" });
+  const head = element("tr");
+  for (const title of ["Column", "Type", "Null", "Default", "Check", "Keys and relations"]) head.append(element("th", title, { scope: "col" }));
+  summary.append(element("thead"), body);
+  summary.tHead.append(head);
+  const box = element("div", null, { class: "scroll", tabindex: "0" });
+  box.append(summary);
+  return box;
+}
+
 // The table's columns, indexes and relations, read when opened.
 function schemaPanel(resource, tablePath) {
   const panel = element("details", null, { class: "schema", "data-schema-of": `${resource.schema}.${resource.table}` });
@@ -300,7 +332,7 @@ function schemaPanel(resource, tablePath) {
     if (!table) { await loadTables(); return; }
     const columns = element("ul", null, { class: "columns" });
     for (const column of table.columns) columns.append(columnEditor(column, tablePath, reload));
-    body.replaceChildren(element("h3", "Columns"), columns, element("h3", "Indexes"),
+    body.replaceChildren(columnSummary(table), element("h3", "Edit the columns"), columns, element("h3", "Indexes"),
       indexList(table.indexes, tablePath, reload), element("h3", "Relations"), relations(table));
   };
   panel.addEventListener("toggle", () => { if (panel.open) reload(); });

@@ -2,11 +2,13 @@
 //! dashboards, drawn in the browser with Chart.js (vendored, embedded in the
 //! binary), and a page for each area of the Admin API (docs/console.md). The
 //! HTML holds no data: the scripts read the APIs with the session of the
-//! person signed in through `/admin/auth/sign-in`.
+//! person signed in through `/admin/auth/sign-in`. The project's
+//! documentation is served in the same layout under `/admin/help/`.
 
 use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 
+use crate::routes::help;
 use crate::routes::pages::secured;
 
 const LAYOUT: &str = include_str!("../../assets/console/layout.html");
@@ -70,12 +72,24 @@ const PAGES: [Page; 12] = [
 /// script (and Chart.js for dashboards) runs before console.js, which
 /// starts the page.
 fn render(base: &str, page: &Page) -> String {
-    let mut scripts = String::new();
     let own = match page.script {
         Some(_) => Some(format!("/admin/assets/{}.js", page.name)),
         None if page.name == "dashboard" => Some(CHART_PATH.to_owned()),
         None => None,
     };
+    shell(
+        base,
+        page.title,
+        page.name,
+        &page.body.replace("{{editor}}", EDITOR),
+        own.as_deref(),
+    )
+}
+
+/// The layout around `body`, titled `title`, started as page `name`, with
+/// the script at `own` (a path under `base`) loaded before console.js.
+pub(crate) fn shell(base: &str, title: &str, name: &str, body: &str, own: Option<&str>) -> String {
+    let mut scripts = String::new();
     if let Some(path) = own {
         scripts.push_str(&format!("<script src=\"{base}{path}\" defer></script>\n"));
     }
@@ -83,10 +97,10 @@ fn render(base: &str, page: &Page) -> String {
         "<script src=\"{base}/admin/assets/console.js\" defer></script>"
     ));
     LAYOUT
-        .replace("{{title}}", page.title)
+        .replace("{{title}}", title)
         .replace("{{scripts}}", &scripts)
-        .replace("{{page}}", page.name)
-        .replace("{{body}}", &page.body.replace("{{editor}}", EDITOR))
+        .replace("{{page}}", name)
+        .replace("{{body}}", body)
         .replace("{{base}}", base)
 }
 
@@ -123,6 +137,38 @@ pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut w
             config.route(&path, web::get().to(serve(JAVASCRIPT, script.to_owned())));
         }
     }
+    let help_base = base.to_owned();
+    config.route(
+        "/admin/help/",
+        web::get().to(move || {
+            let page = shell(
+                &help_base,
+                "Documentation",
+                "help",
+                &help::index(&help_base),
+                None,
+            );
+            std::future::ready(secured(HTML, page))
+        }),
+    );
+    let help_base = base.to_owned();
+    config.route(
+        "/admin/help/{slug}",
+        web::get().to(move |slug: web::Path<String>| {
+            let answer = match help::DOCS.iter().find(|doc| doc.slug == slug.as_str()) {
+                Some(doc) => {
+                    let body = format!(
+                        "<article class=\"doc\">{}</article>",
+                        help::render(&help_base, doc.markdown)
+                    );
+                    let title = help::title(doc.markdown);
+                    secured(HTML, shell(&help_base, title, "help", &body, None))
+                }
+                None => HttpResponse::NotFound().finish(),
+            };
+            std::future::ready(answer)
+        }),
+    );
     config
         .route(
             "/admin/assets/console.js",

@@ -8,6 +8,7 @@ pub mod data;
 pub mod docs;
 pub mod files;
 pub mod health;
+pub mod help;
 pub mod mcp;
 pub mod mfa;
 pub mod oauth;

@@ -1,0 +1,218 @@
+//! The project's documentation served by the binary under `/admin/help/`:
+//! each page of `docs/` rendered from Markdown into the console's layout,
+//! with links between pages and their anchors kept, so help texts in the
+//! console link to pages the running service has (docs/console.md).
+
+use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd, html};
+
+/// A page of the documentation: its slug (the file's name without `.md`),
+/// and its Markdown.
+pub(crate) struct Doc {
+    pub slug: &'static str,
+    pub markdown: &'static str,
+}
+
+macro_rules! doc {
+    ($slug:literal) => {
+        Doc {
+            slug: $slug,
+            markdown: include_str!(concat!("../../../../../docs/", $slug, ".md")),
+        }
+    };
+}
+
+/// The guides, in the order the index lists them; then the project's notes.
+pub(crate) const DOCS: [Doc; 20] = [
+    doc!("console"),
+    doc!("schema"),
+    doc!("data-api"),
+    doc!("workflows"),
+    doc!("dataviews"),
+    doc!("auth"),
+    doc!("oauth"),
+    doc!("realtime"),
+    doc!("files"),
+    doc!("email"),
+    doc!("mcp"),
+    doc!("clients"),
+    doc!("admin-api"),
+    doc!("environments"),
+    doc!("embedding"),
+    doc!("operations"),
+    doc!("reliability"),
+    doc!("performance"),
+    doc!("decisions"),
+    doc!("architecture"),
+];
+
+/// How many of [`DOCS`] are guides; the rest are the project's notes.
+const GUIDES: usize = 16;
+
+/// A page's title: its first heading's text.
+pub(crate) fn title(markdown: &str) -> &str {
+    markdown
+        .lines()
+        .find_map(|line| line.strip_prefix("# "))
+        .unwrap_or("Documentation")
+        .trim()
+}
+
+/// The anchor GitHub gives a heading: lower case, spaces as `-`, only
+/// letters, digits, `-` and `_` kept.
+fn anchor(text: &str) -> String {
+    text.chars()
+        .flat_map(char::to_lowercase)
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Where a link of a page points once served: another page of [`DOCS`]
+/// (`data-api.md#x` becomes `{base}/admin/help/data-api#x`), an anchor of
+/// the same page, or an outside address; `None` for a file the service does
+/// not serve (the link is dropped, its text kept).
+fn target(base: &str, destination: &str) -> Option<String> {
+    if destination.starts_with('#') || destination.starts_with("https://") {
+        return Some(destination.to_owned());
+    }
+    let (file, fragment) = destination
+        .split_once('#')
+        .map_or((destination, ""), |(f, a)| (f, a));
+    let slug = file.strip_suffix(".md")?;
+    DOCS.iter().find(|doc| doc.slug == slug)?;
+    let fragment = if fragment.is_empty() {
+        String::new()
+    } else {
+        format!("#{fragment}")
+    };
+    Some(format!("{base}/admin/help/{slug}{fragment}"))
+}
+
+/// `markdown` as HTML: tables and strike-through on, each heading given its
+/// anchor, links rewritten by [`target`], tables and code blocks in boxes
+/// that scroll and take the focus.
+pub(crate) fn render(base: &str, markdown: &str) -> String {
+    let events: Vec<Event<'_>> = Parser::new_ext(
+        markdown,
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH,
+    )
+    .collect();
+    let mut out = Vec::with_capacity(events.len());
+    let mut dropped = 0usize;
+    let mut index = 0;
+    while index < events.len() {
+        match &events[index] {
+            Event::Start(Tag::Heading {
+                level,
+                classes,
+                attrs,
+                ..
+            }) => {
+                let text: String = events[index + 1..]
+                    .iter()
+                    .take_while(|e| !matches!(e, Event::End(TagEnd::Heading(_))))
+                    .filter_map(|e| match e {
+                        Event::Text(t) | Event::Code(t) => Some(t.as_ref()),
+                        _ => None,
+                    })
+                    .collect();
+                out.push(Event::Start(Tag::Heading {
+                    level: *level,
+                    id: Some(CowStr::from(anchor(&text))),
+                    classes: classes.clone(),
+                    attrs: attrs.clone(),
+                }));
+            }
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                title,
+                id,
+            }) => match target(base, dest_url) {
+                Some(url) => out.push(Event::Start(Tag::Link {
+                    link_type: *link_type,
+                    dest_url: CowStr::from(url),
+                    title: title.clone(),
+                    id: id.clone(),
+                })),
+                None => dropped += 1,
+            },
+            Event::End(TagEnd::Link) if dropped > 0 => dropped -= 1,
+            other => out.push(other.clone()),
+        }
+        index += 1;
+    }
+    let mut text = String::with_capacity(markdown.len() * 3 / 2);
+    html::push_html(&mut text, out.into_iter());
+    // Tables and code scroll sideways in boxes that take the focus, so
+    // keyboards can scroll them too.
+    text.replace("<table>", "<div class=\"scroll\" tabindex=\"0\"><table>")
+        .replace("</table>", "</table></div>")
+        .replace("<pre>", "<pre tabindex=\"0\">")
+}
+
+/// The index of the documentation: the guides, then the project's notes.
+pub(crate) fn index(base: &str) -> String {
+    let list = |docs: &[Doc]| {
+        docs.iter()
+            .map(|doc| {
+                format!(
+                    "<li><a href=\"{base}/admin/help/{}\">{}</a></li>",
+                    doc.slug,
+                    escape(title(doc.markdown))
+                )
+            })
+            .collect::<String>()
+    };
+    format!(
+        "<div class=\"heading\"><h1>Documentation</h1><p class=\"lede\">How Tessera works and how to run it: the same pages as the project's <code>docs/</code>, served by this binary.</p></div>\
+         <div class=\"sections\"><section aria-labelledby=\"guides\"><h2 id=\"guides\">Guides</h2><ul>{}</ul></section>\
+         <section aria-labelledby=\"notes\"><h2 id=\"notes\">Project notes</h2><ul>{}</ul></section></div>",
+        list(&DOCS[..GUIDES]),
+        list(&DOCS[GUIDES..])
+    )
+}
+
+/// `text` safe inside HTML.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    html::push_html(&mut out, std::iter::once(Event::Text(CowStr::from(text))));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_between_pages_keep_their_anchor_and_others_are_dropped() {
+        let html = render(
+            "/base",
+            "# T\n\nSee [rows](data-api.md#related-rows), [here](#t), [API](../shared/API.md) and [x](https://example.com).",
+        );
+        assert!(html.contains("<h1 id=\"t\">T</h1>"), "{html}");
+        assert!(html.contains("href=\"/base/admin/help/data-api#related-rows\""));
+        assert!(html.contains("href=\"#t\""));
+        assert!(!html.contains("API.md"), "{html}");
+        assert!(html.contains(", API and"), "{html}");
+        assert!(html.contains("href=\"https://example.com\""));
+    }
+
+    #[test]
+    fn headings_get_the_anchors_github_gives_them() {
+        assert_eq!(anchor("Related rows (embed)"), "related-rows-embed");
+        assert_eq!(anchor("Console, issue 18"), "console-issue-18");
+        assert!(render("", "## `forEach` loops").contains("id=\"foreach-loops\""));
+    }
+
+    #[test]
+    fn every_page_has_a_title_and_renders() {
+        for doc in &DOCS {
+            assert_ne!(title(doc.markdown), "Documentation", "{}", doc.slug);
+            assert!(render("", doc.markdown).contains("<h1"), "{}", doc.slug);
+        }
+    }
+}
