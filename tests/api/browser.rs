@@ -682,6 +682,8 @@ async fn a_dashboard_draws_every_widget_type_and_a_refusal_in_place() {
     assert!(refusal.text().await.unwrap().contains("may not read"));
     let png = browser.client.screenshot().await.unwrap();
     std::fs::write(artefact("dashboard.png"), png).unwrap();
+    let violations = browser.accessibility_violations().await;
+    assert!(violations.is_empty(), "{violations:?}");
 
     // The index lists the dashboards this user may read.
     browser.open(&app, "/admin/").await;
@@ -849,6 +851,7 @@ async fn the_tables_page_previews_creates_exposes_and_drops_a_table() {
         r["table"] == "tasks" && r["exposedMethods"] == json!(["GET"])
     })
     .await;
+    click(&browser, "li[data-table='app.tasks'] .manage summary").await;
     let add = "li[data-table='app.tasks'] form:nth-of-type(1)";
     browser
         .client
@@ -1022,7 +1025,7 @@ async fn the_rows_page_inserts_edits_refuses_filters_and_deletes() {
     browser.fill("filter-value", "first").await;
     click(&browser, "#filter button[type=submit]").await;
     wait_for_text(&browser, "#count", "of 1").await;
-    click(&browser, "#grid tbody tr:nth-child(2) button").await;
+    click(&browser, "#grid tbody tr:nth-child(2) [aria-label^=Delete]").await;
     wait_for_text(&browser, "#count", "No rows").await;
     let left = app.get("/api/data/app/tasks", &admin).await;
     assert_eq!(left.data().as_array().unwrap().len(), 1, "{:?}", left.body);
@@ -1031,8 +1034,9 @@ async fn the_rows_page_inserts_edits_refuses_filters_and_deletes() {
 }
 
 /// The rows page's related rows, groups, search and CSV import: an order
-/// shows its customer, the orders group by status, a search finds words,
-/// and an imported file's rows appear (a bad file names its line).
+/// shows its customer, a row's side panel leads to its customer and back
+/// to the customer's orders, the orders group by status, a search finds
+/// words, and an imported file's rows appear (a bad file names its line).
 #[tokio::test]
 async fn the_rows_page_shows_related_rows_groups_searches_and_imports() {
     let app = spawn_app().await;
@@ -1080,6 +1084,29 @@ async fn the_rows_page_shows_related_rows_groups_searches_and_imports() {
         "Ada",
     )
     .await;
+
+    // A row in the side panel; its customer followed by a click, and back
+    // to the customer's orders the same way.
+    click(
+        &browser,
+        "#grid tbody tr:nth-child(2) [aria-label^=Details]",
+    )
+    .await;
+    wait_for_text(&browser, "#row-fields", "rush delivery please").await;
+    click(&browser, "#row-related a").await;
+    wait_for_text(&browser, "#title", "app.customers").await;
+    wait_for_text(&browser, "#count", "of 1").await;
+    click(
+        &browser,
+        "#grid tbody tr:nth-child(2) [aria-label^=Details]",
+    )
+    .await;
+    wait_for_text(&browser, "#row-related", "app.orders where customer_id = 1").await;
+    click(&browser, "#row-related a").await;
+    wait_for_text(&browser, "#title", "app.orders").await;
+    wait_for_text(&browser, "#count", "of 2").await;
+    browser.open(&app, "/admin/rows/app/orders").await;
+    wait_for_text(&browser, "#count", "of 3").await;
 
     choose(&browser, "group-by", "status").await;
     browser.fill("aggregate", "orders:count()").await;
@@ -2243,9 +2270,7 @@ async fn a_new_administrator_builds_a_backend_with_clicks_and_typing() {
     click(&browser, "a[data-nav~=grants]").await;
     let read = "[data-cell='Sales app.orders read']";
     click(&browser, read).await;
-    browser
-        .wait_for(&format!("{read}[aria-pressed=true]"))
-        .await;
+    browser.wait_for(&format!("{read}[data-granted]")).await;
     click(&browser, read).await;
     browser.wait_for("#matrix-edit:not([hidden])").await;
     type_into(&browser, "#matrix-filter", r#"{"amount": {"gt": 100}}"#).await;
@@ -2265,9 +2290,7 @@ async fn a_new_administrator_builds_a_backend_with_clicks_and_typing() {
         "{:?}",
         grants.body
     );
-    browser
-        .wait_for(&format!("{read}[aria-pressed=true]"))
-        .await;
+    browser.wait_for(&format!("{read}[data-granted]")).await;
     shot(4, "grants-matrix").await;
 
     // Rows typed into the grid's new row.
@@ -2302,14 +2325,14 @@ async fn a_new_administrator_builds_a_backend_with_clicks_and_typing() {
     click(&browser, &format!("{condition} .rules > button")).await;
     type_into(
         &browser,
-        &format!("{condition} .rules input[aria-label='Rule: value at']"),
+        &format!("{condition} .rules input[aria-label='Rule 1: value at']"),
         "start.data.body.amount",
     )
     .await;
     choose_in(&browser, &format!("{condition} .rules select"), "gt").await;
     type_into(
         &browser,
-        &format!("{condition} .rules input[aria-label='Rule: compared with']"),
+        &format!("{condition} .rules input[aria-label='Rule 1: compared with']"),
         "100",
     )
     .await;
@@ -2353,19 +2376,26 @@ async fn a_new_administrator_builds_a_backend_with_clicks_and_typing() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     wait_for_text(&browser, "#runs details[open]", "big: 250").await;
-    browser
-        .wait_for("#runs details[open] .run-step[data-step=condition1][data-status=SUCCEEDED]")
-        .await;
-    browser
-        .client
-        .execute(
+    let show_run = || {
+        browser.client.execute(
             "document.querySelector('#runs details[open]').scrollIntoView();",
             vec![],
         )
-        .await
-        .unwrap();
+    };
+    browser
+        .wait_for("#runs details[open] .run-step[data-step=condition1][data-status=SUCCEEDED]")
+        .await;
+    show_run().await.unwrap();
     shot(7, "run").await;
     let violations = browser.accessibility_violations().await;
     assert!(violations.is_empty(), "{violations:?}");
+    // The theme button: system, then light, then dark.
+    click(&browser, "#theme").await;
+    click(&browser, "#theme").await;
+    browser.wait_for("html[data-theme=dark]").await;
+    show_run().await.unwrap();
+    shot(8, "run-dark").await;
+    let violations = browser.accessibility_violations().await;
+    assert!(violations.is_empty(), "dark: {violations:?}");
     browser.client.close().await.unwrap();
 }

@@ -5,7 +5,8 @@
 //! peer workload in variants A and B) then runs in short wrk bursts,
 //! alternating the two servers and which goes first, so a drift of the
 //! host falls on both sides. Medians of each side and of the per-pair
-//! ratios are printed.
+//! ratios are printed. `TESSERA_BENCH_ONLY` (a part of a scenario's name)
+//! and `TESSERA_BENCH_PAIRS` narrow or lengthen a run.
 
 use std::path::Path;
 
@@ -14,7 +15,7 @@ use super::{
     peer_token, psql, rps, seed_rows, server_binary, wrk,
 };
 
-/// Bursts per side and scenario.
+/// Bursts per side and scenario (`TESSERA_BENCH_PAIRS` to change it).
 const PAIRS: usize = 5;
 /// The length of one burst.
 const BURST: &str = "8s";
@@ -70,6 +71,14 @@ pub fn compare() -> Result {
         .filter(|b| !b.is_empty())
         .ok_or("set TESSERA_BENCH_BEFORE to the binary of the build to compare against")?;
     let after = server_binary()?;
+    let pairs = std::env::var("TESSERA_BENCH_PAIRS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(PAIRS);
+    // `TESSERA_BENCH_ONLY=post` runs the scenarios whose name holds it.
+    let only = std::env::var("TESSERA_BENCH_ONLY")
+        .unwrap_or_default()
+        .to_lowercase();
     let dir = std::env::temp_dir().join(format!("tessera-bench-cmp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let sides = [
@@ -78,7 +87,7 @@ pub fn compare() -> Result {
     ];
     println!("before: {before}\nafter:  {after}");
     println!(
-        "wrk -t{THREADS} -c{CONNECTIONS} -d{BURST}, {PAIRS} bursts a side per scenario, alternating (and alternating which side goes first)\n"
+        "wrk -t{THREADS} -c{CONNECTIONS} -d{BURST}, {pairs} bursts a side per scenario, alternating (and alternating which side goes first)\n"
     );
     println!(
         "{:<48} {:>12} {:>12} {:>9} {:>14}",
@@ -114,6 +123,9 @@ pub fn compare() -> Result {
         }),
     ];
     for (name, shot) in scenarios {
+        if !name.to_lowercase().contains(&only) {
+            continue;
+        }
         if name.ends_with('B') {
             for side in &sides {
                 psql(
@@ -130,7 +142,7 @@ pub fn compare() -> Result {
             burst(side, "2s")?;
         }
         let (mut olds, mut news, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-        for pair in 0..PAIRS {
+        for pair in 0..pairs {
             let (old, new) = if pair % 2 == 0 {
                 let old = burst(&sides[0], BURST)?;
                 (old, burst(&sides[1], BURST)?)

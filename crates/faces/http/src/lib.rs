@@ -388,9 +388,10 @@ mod tests {
     use super::*;
 
     /// Paths served outside the Admin API: the HTML pages and their assets.
-    const PAGES: [&str; 15] = [
+    const PAGES: [&str; 16] = [
         "/admin/auth/",
         "/admin/docs",
+        "/admin/help/",
         "/admin/dashboards/",
         "/admin/tables",
         "/admin/rows/",

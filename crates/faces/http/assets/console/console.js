@@ -390,9 +390,7 @@ const THEMES = ["system", "light", "dark"];
 function applyTheme(theme) {
   if (theme === "system") document.documentElement.removeAttribute("data-theme");
   else document.documentElement.dataset.theme = theme;
-  const button = document.getElementById("theme");
-  button.textContent = `Theme: ${theme}`;
-  button.setAttribute("aria-label", theme === "system" ? "Colour theme: follows the system" : `Colour theme: ${theme}`);
+  document.getElementById("theme").textContent = `Theme: ${theme}`;
 }
 
 // The person signed in, read once per page (the index reads it too).
@@ -420,8 +418,9 @@ function startShell(page) {
     menu.setAttribute("aria-expanded", String(open));
     menu.closest(".sidebar").classList.toggle("open", open);
   });
-  let theme = localStorage.getItem(THEME_KEY) || "system";
-  applyTheme(THEMES.includes(theme) ? theme : "system");
+  let theme = localStorage.getItem(THEME_KEY);
+  if (!THEMES.includes(theme)) theme = "system";
+  applyTheme(theme);
   document.getElementById("theme").addEventListener("click", () => {
     theme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
     localStorage.setItem(THEME_KEY, theme);

@@ -37,17 +37,29 @@ function grantRow(grant) {
 const MATRIX = { roles: [], tables: [], grants: [] };
 let editing = null;
 
-/// The toggle of `action` on `table` for `role`: pressed when granted.
+/// The toggle of `action` on `table` for `role`, marked when granted;
+/// pressed, it grants the action (after a confirmation for a write), edits
+/// the grant's row filter, or, when the cell holds several grants, shows
+/// them in the role's list below.
 function toggle(role, table, action) {
-  const grant = MATRIX.grants.find((g) => g.roleId === role.id && g.resourceId === table.id && g.action === action);
-  const limited = grant && (grant.filter || grant.columns);
-  const label = `${action} on ${table.schema}.${table.table} for ${role.name}${grant ? (limited ? ", limited" : ", every row") : ", not granted"}`;
-  const button = element("button", action[0].toUpperCase() + (limited ? "•" : ""), {
-    type: "button", class: "toggle", "aria-pressed": String(!!grant), "aria-label": label, title: grant?.filter ? JSON.stringify(grant.filter) : label,
-    "data-cell": `${role.name} ${table.schema}.${table.table} ${action}`,
-  });
+  const grants = MATRIX.grants.filter((g) => g.roleId === role.id && g.resourceId === table.id && g.action === action);
+  const everyRow = grants.some((g) => !g.filter && !g.columns);
+  const letter = action[0].toUpperCase();
+  const state = !grants.length ? "not granted" : everyRow ? "granted on every row" : "granted, limited";
+  const label = `${letter}: ${action} on ${table.schema}.${table.table} for ${role.name}, ${state}${grants.length > 1 ? ` (${grants.length} grants)` : ""}`;
+  const attributes = { type: "button", class: "toggle", "aria-label": label, title: label,
+    "data-cell": `${role.name} ${table.schema}.${table.table} ${action}` };
+  if (grants.length) attributes["data-granted"] = everyRow ? "every-row" : "limited";
+  const button = element("button", letter + (grants.length && !everyRow ? "•" : "") + (grants.length > 1 ? `×${grants.length}` : ""), attributes);
   button.addEventListener("click", async () => {
-    if (grant) return editGrant(grant, label);
+    if (grants.length > 1) {
+      document.getElementById("grant-role").value = role.id;
+      await selectRole();
+      document.getElementById("grants-title").scrollIntoView({ block: "start" });
+      return showStatus(`${role.name} holds ${grants.length} ${action} grants on ${table.schema}.${table.table}: they add up; edit them in the list.`);
+    }
+    if (grants.length) return editGrant(grants[0], label, button.dataset.cell);
+    if (action !== "read" && !confirm(`Let ${role.name} ${action} every row of ${table.schema}.${table.table}?`)) return;
     const result = await call("POST", "/admin/api/grants", { roleId: role.id, resourceId: table.id, action });
     if (!result) return;
     if (result.status !== 201) return showStatus(refusal(result));
@@ -58,9 +70,10 @@ function toggle(role, table, action) {
   return button;
 }
 
-/// Opens the in-place editor of `grant`'s row filter.
-function editGrant(grant, label) {
-  editing = grant;
+/// Opens the in-place editor of `grant`'s row filter (`cell`: the toggle
+/// focus goes back to).
+function editGrant(grant, label, cell) {
+  editing = { grant, cell };
   document.getElementById("matrix-edit").hidden = false;
   document.getElementById("matrix-edit-title").textContent = label;
   const box = document.getElementById("matrix-filter");
@@ -71,35 +84,47 @@ function editGrant(grant, label) {
 }
 
 function closeEditor() {
+  const cell = editing?.cell;
   editing = null;
   document.getElementById("matrix-edit").hidden = true;
+  if (cell) document.querySelector(`[data-cell="${CSS.escape(cell)}"]`)?.focus();
 }
 
 /// A changed filter is a new grant (refused: the old one stays), then the
-/// old one removed; between the two the role holds both.
+/// old one removed; between the two the role holds both (they add up).
 async function saveFilter() {
   showAlert("matrix-error", "");
   const filter = jsonOf("matrix-filter", "matrix-error");
   if (filter === undefined || !editing) return;
-  const data = { roleId: editing.roleId, resourceId: editing.resourceId, action: editing.action };
-  if (filter !== null) data.filter = filter;
-  if (editing.columns) data.columns = editing.columns;
-  const made = await call("POST", "/admin/api/grants", data);
-  if (!made) return;
-  if (made.status !== 201) {
-    document.getElementById("matrix-filter").setAttribute("aria-invalid", "true");
-    return showAlert("matrix-error", refusal(made));
+  const save = document.getElementById("matrix-save");
+  save.disabled = true;
+  try {
+    const old = editing.grant;
+    const data = { roleId: old.roleId, resourceId: old.resourceId, action: old.action };
+    if (filter !== null) data.filter = filter;
+    if (old.columns) data.columns = old.columns;
+    const made = await call("POST", "/admin/api/grants", data);
+    if (!made) return;
+    if (made.status !== 201) {
+      document.getElementById("matrix-filter").setAttribute("aria-invalid", "true");
+      return showAlert("matrix-error", refusal(made));
+    }
+    const removed = await call("DELETE", `/admin/api/grants/${old.id}`);
+    if (!removed || removed.status !== 204) {
+      await refreshAll();
+      return showAlert("matrix-error", `The new filter is granted, but the old grant could not be removed, so the role holds both: ${removed ? refusal(removed) : "no answer"}. Remove it in the list below.`);
+    }
+    showStatus("The row filter is saved.");
+    closeEditor();
+    await refreshAll();
+  } finally {
+    save.disabled = false;
   }
-  const removed = await call("DELETE", `/admin/api/grants/${editing.id}`);
-  if (removed && removed.status !== 204) return showAlert("matrix-error", refusal(removed));
-  showStatus("The row filter is saved.");
-  closeEditor();
-  await refreshAll();
 }
 
 async function removeEdited() {
   if (!editing) return;
-  const result = await call("DELETE", `/admin/api/grants/${editing.id}`);
+  const result = await call("DELETE", `/admin/api/grants/${editing.grant.id}`);
   if (result && result.status !== 204) return showAlert("matrix-error", refusal(result));
   showStatus("The grant is removed.");
   closeEditor();

@@ -2,13 +2,15 @@
 // paging, sorting, a filter builder (full-text search included), insert,
 // inline edits and delete; a refused write shows its reason next to the
 // cell or the new row. Related rows are shown through embeds, groups through
-// aggregates, and the rows go out and in as CSV.
+// aggregates, and the rows go out and in as CSV. A row opens in a side
+// panel with its fields and links to its related rows both ways, which
+// open this page on the other table filtered to them (`?filter=`).
 "use strict";
 
 const PAGE = 50;
 const NUMERIC = /^(smallint|integer|bigint|numeric|real|double precision)/;
 const OPERATORS = ["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "isNull", "search"];
-const grid = { schema: "", table: "", columns: [], key: [], offset: 0, sort: "", filter: null, embeds: [] };
+const grid = { schema: "", table: "", columns: [], key: [], offset: 0, sort: "", filter: null, embeds: [], info: null };
 
 function dataPath(suffix) {
   return `/api/data/${encodeURIComponent(grid.schema)}/${encodeURIComponent(grid.table)}${suffix || ""}`;
@@ -74,8 +76,10 @@ function dataRow(row) {
   for (const embed of grid.embeds) {
     tr.append(element("td", shown(row[embed.alias]), { "data-embed": embed.alias }));
   }
-  const last = element("td");
-  last.append(remove);
+  const open = element("button", "Details", { type: "button", class: "link", "aria-label": `Details of row ${keyOf(row)}` });
+  open.addEventListener("click", () => showDetail(row));
+  const last = element("td", null, { class: "row-actions" });
+  last.append(open, " ", remove);
   tr.append(last);
   return tr;
 }
@@ -93,7 +97,7 @@ function newRow() {
   insert.addEventListener("click", async () => {
     const data = {};
     for (const column of grid.columns) {
-      const text = tr.querySelector(`[data-column="${column.name}"]`).value;
+      const text = tr.querySelector(`[data-column="${CSS.escape(column.name)}"]`).value;
       if (text !== "") data[column.name] = valueOf(column, text);
     }
     const result = await call("POST", dataPath(), data);
@@ -210,6 +214,52 @@ async function importCsv(event) {
   showAlert("grid-error", `Nothing imported. ${line}${refusal({ answer })}`);
 }
 
+// The filter a link from a related row opens the page with (`?filter=`):
+// one column of this table, one operator the builder shows, or none, so
+// the builder always shows the whole filter applied.
+function addressFilter() {
+  try {
+    const filter = JSON.parse(new URLSearchParams(location.search).get("filter"));
+    const entries = Object.entries(filter || {});
+    if (entries.length !== 1 || !grid.columns.some((c) => c.name === entries[0][0])) return null;
+    const ops = entries[0][1];
+    const known = ops && typeof ops === "object" && Object.keys(ops).length === 1 && OPERATORS.includes(Object.keys(ops)[0]);
+    return known ? filter : null;
+  } catch {
+    return null;
+  }
+}
+
+// The rows page of `schema.table` filtered to `column` = `value`.
+function rowsWhere(schema, table, column, value) {
+  const filter = JSON.stringify({ [column]: { eq: value } });
+  return `${BASE}/admin/rows/${encodeURIComponent(schema)}/${encodeURIComponent(table)}?filter=${encodeURIComponent(filter)}`;
+}
+
+// The side panel of a row: every field, and its related rows both ways.
+function showDetail(row) {
+  const panel = document.getElementById("row-detail");
+  document.getElementById("row-detail-title").textContent = `${grid.schema}.${grid.table} ${keyOf(row)}`;
+  const fields = document.getElementById("row-fields");
+  fields.replaceChildren();
+  for (const column of grid.columns) fields.append(element("dt", `${column.name} (${column.dataType})`), element("dd", shown(row[column.name]) || "∅"));
+  const related = [];
+  for (const fk of grid.info.foreignKeys) {
+    if (row[fk.column] === null || row[fk.column] === undefined) continue;
+    related.push(link(rowsWhere(fk.targetSchema, fk.targetTable, fk.targetColumn, row[fk.column]),
+      `${fk.targetSchema}.${fk.targetTable} where ${fk.targetColumn} = ${shown(row[fk.column])}`));
+  }
+  for (const fk of grid.info.referencedBy) {
+    if (row[fk.targetColumn] === null || row[fk.targetColumn] === undefined) continue;
+    related.push(link(rowsWhere(fk.schema, fk.table, fk.column, row[fk.targetColumn]),
+      `${fk.schema}.${fk.table} where ${fk.column} = ${shown(row[fk.targetColumn])}`));
+  }
+  const list = document.getElementById("row-related");
+  list.replaceChildren(...related.map((a) => { const li = element("li"); li.append(a); return li; }));
+  if (!related.length) list.append(element("li", "No foreign key leads from or to this row.", { class: "empty" }));
+  panel.showModal();
+}
+
 async function load() {
   const query = listQuery();
   query.set("limit", String(PAGE));
@@ -245,11 +295,21 @@ async function rowsPage() {
   const info = tables.status === 200 && tables.answer.data.find((t) => t.name === grid.table);
   if (!info) return showAlert("grid-error", "No such table.");
   grid.columns = info.columns;
+  grid.info = info;
+  grid.filter = addressFilter();
   grid.key = info.columns.filter((c) => c.primaryKey).map((c) => c.name);
   const columnSelect = document.getElementById("filter-column");
   for (const column of grid.columns) columnSelect.append(element("option", column.name, { value: column.name }));
   const opSelect = document.getElementById("filter-op");
   for (const op of OPERATORS) opSelect.append(element("option", op, { value: op }));
+  // A filter from the address shows in the builder.
+  const [column, ops] = Object.entries(grid.filter || {})[0] || [];
+  const [op, value] = (ops && typeof ops === "object" && Object.entries(ops)[0]) || [];
+  if (op) {
+    columnSelect.value = column;
+    opSelect.value = op;
+    document.getElementById("filter-value").value = shown(value);
+  }
   document.getElementById("filter").addEventListener("submit", (event) => {
     event.preventDefault();
     const column = grid.columns.find((c) => c.name === columnSelect.value);
@@ -273,6 +333,7 @@ async function rowsPage() {
   for (const column of grid.columns) groupBy.append(element("option", column.name, { value: column.name }));
   document.getElementById("group").addEventListener("submit", group);
   document.getElementById("group-clear").addEventListener("click", () => { document.getElementById("groups").hidden = true; });
+  document.getElementById("row-detail-close").addEventListener("click", () => document.getElementById("row-detail").close());
   document.getElementById("export").addEventListener("click", exportCsv);
   document.getElementById("import").addEventListener("change", importCsv);
   document.getElementById("prev").addEventListener("click", () => { grid.offset = Math.max(0, grid.offset - PAGE); load(); });

@@ -100,8 +100,10 @@ async function create() {
 function tableEntry(resource) {
   const name = `${resource.schema}.${resource.table}`;
   const entry = element("li", null, { "data-table": name });
-  entry.append(element("strong", name), " ",
+  const head = element("div", null, { class: "table-head" });
+  head.append(element("strong", name),
     link(`${BASE}/admin/rows/${encodeURIComponent(resource.schema)}/${encodeURIComponent(resource.table)}`, "Rows"));
+  entry.append(head);
   const methods = element("span", null, { class: "methods", role: "group", "aria-label": `Exposed through the Data API: ${name}` });
   for (const method of METHODS) {
     const label = element("label", ` ${method}`);
@@ -115,7 +117,7 @@ function tableEntry(resource) {
     const result = await call("PATCH", `/admin/api/resources/${resource.id}`, { exposedMethods });
     if (result && result.status !== 200) showStatus(refusal(result));
   });
-  entry.append(" ", methods);
+  head.append(methods);
   const tablePath = `/admin/api/schema/${encodeURIComponent(resource.schema)}/tables/${encodeURIComponent(resource.table)}`;
   // Adding a column.
   const add = element("form", null, { class: "inline" });
@@ -141,7 +143,9 @@ function tableEntry(resource) {
     if (result && result.status >= 300) showStatus(refusal(result));
     else { showStatus(`Dropped ${name}.`); await loadTables(); }
   });
-  entry.append(add, drop);
+  const manage = element("details", null, { class: "manage" });
+  manage.append(element("summary", "Add a column or drop the table"), add, drop);
+  entry.append(manage);
   if (resource.schema !== "svc") entry.append(schemaPanel(resource, tablePath));
   return entry;
 }

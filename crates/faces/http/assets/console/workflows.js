@@ -251,7 +251,10 @@ const choices = { resources: [], users: [], workflows: [] };
 
 /// The definition in the text box, parsed; null when it does not parse.
 function definitionInBox() {
-  try { return JSON.parse(document.getElementById("definition").value); } catch { return null; }
+  try {
+    const parsed = JSON.parse(document.getElementById("definition").value);
+    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : null;
+  } catch { return null; }
 }
 
 /// Writes `draft` into the text box after a change in the builder.
@@ -264,8 +267,9 @@ function changed() {
 /// A value as its input shows it: text as is, anything else as JSON.
 function valueText(value) {
   if (value === undefined) return "";
+  // Text that would read back as JSON is shown quoted, so it stays text.
   if (typeof value === "string") {
-    try { return typeof JSON.parse(value) === "string" ? value : JSON.stringify(value); } catch { return value; }
+    try { JSON.parse(value); return JSON.stringify(value); } catch { return value; }
   }
   return JSON.stringify(value);
 }
@@ -333,22 +337,26 @@ function resourceSelect(owner, key, path) {
 
 /// Key and value rows for an object (`owner[key]`): a row's data, an HTTP
 /// header set, a transform's output.
-function pairsEditor(owner, key, path, what) {
+function pairsEditor(owner, key, path, what, { text = false } = {}) {
+  const current = owner[key];
+  // A template or a list (an insert's rows) is not pairs: one value box.
+  if (current !== undefined && (current === null || typeof current !== "object" || Array.isArray(current))) return valueInput(owner, key, path);
   const box = element("div", null, { class: "pairs", "data-path": path });
-  const pairs = Object.entries(owner[key] && typeof owner[key] === "object" && !Array.isArray(owner[key]) ? owner[key] : {});
+  const pairs = Object.entries(current || {});
+  const read = text ? (t) => t : parseValue;
   const write = () => { owner[key] = Object.fromEntries(pairs.filter(([name]) => name !== "")); changed(); };
   const draw = () => {
     box.replaceChildren();
     pairs.forEach((pair, i) => {
       const row = element("div", null, { class: "pair" });
-      const name = element("input", null, { "aria-label": `${what} name`, autocomplete: "off", "data-path": `${path}.${pair[0]}` });
+      const name = element("input", null, { "aria-label": `${what} ${i + 1} name`, autocomplete: "off", "data-path": `${path}.${pair[0]}` });
       name.value = pair[0];
       name.addEventListener("input", () => { pair[0] = name.value; write(); });
-      const value = element("input", null, { "aria-label": `${what} value`, list: "context-templates", autocomplete: "off", placeholder: "text, a number, or {{…}}" });
-      value.value = valueText(pair[1]);
-      value.addEventListener("input", () => { pair[1] = parseValue(value.value); write(); });
-      const remove = element("button", "Remove", { type: "button", class: "ghost", "aria-label": `Remove ${what} ${pair[0]}` });
-      remove.addEventListener("click", () => { pairs.splice(i, 1); write(); draw(); });
+      const value = element("input", null, { "aria-label": `${what} ${i + 1} value`, list: "context-templates", autocomplete: "off", placeholder: "text, a number, or {{…}}" });
+      value.value = text ? String(pair[1] ?? "") : valueText(pair[1]);
+      value.addEventListener("input", () => { pair[1] = read(value.value); write(); });
+      const remove = element("button", "Remove", { type: "button", class: "ghost", "aria-label": `Remove ${what} ${i + 1}` });
+      remove.addEventListener("click", () => { pairs.splice(i, 1); write(); draw(); box.lastElementChild.focus(); });
       row.append(name, value, remove);
       box.append(row);
     });
@@ -387,19 +395,19 @@ function rulesEditor(owner, key, path, keys) {
     if (!rules.length) box.append(element("p", "No rule: always true.", { class: "help" }));
     rules.forEach((rule, i) => {
       const row = element("div", null, { class: "pair" });
-      const name = element("input", null, { "aria-label": "Rule: value at", autocomplete: "off", placeholder: keys ? "start.data.body.amount" : "column", "data-path": `${path}.${rule[0]}` });
+      const name = element("input", null, { "aria-label": `Rule ${i + 1}: value at`, autocomplete: "off", placeholder: keys ? "start.data.body.amount" : "column", "data-path": `${path}.${rule[0]}` });
       if (keys) name.setAttribute("list", keys);
       name.value = rule[0];
       name.addEventListener("input", () => { rule[0] = name.value; write(); });
-      const op = element("select", null, { "aria-label": "Rule: operator" });
+      const op = element("select", null, { "aria-label": `Rule ${i + 1}: operator` });
       for (const o of OPERATORS) op.append(element("option", o, { value: o }));
       op.value = rule[1];
       op.addEventListener("change", () => { rule[1] = op.value; write(); });
-      const value = element("input", null, { "aria-label": "Rule: compared with", list: "context-templates", autocomplete: "off" });
+      const value = element("input", null, { "aria-label": `Rule ${i + 1}: compared with`, list: "context-templates", autocomplete: "off" });
       value.value = valueText(rule[2]);
       value.addEventListener("input", () => { rule[2] = parseValue(value.value); write(); });
-      const remove = element("button", "Remove", { type: "button", class: "ghost", "aria-label": `Remove the rule on ${rule[0] || "nothing"}` });
-      remove.addEventListener("click", () => { rules.splice(i, 1); write(); draw(); });
+      const remove = element("button", "Remove", { type: "button", class: "ghost", "aria-label": `Remove rule ${i + 1}` });
+      remove.addEventListener("click", () => { rules.splice(i, 1); write(); draw(); box.lastElementChild.focus(); });
       row.append(name, op, value, remove);
       box.append(row);
     });
@@ -418,7 +426,7 @@ function newStep(type) {
   while (taken.has(`${type}${n}`)) n += 1;
   const defaults = {
     transform: { output: {} }, condition: { if: {}, then: [], else: [] }, query: { resource: "", filter: {}, limit: 100 },
-    insert: { resource: "", data: {} }, update: { resource: "", id: "", data: {} }, delete: { resource: "", id: "" },
+    insert: { resource: "", data: {} }, update: { resource: "", key: "", data: {} }, delete: { resource: "", key: "" },
     http: { method: "GET", url: "" }, delay: { ms: 1000 }, forEach: { items: "", steps: [] },
     call: { workflow: "", input: {} }, finish: { result: "" }, fail: { code: "FAILED", message: "" },
   };
@@ -465,7 +473,9 @@ function triggerCard() {
   if (trigger.type === "webhook") {
     body.append(
       field("Method", select(trigger, "method", "trigger.method", [["POST", "POST"], ["GET", "GET"]])),
-      field("Answer", select(trigger, "response", "trigger.response", [["sync", "with the run's result (sync)"], ["async", "at once with the run's id (async)"]], { onChange: drawBuilder })),
+      field("Answer", select(trigger, "response", "trigger.response", [["sync", "with the run's result (sync)"], ["async", "at once with the run's id (async)"]], {
+        onChange: () => { if (trigger.response === "async") { delete trigger.waitSeconds; delete trigger.onTimeout; changed(); } drawBuilder(); },
+      })),
       field("Who may call", select(trigger, "access", "trigger.access", [["authenticated", "signed-in callers"], ["public", "anyone"]], { onChange: drawBuilder })),
     );
     if (trigger.access === "public") body.append(field("Runs as", select(trigger, "executeAs", "trigger.executeAs", users.slice(1), { optional: true }), "A public call has no user: the run acts as this one."));
@@ -514,14 +524,14 @@ function stepFields(step, path) {
       break;
     case "insert": add(field("Table", resourceSelect(step, "resource", `${path}.resource`)), field("Values", pairsEditor(step, "data", `${path}.data`, "column"))); break;
     case "update":
-      add(field("Table", resourceSelect(step, "resource", `${path}.resource`)), field("Key", bound(step, "id", `${path}.id`, { list: "context-templates" })),
+      add(field("Table", resourceSelect(step, "resource", `${path}.resource`)), field("Key", bound(step, "key", `${path}.key`, { list: "context-templates" })),
         field("New values", pairsEditor(step, "data", `${path}.data`, "column")));
       break;
-    case "delete": add(field("Table", resourceSelect(step, "resource", `${path}.resource`)), field("Key", bound(step, "id", `${path}.id`, { list: "context-templates" }))); break;
+    case "delete": add(field("Table", resourceSelect(step, "resource", `${path}.resource`)), field("Key", bound(step, "key", `${path}.key`, { list: "context-templates" }))); break;
     case "http":
       add(field("Method", select(step, "method", `${path}.method`, ["GET", "POST", "PUT", "PATCH", "DELETE"].map((m) => [m, m]))),
         field("URL", bound(step, "url", `${path}.url`, { list: "context-templates", placeholder: "https://example.com/hook" })),
-        field("Headers", pairsEditor(step, "headers", `${path}.headers`, "header")),
+        field("Headers", pairsEditor(step, "headers", `${path}.headers`, "header", { text: true })),
         field("Body", valueInput(step, "body", `${path}.body`)),
         field("Time limit (ms)", numberInput(step, "timeoutMs", `${path}.timeoutMs`)));
       break;
@@ -536,7 +546,7 @@ function stepFields(step, path) {
       break;
     case "finish": add(field("Result", valueInput(step, "result", `${path}.result`))); break;
     case "fail": add(field("Code", bound(step, "code", `${path}.code`)), field("Message", bound(step, "message", `${path}.message`, { list: "context-templates" }))); break;
-    default: add(element("p", `“${step.type}” is not a step type: choose one above, or fix it in the JSON tab.`, { class: "widget-error" }));
+    default: add(element("p", `“${step.type}” is not a step type: remove this step and add one, or fix it in the JSON tab.`, { class: "widget-error" }));
   }
   return box;
 }
@@ -560,6 +570,8 @@ function failureFields(step, path) {
   const onError = { value: Array.isArray(step.onError) ? "steps" : step.onError || "fail" };
   const mode = select(onError, "value", `${path}.onError`, [["fail", "the run fails"], ["continue", "the run goes on (its error is kept)"], ["steps", "these steps run, then the run goes on"]], {
     onChange: () => {
+      if (Array.isArray(step.onError) && step.onError.length && onError.value !== "steps"
+        && !confirm(`Drop the ${step.onError.length} step(s) run on error?`)) { onError.value = "steps"; drawBuilder(); return; }
       if (onError.value === "fail") delete step.onError;
       else step.onError = onError.value === "steps" ? [] : onError.value;
       changed();
@@ -577,11 +589,8 @@ function stepCard(list, i, path) {
   const [title, help] = STEP_TYPES[step.type] || ["Unknown step", ""];
   const card = element("li", null, { class: "card step-card", "data-path": path, "data-type": step.type });
   const head = element("div", null, { class: "card-head" });
-  head.append(element("span", String(i + 1), { class: "step-number", "aria-hidden": "true" }), element("strong", title));
-  const type = select(step, "type", `${path}.type`, Object.entries(STEP_TYPES).map(([k, [t]]) => [k, t]), {
-    onChange: () => { list[i] = { ...newStep(step.type), id: step.id }; changed(); drawBuilder(); },
-  });
-  type.setAttribute("aria-label", `Type of step ${step.id}`);
+  head.append(element("span", String(i + 1), { class: "step-number", "aria-hidden": "true" }),
+    element("strong", title, { "data-path": `${path}.type` }));
   const id = bound(step, "id", `${path}.id`);
   id.setAttribute("aria-label", "Step id (its result is steps.<id>.result)");
   id.addEventListener("change", offerPaths);
@@ -598,8 +607,8 @@ function stepCard(list, i, path) {
     return button;
   };
   const remove = element("button", "Remove", { type: "button", class: "ghost danger", "aria-label": `Remove step ${step.id}` });
-  remove.addEventListener("click", () => { list.splice(i, 1); changed(); drawBuilder(); });
-  head.append(id, type, move(i - 1, "Move up"), move(i + 1, "Move down"), remove);
+  remove.addEventListener("click", () => { list.splice(i, 1); changed(); drawBuilder(); document.querySelector(`#builder [data-add="${CSS.escape(path.replace(/\[\d+\]$/, ""))}"]`)?.focus(); });
+  head.append(id, move(i - 1, "Move up"), move(i + 1, "Move down"), remove);
   card.append(head, element("p", help, { class: "help" }), stepFields(step, path), failureFields(step, path),
     element("p", null, { class: "card-error widget-error", role: "alert", hidden: "" }));
   return card;
@@ -618,13 +627,14 @@ function branch(owner, key, path, title) {
   const kind = element("select", null, { "aria-label": `Type of the new step in ${title}` });
   for (const [k, [t]] of Object.entries(STEP_TYPES)) kind.append(element("option", t, { value: k }));
   const add = element("button", "Add a step", { type: "button", "data-add": path });
-  add.addEventListener("click", () => { list.push(newStep(kind.value)); changed(); drawBuilder(); });
+  add.addEventListener("click", () => { list.push(newStep(kind.value)); changed(); drawBuilder(`${path}[${list.length - 1}].id`); });
   adder.append(kind, add);
   box.append(cards, adder);
   return box;
 }
 
-function drawBuilder() {
+/// Draws the cards from `draft`; `focus`: the path of the control to focus after.
+function drawBuilder(focus) {
   const builder = document.getElementById("builder");
   if (!draft) {
     builder.replaceChildren(element("p", "The JSON tab holds a definition that does not parse: fix it there.", { class: "widget-error" }));
@@ -640,8 +650,12 @@ function drawBuilder() {
   });
   fields.append(field("Slug (in its address)", slug), field("Name", bound(draft, "name", "name", { optional: true })));
   basics.append(fields, element("p", null, { class: "card-error widget-error", role: "alert", hidden: "" }));
+  const before = JSON.stringify(draft);
   builder.replaceChildren(basics, triggerCard(), branch(draft, "steps", "steps", "Steps, in order"));
+  // Drawing fills in missing parts (an empty list, a trigger): kept.
+  if (JSON.stringify(draft) !== before) changed();
   offerPaths();
+  if (focus) document.querySelector(`#builder [data-path="${CSS.escape(focus)}"]`)?.focus();
 }
 
 /// Draws the builder from the text box (a record shown, the JSON tab left).
@@ -664,7 +678,8 @@ function refusedInBuilder(error) {
     const shorter = path.replace(/(\.[^.[\]]*|\[\d+\])$/, "");
     path = shorter === path ? "" : shorter;
   }
-  const card = found ? found.closest(".card") : document.querySelector("#builder .basics-card");
+  const card = found?.closest(".card") || document.querySelector("#builder .basics-card");
+  for (let open = found?.closest("details"); open; open = open.parentElement.closest("details")) open.open = true;
   const message = card.querySelector(":scope > .card-error");
   message.textContent = `${error.message} (${error.field})`;
   message.hidden = false;
@@ -678,6 +693,10 @@ function builderShown() {
 
 /// The Builder and JSON tabs: leaving JSON draws the cards from the text.
 function startTabs() {
+  // Enter in a builder field does not save the workflow.
+  document.getElementById("builder").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && event.target.matches("input")) event.preventDefault();
+  });
   const tabs = [document.getElementById("tab-builder"), document.getElementById("tab-json")];
   const choose = (tab) => {
     if (tab.id === "tab-builder") {

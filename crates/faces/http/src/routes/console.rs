@@ -5,6 +5,9 @@
 //! person signed in through `/admin/auth/sign-in`. The project's
 //! documentation is served in the same layout under `/admin/help/`.
 
+use std::cell::OnceCell;
+use std::rc::Rc;
+
 use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 
@@ -152,17 +155,23 @@ pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut w
         }),
     );
     let help_base = base.to_owned();
+    // Each page is rendered at its first request, once per worker.
+    let rendered: Rc<[OnceCell<String>]> = help::DOCS.iter().map(|_| OnceCell::new()).collect();
     config.route(
         "/admin/help/{slug}",
         web::get().to(move |slug: web::Path<String>| {
-            let answer = match help::DOCS.iter().find(|doc| doc.slug == slug.as_str()) {
-                Some(doc) => {
-                    let body = format!(
-                        "<article class=\"doc\">{}</article>",
-                        help::render(&help_base, doc.markdown)
-                    );
-                    let title = help::title(doc.markdown);
-                    secured(HTML, shell(&help_base, title, "help", &body, None))
+            let answer = match help::DOCS.iter().position(|doc| doc.slug == slug.as_str()) {
+                Some(index) => {
+                    let page = rendered[index].get_or_init(|| {
+                        let doc = &help::DOCS[index];
+                        let body = format!(
+                            "<article class=\"doc\">{}</article>",
+                            help::render(&help_base, doc.markdown)
+                        );
+                        let title = help::escape(help::title(doc.markdown));
+                        shell(&help_base, &title, "help", &body, None)
+                    });
+                    secured(HTML, page.clone())
                 }
                 None => HttpResponse::NotFound().finish(),
             };

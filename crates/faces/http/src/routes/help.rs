@@ -48,7 +48,8 @@ pub(crate) const DOCS: [Doc; 20] = [
 /// How many of [`DOCS`] are guides; the rest are the project's notes.
 const GUIDES: usize = 16;
 
-/// A page's title: its first heading's text.
+/// A page's title: its first heading's text, as Markdown has it (escape
+/// it for HTML with [`escape`]).
 pub(crate) fn title(markdown: &str) -> &str {
     markdown
         .lines()
@@ -141,6 +142,8 @@ pub(crate) fn render(base: &str, markdown: &str) -> String {
                 None => dropped += 1,
             },
             Event::End(TagEnd::Link) if dropped > 0 => dropped -= 1,
+            // HTML in the Markdown is shown as text, never passed through.
+            Event::Html(raw) | Event::InlineHtml(raw) => out.push(Event::Text(raw.clone())),
             other => out.push(other.clone()),
         }
         index += 1;
@@ -149,9 +152,13 @@ pub(crate) fn render(base: &str, markdown: &str) -> String {
     html::push_html(&mut text, out.into_iter());
     // Tables and code scroll sideways in boxes that take the focus, so
     // keyboards can scroll them too.
+    // A column's alignment is a class: the pages' CSP allows no inline style.
     text.replace("<table>", "<div class=\"scroll\" tabindex=\"0\"><table>")
         .replace("</table>", "</table></div>")
         .replace("<pre>", "<pre tabindex=\"0\">")
+        .replace(" style=\"text-align: left\"", " class=\"left\"")
+        .replace(" style=\"text-align: center\"", " class=\"center\"")
+        .replace(" style=\"text-align: right\"", " class=\"right\"")
 }
 
 /// The index of the documentation: the guides, then the project's notes.
@@ -177,7 +184,7 @@ pub(crate) fn index(base: &str) -> String {
 }
 
 /// `text` safe inside HTML.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     html::push_html(&mut out, std::iter::once(Event::Text(CowStr::from(text))));
     out
@@ -199,6 +206,18 @@ mod tests {
         assert!(!html.contains("API.md"), "{html}");
         assert!(html.contains(", API and"), "{html}");
         assert!(html.contains("href=\"https://example.com\""));
+    }
+
+    #[test]
+    fn html_is_shown_as_text_and_alignment_is_a_class() {
+        let html = render(
+            "",
+            "Send <token> here.\n\n<script>x</script>\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n",
+        );
+        assert!(html.contains("Send &lt;token&gt; here."), "{html}");
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+        assert!(!html.contains("style="), "{html}");
+        assert!(html.contains("<td class=\"right\">2</td>"), "{html}");
     }
 
     #[test]
