@@ -1044,6 +1044,17 @@ fn start_floor(database: &str) -> Result<Option<(Server, u16)>> {
     Err("the floor server did not answer".into())
 }
 
+/// The median of `values` (the mean of the middle two when even).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    }
+}
+
 /// Requests per second of a measurement.
 fn rps(measured: &Measured) -> f64 {
     measured.0.parse().unwrap_or(0.0)

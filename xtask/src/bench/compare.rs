@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::{
     CONNECTIONS, PEER_PATH, Result, RowsFixture, Server, THREADS, fresh_binary, insert_script,
-    peer_token, psql, rps, seed_rows, server_binary, wrk,
+    median, peer_token, psql, rps, seed_rows, server_binary, wrk,
 };
 
 /// Bursts per side and scenario (`TESSERA_BENCH_PAIRS` to change it).
@@ -52,16 +52,6 @@ fn side(binary: &str, name: &str, dir: &Path) -> Result<Side> {
         peer_token,
         insert,
     })
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[middle]
-    } else {
-        (values[middle - 1] + values[middle]) / 2.0
-    }
 }
 
 /// Runs the comparison.

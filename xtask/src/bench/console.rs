@@ -11,7 +11,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::{expose, free_port, fresh_server, json_string, post, request};
+use super::{expose, free_port, fresh_server, json_string, median, post, request};
 use crate::{Result, ensure_tool};
 
 /// Loads of each page; the median is reported.
@@ -149,11 +149,6 @@ fn gzipped(bytes: &[u8]) -> Result<usize> {
     Ok(out.stdout.len())
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// The console's weight and first load, page by page.
 pub fn console() -> Result {
     ensure_tool("chromedriver", &["chromium", "chromium-driver"])?;
@@ -227,8 +222,8 @@ pub fn console() -> Result {
         }
         println!(
             "| {page} | {html} | {assets} | {compressed} | {:.1} | {:.1} |",
-            median(loaded),
-            median(answered)
+            median(&mut loaded),
+            median(&mut answered)
         );
     }
     let _ = command(driver_port, "DELETE", &format!("/session/{session}"), "");
