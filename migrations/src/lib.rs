@@ -66,6 +66,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0021_write_marks",
         include_str!("../sql/0021_write_marks.sql"),
     ),
+    (
+        "m0022_trust_third_round",
+        include_str!("../sql/0022_trust_third_round.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -92,13 +92,14 @@ async fn every_failed_sign_in_answers_the_same() {
 async fn email_not_verified_is_told_only_after_the_right_password() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
-    app.create_user(
-        &admin,
-        "unverified@example.com",
-        "password-1",
-        Some(vec![USERS_ROLE.into()]),
-    )
-    .await;
+    let created = app
+        .post(
+            "/admin/api/users",
+            &admin,
+            json!({ "data": { "email": "unverified@example.com", "password": "password-1", "roleIds": [USERS_ROLE] } }),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
     let set = app
         .patch(
             "/admin/api/settings",

@@ -16,6 +16,7 @@ mod concurrency;
 mod csv;
 mod data;
 mod envelope;
+mod factor_rules;
 mod faults;
 mod files;
 mod fuzz;

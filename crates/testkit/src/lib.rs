@@ -268,8 +268,8 @@ impl TestApp {
         self.login(ADMIN_EMAIL, ADMIN_PASSWORD).await
     }
 
-    /// Creates a user through the Admin API (with `roleIds` when given) and
-    /// answers its id.
+    /// Creates a user with a verified email through the Admin API (with
+    /// `roleIds` when given) and answers its id.
     pub async fn create_user(
         &self,
         admin: &str,
@@ -277,7 +277,12 @@ impl TestApp {
         password: &str,
         role_ids: Option<Vec<String>>,
     ) -> String {
-        let mut data = json!({ "email": email, "password": password, "name": "Test User" });
+        let mut data = json!({
+            "email": email,
+            "password": password,
+            "name": "Test User",
+            "emailVerified": true,
+        });
         if let Some(roles) = role_ids {
             data["roleIds"] = json!(roles);
         }

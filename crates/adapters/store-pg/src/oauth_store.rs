@@ -59,6 +59,8 @@ struct AccountRow {
     active: bool,
     api_access: bool,
     totp: bool,
+    passkey: bool,
+    admin: bool,
 }
 
 async fn insert_identity(conn: &impl ConnectionTrait, i: Identity) -> Result<(), StoreError> {
@@ -129,7 +131,9 @@ impl OAuthStore for PgStore {
     ) -> Result<Option<AccountMatch>, StoreError> {
         let sql = "SELECT u.id, i.id AS identity_id, u.active, \
                    coalesce(bool_or(r.api_access), false) AS api_access, \
-                   EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS totp \
+                   coalesce(bool_or(r.admin_access), false) AS admin, \
+                   EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS totp, \
+                   EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id) AS passkey \
                    FROM svc.users u \
                    LEFT JOIN svc.user_identities i ON i.user_id = u.id AND i.provider = $1 AND i.subject = $2 \
                    LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id \
@@ -156,6 +160,8 @@ impl OAuthStore for PgStore {
                 active: account.active,
                 api_access: account.api_access,
                 totp: account.totp,
+                passkey: account.passkey,
+                admin: account.admin,
             })
         })
         .transpose()

@@ -151,13 +151,36 @@ pub struct Passkey {
     pub last_used_at: Option<DateTime<Utc>>,
 }
 
-/// `POST /api/auth/mfa/verify` body.
+/// `POST /api/auth/mfa/verify` body: the challenge with a code or a
+/// passkey assertion.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct VerifyMfaRequest {
     /// The challenge of the MFA_REQUIRED answer.
     pub challenge: String,
     /// A TOTP code or an unused recovery code.
-    pub code: String,
+    #[serde(default)]
+    pub code: Option<String>,
+    /// A passkey assertion (`PublicKeyCredential.toJSON()`) answering the
+    /// options of `POST /api/auth/mfa/passkey`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub credential: Option<serde_json::Value>,
+}
+
+/// `POST /api/auth/mfa/passkey` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MfaChallengeRequest {
+    /// The challenge of the MFA_REQUIRED answer.
+    pub challenge: String,
+}
+
+/// The options to finish a sign-in challenge with a passkey.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MfaPasskeyOptions {
+    /// The `publicKey` options for `navigator.credentials.get`, binary
+    /// fields base64url, limited to the account's passkeys.
+    #[schema(value_type = Object)]
+    pub options: serde_json::Value,
 }
 
 /// `POST /api/auth/login` body.

@@ -80,6 +80,9 @@ codes! {
     /// Right password (or provider), and the account has a second factor:
     /// the error carries the `challenge` to finish with.
     MfaRequired = "MFA_REQUIRED", Unauthenticated;
+    /// A change of an account's factors from a session that proved none,
+    /// while the account has one.
+    FactorProofRequired = "MFA_REQUIRED", Forbidden;
     /// A wrong second-factor code for a change of the caller's own factors.
     InvalidMfaCode = "INVALID_MFA_CODE", InvalidRequest;
     /// A wrong second-factor code at a sign-in challenge.

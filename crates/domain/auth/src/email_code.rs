@@ -119,7 +119,12 @@ impl SignInService {
         };
         // The session is made for whoever the code turns out to be for.
         let now = self.now();
-        let (token, session) = self.new_session(uuid::Uuid::nil(), &settings, &origin);
+        let (token, session) = self.new_session(
+            uuid::Uuid::nil(),
+            SignInMethod::EmailCode,
+            &settings,
+            &origin,
+        );
         let event = AuditEvent::new(
             Actor::UNKNOWN_USER,
             "auth.login",
@@ -133,12 +138,21 @@ impl SignInService {
         };
         match self
             .store
-            .redeem_email_code(lookup, session, now, lockout, event)
+            .redeem_email_code(
+                lookup,
+                settings.mfa_required_for_admins(),
+                session,
+                now,
+                lockout,
+                event,
+            )
             .await?
         {
             EmailCodeOutcome::Refused => Err(AuthError::InvalidToken),
             EmailCodeOutcome::Challenge(user_id) => {
-                let challenge = self.mfa_challenge(user_id, None, &origin).await?;
+                let challenge = self
+                    .mfa_challenge(user_id, SignInMethod::EmailCode, None, &origin)
+                    .await?;
                 Err(AuthError::MfaRequired { challenge })
             }
             EmailCodeOutcome::Session(user_id) => {

@@ -32,6 +32,10 @@ pub enum AuthError {
     /// first (`auth.mfa_required_for_admins`).
     #[error("Set up a second factor (TOTP or a passkey) on your account first")]
     MfaEnrollmentRequired,
+    /// A change of the factors of an account that has one, from a session
+    /// that proved none (403 MFA_REQUIRED).
+    #[error("Sign in with your second factor (a TOTP code or a passkey) to change your factors")]
+    FactorProofRequired,
     /// A wrong code for a change of the caller's own factors (400).
     #[error("The code is wrong")]
     InvalidMfaCode,
@@ -81,6 +85,7 @@ impl ErrorCode for AuthError {
             AuthError::MfaRequired { .. } => Code::MfaRequired,
             AuthError::InvalidMfaCode => Code::InvalidMfaCode,
             AuthError::MfaEnrollmentRequired => Code::MfaEnrollmentRequired,
+            AuthError::FactorProofRequired => Code::FactorProofRequired,
             AuthError::MfaCodeRefused => Code::MfaCodeRefused,
             AuthError::Denied(_) | AuthError::PermissionDenied(_) => Code::PermissionDenied,
             AuthError::Invalid(e) => e.code(),

@@ -27,6 +27,6 @@ pub use hasher::HashPool;
 pub use mfa::{TotpEnrollment, totp_code, totp_step};
 pub use model::*;
 pub use passkey::{CeremonyStart, PasskeyService};
-pub use sign_in::{MAX_TOKEN_DAYS, SignInService, TokenRequest};
+pub use sign_in::{MAX_TOKEN_DAYS, SignInService, TokenRequest, needs_second_step};
 pub use store::{AuthStore, MfaStore, PasskeyStore};
 pub use users::{ChangeUser, CreateUser};

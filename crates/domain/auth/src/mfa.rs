@@ -166,6 +166,28 @@ pub struct TotpEnrollment {
 }
 
 impl SignInService {
+    /// Refuses a change of the caller's factors that API.md 17 forbids:
+    /// adding one while the email is unverified (403 EMAIL_NOT_VERIFIED),
+    /// and any change, once the account has a factor, from a credential
+    /// that proved none (403 MFA_REQUIRED). Read at this request.
+    pub(crate) async fn check_factor_change(
+        &self,
+        caller: &Principal,
+        adding: bool,
+    ) -> Result<(), AuthError> {
+        let gate = self
+            .store
+            .factor_gate(caller.user_id, caller.session_id())
+            .await?;
+        if adding && !gate.email_verified {
+            return Err(AuthError::EmailNotVerified);
+        }
+        if gate.has_factor && !gate.session_factor {
+            return Err(AuthError::FactorProofRequired);
+        }
+        Ok(())
+    }
+
     /// Starts a TOTP enrollment of the caller: a new pending secret,
     /// replacing an older pending one. Refused while TOTP is on.
     pub async fn start_totp(
@@ -174,6 +196,7 @@ impl SignInService {
         origin: &Origin,
     ) -> Result<TotpEnrollment, AuthError> {
         self.take_account_call(origin).await?;
+        self.check_factor_change(caller, true).await?;
         let ip = origin.ip.clone();
         let user = self
             .store
@@ -212,7 +235,8 @@ impl SignInService {
     }
 
     /// Turns TOTP on with the pending secret, when `code` is its code;
-    /// answers the recovery codes, shown this once.
+    /// answers the recovery codes, shown this once. The caller's session
+    /// counts from then on as made with TOTP.
     pub async fn confirm_totp(
         &self,
         caller: &Principal,
@@ -220,6 +244,7 @@ impl SignInService {
         origin: &Origin,
     ) -> Result<Vec<String>, AuthError> {
         self.take_account_call(origin).await?;
+        self.check_factor_change(caller, true).await?;
         let now = self.now();
         let record = self.store.totp(caller.user_id).await?;
         let step = record
@@ -242,7 +267,15 @@ impl SignInService {
         );
         if self
             .store
-            .enable_totp(caller.user_id, &secret, step, hashes, now, event)
+            .enable_totp(
+                caller.user_id,
+                caller.session_id(),
+                &secret,
+                step,
+                hashes,
+                now,
+                event,
+            )
             .await?
         {
             Ok(shown)
@@ -260,6 +293,7 @@ impl SignInService {
         origin: &Origin,
     ) -> Result<(), AuthError> {
         self.take_account_call(origin).await?;
+        self.check_factor_change(caller, false).await?;
         let settings = self.settings.heeded().await?;
         let now = self.now();
         let user_id = caller.user_id;
@@ -295,13 +329,16 @@ impl SignInService {
         Err(AuthError::InvalidMfaCode)
     }
 
-    /// Removes every second factor of `user_id` (an administrator's reset).
+    /// Removes every second factor of `user_id` (an administrator's reset),
+    /// from a credential that proved the caller's own factor when the
+    /// caller has one.
     pub async fn reset_mfa(
         &self,
         caller: &Principal,
         user_id: Uuid,
         ip: Option<String>,
     ) -> Result<(), AuthError> {
+        self.check_factor_change(caller, false).await?;
         let event = AuditEvent::new(caller.actor(), "mfa.reset", target("user", user_id), ip);
         if self.store.reset_mfa(user_id, event).await? {
             Ok(())
@@ -310,13 +347,14 @@ impl SignInService {
         }
     }
 
-    /// A new sign-in challenge for an account with TOTP on whose first
-    /// factor passed, to be finished by [`SignInService::verify_mfa`]:
-    /// answers its secret. `checked_hash` is the password verified (none: a
-    /// provider).
+    /// A new sign-in challenge for an account with a second factor whose
+    /// first step (`method`) passed, to be finished by
+    /// [`SignInService::verify_mfa`]: answers its secret. `checked_hash` is
+    /// the password verified (none: a provider or an email code).
     pub async fn mfa_challenge(
         &self,
         user_id: Uuid,
+        method: SignInMethod,
         checked_hash: Option<String>,
         origin: &Origin,
     ) -> Result<String, AuthError> {
@@ -327,6 +365,7 @@ impl SignInService {
             token_hash: secret::hash_secret(&challenge),
             user_id,
             checked_hash,
+            method,
             created_at: now,
             expires_at: now + Duration::minutes(CHALLENGE_MINUTES),
         };
@@ -349,48 +388,65 @@ impl SignInService {
         code: &str,
         origin: Origin,
     ) -> Result<(String, User), AuthError> {
-        let settings = self.settings.heeded().await?;
         let now = self.now();
-        let hash = secret::hash_secret(challenge);
-        let record = self
-            .store
-            .take_mfa_attempt(&hash, now)
-            .await?
-            .ok_or(AuthError::InvalidToken)?;
-        let user_id = record.user_id;
+        let (hash, record) = self.take_challenge_attempt(challenge).await?;
         let proof = match (&record.secret, record.locked) {
             (Some(secret), false) => {
-                Typed::of(code).and_then(|t| t.proof(user_id, secret, record.last_step, now))
+                Typed::of(code).and_then(|t| t.proof(record.user_id, secret, record.last_step, now))
             }
             _ => None,
         };
-        let failed = |reason: &str| {
-            AuditEvent::new(
-                Actor::user(user_id),
-                "auth.login_failed",
-                target("user", user_id),
-                origin.ip.clone(),
-            )
-            .with_details(json!({ "reason": reason }))
-        };
+        self.settle_challenge(&hash, &record, proof, origin).await
+    }
+
+    /// Counts an attempt at the live challenge `challenge` (API.md 14):
+    /// answers its hash and record, or 400 INVALID_TOKEN.
+    pub(crate) async fn take_challenge_attempt(
+        &self,
+        challenge: &str,
+    ) -> Result<([u8; 32], MfaChallengeRecord), AuthError> {
+        let hash = secret::hash_secret(challenge);
+        let record = self
+            .store
+            .take_mfa_attempt(&hash, self.now())
+            .await?
+            .ok_or(AuthError::InvalidToken)?;
+        Ok((hash, record))
+    }
+
+    /// Settles a challenge whose attempt was counted: with a proof, the
+    /// session made by the challenge's first step and that factor; without
+    /// one (or with one used meanwhile), a wrong code counted toward the
+    /// lockout, 401 INVALID_MFA_CODE.
+    pub(crate) async fn settle_challenge(
+        &self,
+        hash: &[u8; 32],
+        record: &MfaChallengeRecord,
+        proof: Option<MfaProof>,
+        origin: Origin,
+    ) -> Result<(String, User), AuthError> {
+        let settings = self.settings.heeded().await?;
+        let now = self.now();
+        let user_id = record.user_id;
         let refused = match proof {
             Some(proof) => {
-                let (token, session) = self.new_session(user_id, &settings, &origin);
-                let kind = match proof {
-                    MfaProof::Totp { .. } => "totp",
-                    MfaProof::Recovery { .. } => "recovery_code",
-                };
+                let (token, mut session) =
+                    self.new_session(user_id, record.method, &settings, &origin);
+                session.factor = Some(proof.factor());
                 let event = AuditEvent::new(
                     Actor::user(user_id),
                     "auth.login",
                     target("session", session.id),
                     origin.ip.clone(),
                 )
-                .with_details(json!({ "mfa": kind }));
+                .with_details(json!({
+                    "method": record.method.as_str(),
+                    "mfa": proof.factor().as_str(),
+                }));
                 let settle = MfaSettle::Proof { proof, session };
                 match self
                     .store
-                    .settle_mfa(&hash, user_id, settle, now, event)
+                    .settle_mfa(hash, user_id, settle, now, event)
                     .await?
                 {
                     MfaFinish::Done(user) => return Ok((token, user)),
@@ -406,9 +462,15 @@ impl SignInService {
         } else {
             failure(record.attempt, &settings, now)
         };
-        let settle = MfaSettle::Wrong(effect);
+        let failed = AuditEvent::new(
+            Actor::user(user_id),
+            "auth.login_failed",
+            target("user", user_id),
+            origin.ip.clone(),
+        )
+        .with_details(json!({ "reason": refused }));
         self.store
-            .settle_mfa(&hash, user_id, settle, now, failed(refused))
+            .settle_mfa(hash, user_id, MfaSettle::Wrong(effect), now, failed)
             .await?;
         Err(AuthError::MfaCodeRefused)
     }

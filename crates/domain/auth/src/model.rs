@@ -72,6 +72,11 @@ pub struct LoginCandidate {
     pub api_access: bool,
     /// TOTP is on: a right password leads to a challenge.
     pub totp: bool,
+    /// A passkey is registered: a right password of an administrator leads
+    /// to a challenge while `auth.mfa_required_for_admins` is on.
+    pub passkey: bool,
+    /// Member of a role with admin access.
+    pub admin: bool,
 }
 
 /// What a refused sign-in does to its account's lockout state.
@@ -146,8 +151,9 @@ pub struct CredentialRecord {
     pub admin: bool,
     /// The user's time zone preference.
     pub timezone: Option<String>,
-    /// The account has a second factor (TOTP or a passkey).
-    pub has_factor: bool,
+    /// A session that proved a second factor (at sign-in, or by enrolling
+    /// the account's first); always false for a token.
+    pub session_factor: bool,
 }
 
 /// A bearer credential resolved: who it stands for, as of which versions of
@@ -179,6 +185,83 @@ pub struct NewSession {
     pub ip: Option<String>,
     /// The client's User-Agent.
     pub user_agent: Option<String>,
+    /// The first step of the sign-in that made it.
+    pub method: SignInMethod,
+    /// The second factor it proved, if any.
+    pub factor: Option<SecondFactor>,
+}
+
+/// The first step of a sign-in (API.md 17: a session knows how it was made).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignInMethod {
+    /// Email and password.
+    Password,
+    /// A code or link sent by email.
+    EmailCode,
+    /// An OAuth or OpenID provider.
+    Provider,
+    /// An invitation accepted.
+    Invitation,
+    /// A passkey on its own (two factors in one).
+    Passkey,
+}
+
+impl SignInMethod {
+    /// The name stored and shown.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SignInMethod::Password => "password",
+            SignInMethod::EmailCode => "email_code",
+            SignInMethod::Provider => "provider",
+            SignInMethod::Invitation => "invitation",
+            SignInMethod::Passkey => "passkey",
+        }
+    }
+
+    /// The method named `name`; a stored value outside the list reads as a
+    /// password (the weakest).
+    pub fn parse(name: &str) -> Self {
+        match name {
+            "email_code" => SignInMethod::EmailCode,
+            "provider" => SignInMethod::Provider,
+            "invitation" => SignInMethod::Invitation,
+            "passkey" => SignInMethod::Passkey,
+            _ => SignInMethod::Password,
+        }
+    }
+}
+
+/// A second factor a session proved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecondFactor {
+    /// A TOTP code.
+    Totp,
+    /// A recovery code.
+    RecoveryCode,
+    /// A passkey assertion.
+    Passkey,
+}
+
+impl SecondFactor {
+    /// The name stored and shown.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SecondFactor::Totp => "totp",
+            SecondFactor::RecoveryCode => "recovery_code",
+            SecondFactor::Passkey => "passkey",
+        }
+    }
+}
+
+/// What the factor routes need to know of the caller (API.md 17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FactorGate {
+    /// The account has TOTP on or a passkey.
+    pub has_factor: bool,
+    /// The caller's session proved a second factor.
+    pub session_factor: bool,
+    /// The account's email is verified.
+    pub email_verified: bool,
 }
 
 /// A live session as its owner sees it.
@@ -374,8 +457,9 @@ pub struct TotpRecord {
 }
 
 /// What a code proved: a TOTP step (accepted once, only after the last
-/// one accepted) or a recovery code (by its hash, accepted once).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// one accepted), a recovery code (by its hash, accepted once) or a
+/// passkey assertion (its counter moved by compare-and-set).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MfaProof {
     /// A TOTP code of this step.
     Totp {
@@ -387,6 +471,32 @@ pub enum MfaProof {
         /// SHA-256 of the user's id and the code as typed, normalised.
         hash: [u8; 32],
     },
+    /// A passkey's assertion that checked out.
+    Passkey(PasskeyUse),
+}
+
+impl MfaProof {
+    /// The factor the proof stands for.
+    pub const fn factor(&self) -> SecondFactor {
+        match self {
+            MfaProof::Totp { .. } => SecondFactor::Totp,
+            MfaProof::Recovery { .. } => SecondFactor::RecoveryCode,
+            MfaProof::Passkey(_) => SecondFactor::Passkey,
+        }
+    }
+}
+
+/// A passkey assertion that checked out, to store by compare-and-set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PasskeyUse {
+    /// The passkey.
+    pub id: Uuid,
+    /// Its signature counter as read before the check.
+    pub sign_count: i64,
+    /// Its credential after the check.
+    pub credential: serde_json::Value,
+    /// Its new signature counter.
+    pub new_count: i64,
 }
 
 /// A sign-in challenge to store.
@@ -401,6 +511,8 @@ pub struct NewMfaChallenge {
     /// The password hash the first factor verified (none: a provider or
     /// an invitation).
     pub checked_hash: Option<String>,
+    /// The first step that led to it.
+    pub method: SignInMethod,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// End of validity.
@@ -422,6 +534,8 @@ pub struct MfaChallengeRecord {
     pub attempt: i64,
     /// Whether a lock is in force.
     pub locked: bool,
+    /// The first step that led to it.
+    pub method: SignInMethod,
 }
 
 /// What a challenge's code settles to.

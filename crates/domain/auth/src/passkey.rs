@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use url::Url;
 use uuid::Uuid;
 use webauthn_rs::prelude::{
-    DiscoverableAuthentication, Passkey, PasskeyRegistration, PublicKeyCredential,
-    RegisterPublicKeyCredential, Webauthn, WebauthnBuilder,
+    DiscoverableAuthentication, Passkey, PasskeyAuthentication, PasskeyRegistration,
+    PublicKeyCredential, RegisterPublicKeyCredential, Webauthn, WebauthnBuilder,
 };
 
 use crate::model::*;
@@ -142,6 +142,7 @@ impl PasskeyService {
         origin: &Origin,
     ) -> Result<CeremonyStart, AuthError> {
         self.sign_in.take_account_call(origin).await?;
+        self.sign_in.check_factor_change(caller, true).await?;
         let settings = self.sign_in.settings.heeded().await?;
         let webauthn = self.relying_party(&settings)?;
         let store = &self.sign_in.store;
@@ -176,7 +177,8 @@ impl PasskeyService {
     /// Finishes a registration of the caller with the authenticator's
     /// answer: stores the passkey, named `name` (default "Passkey"). An
     /// answer that does not check out is refused and stores nothing; the
-    /// ceremony is used either way.
+    /// ceremony is used either way. The caller's session counts from then
+    /// on as made with a passkey.
     pub async fn finish_registration(
         &self,
         caller: &Principal,
@@ -186,6 +188,7 @@ impl PasskeyService {
         origin: &Origin,
     ) -> Result<PasskeyInfo, AuthError> {
         let name = short_text(name.unwrap_or("Passkey"), "name", NAME_MAX)?;
+        self.sign_in.check_factor_change(caller, true).await?;
         let settings = self.sign_in.settings.heeded().await?;
         let webauthn = self.relying_party(&settings)?;
         let now = self.sign_in.now();
@@ -259,6 +262,7 @@ impl PasskeyService {
         id: Uuid,
         origin: &Origin,
     ) -> Result<(), AuthError> {
+        self.sign_in.check_factor_change(caller, false).await?;
         let event = AuditEvent::new(
             caller.actor(),
             "passkey.remove",
@@ -353,7 +357,10 @@ impl PasskeyService {
         };
         passkey.update_credential(&checked);
         let sign_count = stored.sign_count.max(i64::from(checked.counter()));
-        let (token, session) = self.sign_in.new_session(stored.user_id, &settings, &origin);
+        let (token, mut session) =
+            self.sign_in
+                .new_session(stored.user_id, SignInMethod::Passkey, &settings, &origin);
+        session.factor = Some(SecondFactor::Passkey);
         let event = AuditEvent::new(
             Actor::user(stored.user_id),
             "auth.login",
@@ -376,6 +383,93 @@ impl PasskeyService {
             Some(user) => Ok((token, user)),
             None => Err(AuthError::InvalidCredentials),
         }
+    }
+}
+
+impl PasskeyService {
+    /// The options to finish the sign-in challenge `challenge` with a
+    /// passkey of its account (API.md 17): single-use, 5 minutes, limited
+    /// to that account's passkeys; a newer call replaces them.
+    pub async fn mfa_options(&self, challenge: &str) -> Result<Value, AuthError> {
+        let settings = self.sign_in.settings.heeded().await?;
+        let webauthn = self.relying_party(&settings)?;
+        let now = self.sign_in.now();
+        let hash = secret::hash_secret(challenge);
+        let store = &self.sign_in.store;
+        let (user_id, stored) = store
+            .challenge_passkeys(&hash, now)
+            .await?
+            .ok_or(AuthError::InvalidToken)?;
+        let passkeys: Vec<Passkey> = stored
+            .into_iter()
+            .filter_map(|credential| serde_json::from_value(credential).ok())
+            .collect();
+        if passkeys.is_empty() {
+            return Err(kernel::FieldError::new(
+                "challenge",
+                "this account has no passkey; finish with a TOTP or recovery code",
+            )
+            .into());
+        }
+        let (rcr, state) = webauthn
+            .start_passkey_authentication(&passkeys)
+            .map_err(|e| AuthError::Store(StoreError::Internal(e.to_string())))?;
+        let ceremony = NewCeremony {
+            token_hash: hash,
+            user_id: Some(user_id),
+            state: to_value(&state)?,
+            expires_at: now + Duration::minutes(CEREMONY_MINUTES),
+        };
+        if !store.park_challenge_ceremony(ceremony, now).await? {
+            return Err(AuthError::InvalidToken);
+        }
+        to_value(&rcr.public_key)
+    }
+
+    /// Finishes the sign-in challenge `challenge` with a passkey assertion
+    /// of its account: answers what the sign-in would have. An assertion
+    /// that does not check out counts like a wrong code (401
+    /// INVALID_MFA_CODE); the options are used either way.
+    pub async fn verify_mfa(
+        &self,
+        challenge: &str,
+        credential: Value,
+        origin: Origin,
+    ) -> Result<(String, User), AuthError> {
+        let settings = self.sign_in.settings.heeded().await?;
+        let webauthn = self.relying_party(&settings)?;
+        let (hash, record) = self.sign_in.take_challenge_attempt(challenge).await?;
+        let answer = serde_json::from_value::<PublicKeyCredential>(credential).ok();
+        let credential_id = answer.as_ref().map_or(&[][..], |a| a.raw_id.as_slice());
+        let taken = self
+            .sign_in
+            .store
+            .take_challenge_ceremony(&hash, record.user_id, credential_id, self.sign_in.now())
+            .await?;
+        let proof = match (answer, taken) {
+            (Some(answer), Some((state, Some(stored)))) if !record.locked => {
+                let state: PasskeyAuthentication = serde_json::from_value(state)
+                    .map_err(|e| StoreError::Internal(e.to_string()))?;
+                let mut passkey: Passkey = serde_json::from_value(stored.credential.clone())
+                    .map_err(|e| StoreError::Internal(e.to_string()))?;
+                match webauthn.finish_passkey_authentication(&answer, &state) {
+                    Ok(checked) => {
+                        passkey.update_credential(&checked);
+                        Some(MfaProof::Passkey(PasskeyUse {
+                            id: stored.id,
+                            sign_count: stored.sign_count,
+                            credential: to_value(&passkey)?,
+                            new_count: stored.sign_count.max(i64::from(checked.counter())),
+                        }))
+                    }
+                    Err(_) => None,
+                }
+            }
+            _ => None,
+        };
+        self.sign_in
+            .settle_challenge(&hash, &record, proof, origin)
+            .await
     }
 }
 

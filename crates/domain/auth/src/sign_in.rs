@@ -18,6 +18,13 @@ use crate::model::*;
 use crate::secret;
 use crate::{AuthError, AuthStore, HashPool};
 
+/// Whether a first step that passed goes on to a second-factor challenge:
+/// always with TOTP on, and for an administrator with a passkey while
+/// `auth.mfa_required_for_admins` is on (API.md 17).
+pub fn needs_second_step(settings: &Settings, totp: bool, passkey: bool, admin: bool) -> bool {
+    totp || (passkey && admin && settings.mfa_required_for_admins())
+}
+
 /// Longest token lifetime, in days.
 pub const MAX_TOKEN_DAYS: i64 = 3650;
 /// Longest token label, in characters.
@@ -98,8 +105,8 @@ impl SignInService {
 
     /// [`SignInService::authenticate`], also answering the shared state's
     /// versions read in the same round trip and the credential's end. An
-    /// administrator's session without a second factor is refused while
-    /// `auth.mfa_required_for_admins` is on.
+    /// administrator's session that proved no second factor is refused
+    /// while `auth.mfa_required_for_admins` is on.
     pub async fn resolve(&self, bearer: &str) -> Result<Resolved, AuthError> {
         let (resolved, unenrolled) = self.resolve_any(bearer).await?;
         // The settings as of the versions the lookup just read.
@@ -116,14 +123,14 @@ impl SignInService {
     }
 
     /// The credential resolved, and whether it is an administrator's
-    /// session on an account without a second factor.
+    /// session that proved no second factor.
     async fn resolve_any(&self, bearer: &str) -> Result<(Resolved, bool), AuthError> {
         let lookup = CredentialLookup::of(bearer);
         let (versions, record) = self.store.credential(lookup.kind, &lookup.hash).await?;
         let record = record.ok_or(AuthError::AuthenticationRequired)?;
-        let (has_factor, expires_at) = (record.has_factor, record.expires_at);
+        let (session_factor, expires_at) = (record.session_factor, record.expires_at);
         let principal = self.principal(lookup.kind, record)?;
-        let unenrolled = principal.admin && principal.session_id().is_some() && !has_factor;
+        let unenrolled = principal.admin && principal.session_id().is_some() && !session_factor;
         Ok((
             Resolved {
                 expires_at,
@@ -196,10 +203,12 @@ impl SignInService {
         Ok(())
     }
 
-    /// A new session of `user_id` for `origin` (not stored yet) and its token.
+    /// A new session of `user_id` made by `method` for `origin` (not stored
+    /// yet, no second factor proved) and its token.
     pub fn new_session(
         &self,
         user_id: Uuid,
+        method: SignInMethod,
         settings: &Settings,
         origin: &Origin,
     ) -> (String, NewSession) {
@@ -216,6 +225,8 @@ impl SignInService {
                 .user_agent
                 .as_deref()
                 .map(|ua| ua.chars().take(512).collect()),
+            method,
+            factor: None,
         };
         (token, session)
     }
@@ -303,13 +314,24 @@ impl SignInService {
             return Err(error);
         }
         // Only after the right password: MFA_REQUIRED tells nothing else.
-        if candidate.totp {
+        if needs_second_step(
+            &settings,
+            candidate.totp,
+            candidate.passkey,
+            candidate.admin,
+        ) {
             let challenge = self
-                .mfa_challenge(user_id, candidate.password_hash, &origin)
+                .mfa_challenge(
+                    user_id,
+                    SignInMethod::Password,
+                    candidate.password_hash,
+                    &origin,
+                )
                 .await?;
             return Err(AuthError::MfaRequired { challenge });
         }
-        let (token, session) = self.new_session(user_id, &settings, &origin);
+        let (token, session) =
+            self.new_session(user_id, SignInMethod::Password, &settings, &origin);
         let event = AuditEvent::new(
             Actor::user(user_id),
             "auth.login",
@@ -383,7 +405,10 @@ impl SignInService {
         Ok(self.store.tokens(user_id, self.now()).await?)
     }
 
-    /// Issues a token for `owner_id`. `caller` is the owner (self-service) or an administrator.
+    /// Issues a token for `owner_id`. `caller` is the owner (self-service) or
+    /// an administrator. Refused while the owner's email is unverified
+    /// (API.md 17): nothing made before the address is proven outlives a
+    /// password reset.
     pub async fn create_token(
         &self,
         caller: &Principal,
@@ -409,6 +434,18 @@ impl SignInService {
                     .ok_or_else(|| FieldError::new("userId", "no such user"))?,
             )
         };
+        let owner_verified = match &owner {
+            Some(user) => user.email_verified,
+            None => {
+                self.store
+                    .factor_gate(caller.user_id, None)
+                    .await?
+                    .email_verified
+            }
+        };
+        if !owner_verified {
+            return Err(AuthError::EmailNotVerified);
+        }
         let (owner_api, owner_admin) = owner
             .as_ref()
             .map_or((caller.api_access, caller.admin), |u| {

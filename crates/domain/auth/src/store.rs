@@ -191,6 +191,13 @@ pub trait AuthStore: MfaStore + PasskeyStore + Send + Sync + 'static {
 pub trait MfaStore: Send + Sync {
     /// A user's TOTP, if one was ever started.
     async fn totp(&self, user_id: Uuid) -> Result<Option<TotpRecord>, StoreError>;
+    /// Whether `user_id` has a second factor and a verified email, and
+    /// whether its session `session_id` proved a factor (false without one).
+    async fn factor_gate(
+        &self,
+        user_id: Uuid,
+        session_id: Option<Uuid>,
+    ) -> Result<FactorGate, StoreError>;
     /// Stores a pending TOTP secret, replacing an older pending one; false
     /// (nothing stored) while TOTP is on.
     async fn set_pending_totp(
@@ -201,10 +208,13 @@ pub trait MfaStore: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// Turns TOTP on with `secret` while it is still the pending one, its
     /// code of `step` accepted, with these recovery codes (hashes) in place
-    /// of older ones; false when the pending secret changed.
+    /// of older ones; `session_id` counts from then on as made with TOTP.
+    /// False when the pending secret changed.
+    #[allow(clippy::too_many_arguments)]
     async fn enable_totp(
         &self,
         user_id: Uuid,
+        session_id: Option<Uuid>,
         secret: &[u8],
         step: i64,
         recovery: Vec<[u8; 32]>,
@@ -258,12 +268,14 @@ pub trait MfaStore: Send + Sync {
     /// lock in force (a wrong code of a known email counts toward its 5 and
     /// toward the account's `lockout`), claims the account when its email
     /// was never verified (API.md 16) and marks it verified, and, unless
-    /// the account has TOTP on, stores `session` for its user (the event's
-    /// actor becomes that user); all or nothing. Refused for an account
-    /// that is inactive or without API access.
+    /// the account goes on to a challenge (TOTP on, or an administrator
+    /// with a passkey while `admins_need_factor`), stores `session` for its
+    /// user (the event's actor becomes that user); all or nothing. Refused
+    /// for an account that is inactive or without API access.
     async fn redeem_email_code(
         &self,
         lookup: EmailCodeLookup,
+        admins_need_factor: bool,
         session: NewSession,
         now: DateTime<Utc>,
         lockout: Lockout,
@@ -338,6 +350,31 @@ pub trait PasskeyStore: Send + Sync {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<Option<User>, StoreError>;
+    /// The user of the live sign-in challenge whose secret hashes to
+    /// `hash` (its password unchanged) with the credentials of its
+    /// passkeys, without counting an attempt.
+    async fn challenge_passkeys(
+        &self,
+        hash: &[u8; 32],
+        now: DateTime<Utc>,
+    ) -> Result<Option<(Uuid, Vec<serde_json::Value>)>, StoreError>;
+    /// Stores the passkey ceremony of a sign-in challenge (keyed by the
+    /// challenge's hash, replacing an older one of it), dropping some
+    /// expired ones; false when its account is gone.
+    async fn park_challenge_ceremony(
+        &self,
+        ceremony: NewCeremony,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+    /// Takes (deletes) the live passkey ceremony of the challenge hashing
+    /// to `hash` of `user_id`, with that user's passkey `credential_id`.
+    async fn take_challenge_ceremony(
+        &self,
+        hash: &[u8; 32],
+        user_id: Uuid,
+        credential_id: &[u8],
+        now: DateTime<Utc>,
+    ) -> Result<Option<(serde_json::Value, Option<StoredPasskey>)>, StoreError>;
     /// Removes a passkey of `user_id`; false when there is none with that id.
     async fn delete_passkey(
         &self,

@@ -291,7 +291,9 @@ impl OAuthService {
         };
         let details = json!({ "provider": provider.as_str() });
         let ip = origin.ip.clone();
-        let totp = found.as_ref().is_some_and(|account| account.totp);
+        let second_step = found.as_ref().is_some_and(|account| {
+            auth::needs_second_step(settings, account.totp, account.passkey, account.admin)
+        });
         let (user_id, plan, change) = match found {
             Some(account) if !account.active => return Ok(Err(Refusal::failed("inactive"))),
             Some(account) if !account.api_access => {
@@ -353,7 +355,9 @@ impl OAuthService {
                 )
             }
         };
-        let (token, session) = self.auth.new_session(user_id, settings, origin);
+        let (token, session) =
+            self.auth
+                .new_session(user_id, auth::SignInMethod::Provider, settings, origin);
         let login = AuditEvent::new(
             Actor::user(user_id),
             "auth.login",
@@ -361,7 +365,7 @@ impl OAuthService {
             ip,
         );
         // With TOTP on, no session yet: the challenge makes it.
-        let (session, login) = if totp {
+        let (session, login) = if second_step {
             (None, None)
         } else {
             (Some(session), Some(login))
@@ -372,8 +376,10 @@ impl OAuthService {
             .map(|e| e.with_details(details.clone()))
             .collect();
         match self.store.sign_in(plan, session, events).await {
-            Ok(()) if totp => Ok(Ok(Landing::Challenge(
-                self.auth.mfa_challenge(user_id, None, origin).await?,
+            Ok(()) if second_step => Ok(Ok(Landing::Challenge(
+                self.auth
+                    .mfa_challenge(user_id, auth::SignInMethod::Provider, None, origin)
+                    .await?,
             ))),
             Ok(()) => Ok(Ok(Landing::Session(token))),
             // The same identity or email registered by a simultaneous callback.

@@ -56,6 +56,11 @@ pub struct AccountMatch {
     pub api_access: bool,
     /// TOTP is on: the sign-in ends at a challenge.
     pub totp: bool,
+    /// A passkey is registered (a challenge for an administrator while
+    /// `auth.mfa_required_for_admins` is on).
+    pub passkey: bool,
+    /// Member of a role with admin access.
+    pub admin: bool,
 }
 
 /// What a successful provider sign-in writes besides the session.

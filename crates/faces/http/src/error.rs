@@ -117,6 +117,10 @@ impl ResponseError for ApiError {
         if let Some(seconds) = self.retry_after {
             response.insert_header((actix_web::http::header::RETRY_AFTER, seconds));
         }
+        if self.status_code() == StatusCode::UNAUTHORIZED {
+            // RFC 9110 15.5.2: a 401 names the scheme that would pass.
+            response.insert_header((actix_web::http::header::WWW_AUTHENTICATE, "Bearer"));
+        }
         response.json(self.envelope())
     }
 }
@@ -159,5 +163,19 @@ mod tests {
         assert_eq!(limited.headers().get(RETRY_AFTER).unwrap(), "42");
         let denied = ApiError::from(auth::AuthError::InvalidCredentials).error_response();
         assert!(!denied.headers().contains_key(RETRY_AFTER));
+        assert_eq!(
+            denied
+                .headers()
+                .get(actix_web::http::header::WWW_AUTHENTICATE)
+                .unwrap(),
+            "Bearer"
+        );
+        let forbidden = ApiError::from(auth::AuthError::FactorProofRequired).error_response();
+        assert_eq!(forbidden.status(), StatusCode::FORBIDDEN);
+        assert!(
+            !forbidden
+                .headers()
+                .contains_key(actix_web::http::header::WWW_AUTHENTICATE)
+        );
     }
 }

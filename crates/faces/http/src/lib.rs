@@ -78,6 +78,7 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 .service(mfa::start_totp)
                 .service(mfa::confirm_totp)
                 .service(mfa::disable_totp)
+                .service(mfa::start_passkey)
                 .service(mfa::verify)
                 .service(mfa::request_email_code)
                 .service(mfa::verify_email_code)

@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use audit::Actor;
 use audit::AuditEvent;
 use auth::{
-    EmailCodeLookup, EmailCodeOutcome, Lockout, MfaChallengeRecord, MfaFailure, MfaFinish,
-    MfaProof, MfaSettle, MfaStore, NewMfaChallenge, NewSession, TotpRecord,
+    EmailCodeLookup, EmailCodeOutcome, FactorGate, Lockout, MfaChallengeRecord, MfaFailure,
+    MfaFinish, MfaProof, MfaSettle, MfaStore, NewMfaChallenge, NewSession, SignInMethod,
+    TotpRecord,
 };
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
@@ -34,6 +35,7 @@ struct ChallengeRow {
     last_step: Option<i64>,
     attempt: i32,
     locked: bool,
+    method: String,
 }
 
 /// Counts an attempt at the challenge whose hash is `$1` (at `$2`) while it
@@ -45,12 +47,12 @@ const TAKE_CHALLENGE_SQL: &str = "WITH c AS ( \
         WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 AND attempts < 5 \
           AND EXISTS (SELECT 1 FROM svc.users x WHERE x.id = c.user_id \
                       AND (c.checked_hash IS NULL OR x.password_hash = c.checked_hash)) \
-        RETURNING user_id), \
+        RETURNING user_id, method), \
     counted AS ( \
         UPDATE svc.users SET failed_sign_ins = failed_sign_ins + 1 \
         WHERE id = (SELECT user_id FROM c) AND (locked_until IS NULL OR locked_until <= $2) \
         RETURNING failed_sign_ins) \
-    SELECT c.user_id, t.secret, t.last_step, \
+    SELECT c.user_id, c.method, t.secret, t.last_step, \
         coalesce((SELECT failed_sign_ins FROM counted), 0) AS attempt, \
         NOT EXISTS (SELECT 1 FROM counted) AS locked \
     FROM c LEFT JOIN svc.user_totp t ON t.user_id = c.user_id";
@@ -82,11 +84,30 @@ const REDEEM_LINK_SQL: &str = "UPDATE svc.one_time_tokens SET used_at = $2 \
       AND attempts < 5 RETURNING user_id, true AS right";
 
 /// Marks the email of `$1` verified when the account may sign in; answers
-/// whether it has TOTP on.
+/// whether it goes on to a challenge: TOTP on, or (when `$2`) an
+/// administrator with a passkey.
 const CODE_ACCOUNT_SQL: &str = "UPDATE svc.users u SET email_verified = true \
     WHERE u.id = $1 AND u.active AND EXISTS (SELECT 1 FROM svc.role_members m \
         JOIN svc.roles r ON r.id = m.role_id WHERE m.user_id = u.id AND r.api_access) \
-    RETURNING EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS totp";
+    RETURNING EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) \
+        OR ($2 AND EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id) \
+            AND EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.roles r ON r.id = m.role_id \
+                        WHERE m.user_id = u.id AND r.admin_access)) AS challenge";
+
+/// Whether the account `$1` has a second factor and a verified email, and
+/// whether its live session `$2` proved a factor.
+const FACTOR_GATE_SQL: &str = "SELECT \
+        EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) \
+        OR EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id) AS has_factor, \
+        EXISTS (SELECT 1 FROM svc.sessions s WHERE s.id = $2 AND s.user_id = u.id \
+                AND s.factor IS NOT NULL) AS session_factor, \
+        u.email_verified \
+    FROM svc.users u WHERE u.id = $1";
+
+/// Marks the session `$1` of `$2` as made with the factor `$3`, unless it
+/// proved one already.
+pub(super) const SESSION_FACTOR_SQL: &str =
+    "UPDATE svc.sessions SET factor = $3 WHERE id = $1 AND user_id = $2 AND factor IS NULL";
 
 /// A challenge's TOTP proof (`$4` the step) for `$3` used, as a first
 /// CTE `p` of [`SETTLE_CHALLENGE`].
@@ -99,6 +120,12 @@ const SETTLE_RECOVERY: &str = "WITH p AS (UPDATE svc.mfa_recovery_codes SET used
     WHERE user_id = $3 AND code_hash = $4 AND used_at IS NULL \
       AND EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = $3 AND t.secret IS NOT NULL) \
     RETURNING user_id), ";
+
+/// A challenge's passkey assertion for `$3` used: the passkey `$4`'s
+/// counter moved from `$5` to `$6` by compare-and-set, its credential now
+/// `$7`, as a first CTE `p` of [`SETTLE_CHALLENGE`].
+const SETTLE_PASSKEY: &str = "WITH p AS (UPDATE svc.passkeys SET sign_count = $6, credential = $7, \
+    last_used_at = $2 WHERE id = $4 AND user_id = $3 AND sign_count = $5 RETURNING user_id), ";
 
 /// After a proof `p`: the challenge `$1` of `$3` used (its attempt was
 /// counted: at most the fifth), and the account's row locked to the commit
@@ -146,9 +173,11 @@ pub(super) fn record_sql(
                 s.expires_at.into(),
                 s.ip.into(),
                 s.user_agent.into(),
+                s.method.as_str().into(),
+                s.factor.map(|f| f.as_str()).into(),
             ]);
-            ", s AS (INSERT INTO svc.sessions (id, user_id, token_hash, created_at, expires_at, ip, user_agent) \
-                VALUES ($10, $1, $11, $12, $13, $14, $15))"
+            ", s AS (INSERT INTO svc.sessions (id, user_id, token_hash, created_at, expires_at, ip, user_agent, method, factor) \
+                VALUES ($10, $1, $11, $12, $13, $14, $15, $16, $17))"
         }
         None => "",
     };
@@ -186,6 +215,8 @@ async fn use_proof(
             )
             .await?
         }
+        // Turning TOTP off takes a TOTP or recovery code only.
+        MfaProof::Passkey(_) => 0,
     };
     Ok(used == 1)
 }
@@ -210,6 +241,24 @@ impl MfaStore for PgStore {
             })
         })
         .transpose()
+    }
+
+    async fn factor_gate(
+        &self,
+        user_id: Uuid,
+        session_id: Option<Uuid>,
+    ) -> Result<FactorGate, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(FACTOR_GATE_SQL, [user_id.into(), session_id.into()]))
+            .await
+            .map_err(map_err)?
+            .ok_or(StoreError::NotFound)?;
+        Ok(FactorGate {
+            has_factor: rows::column(&row, "has_factor")?,
+            session_factor: rows::column(&row, "session_factor")?,
+            email_verified: rows::column(&row, "email_verified")?,
+        })
     }
 
     async fn set_pending_totp(
@@ -237,6 +286,7 @@ impl MfaStore for PgStore {
     async fn enable_totp(
         &self,
         user_id: Uuid,
+        session_id: Option<Uuid>,
         secret: &[u8],
         step: i64,
         recovery: Vec<[u8; 32]>,
@@ -274,6 +324,14 @@ impl MfaStore for PgStore {
             [user_id.into(), hashes.into()],
         )
         .await?;
+        if let Some(session_id) = session_id {
+            execute(
+                &txn,
+                SESSION_FACTOR_SQL,
+                [session_id.into(), user_id.into(), "totp".into()],
+            )
+            .await?;
+        }
         commit_with_audit(txn, event, now).await?;
         Ok(true)
     }
@@ -340,8 +398,8 @@ impl MfaStore for PgStore {
             "WITH ended AS (DELETE FROM svc.mfa_challenges WHERE user_id = $3 \
                  AND (used_at IS NOT NULL OR expires_at <= $5 OR attempts >= 5)) \
              INSERT INTO svc.mfa_challenges \
-             (id, token_hash, user_id, checked_hash, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
+             (id, token_hash, user_id, checked_hash, created_at, expires_at, method) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
             [
                 challenge.id.into(),
                 challenge.token_hash.to_vec().into(),
@@ -349,6 +407,7 @@ impl MfaStore for PgStore {
                 challenge.checked_hash.into(),
                 challenge.created_at.into(),
                 challenge.expires_at.into(),
+                challenge.method.as_str().into(),
             ],
         )
         .await?;
@@ -373,6 +432,7 @@ impl MfaStore for PgStore {
                 last_step: r.last_step,
                 attempt: i64::from(r.attempt),
                 locked: r.locked,
+                method: SignInMethod::parse(&r.method),
             })
         })
         .transpose()
@@ -408,15 +468,29 @@ impl MfaStore for PgStore {
         let txn = self.db.begin().await.map_err(map_err)?;
         let session = match settle {
             MfaSettle::Proof { proof, session } => {
-                let (cas, value): (&str, sea_orm::Value) = match proof {
-                    MfaProof::Totp { step } => (SETTLE_TOTP, step.into()),
-                    MfaProof::Recovery { hash } => (SETTLE_RECOVERY, hash.to_vec().into()),
+                let mut values: Vec<sea_orm::Value> =
+                    vec![hash.to_vec().into(), now.into(), user_id.into()];
+                let cas = match proof {
+                    MfaProof::Totp { step } => {
+                        values.push(step.into());
+                        SETTLE_TOTP
+                    }
+                    MfaProof::Recovery { hash } => {
+                        values.push(hash.to_vec().into());
+                        SETTLE_RECOVERY
+                    }
+                    MfaProof::Passkey(used) => {
+                        values.extend([
+                            used.id.into(),
+                            used.sign_count.into(),
+                            used.new_count.into(),
+                            used.credential.into(),
+                        ]);
+                        SETTLE_PASSKEY
+                    }
                 };
                 let row = txn
-                    .query_one_raw(stmt(
-                        &format!("{cas}{SETTLE_CHALLENGE}"),
-                        [hash.to_vec().into(), now.into(), user_id.into(), value],
-                    ))
+                    .query_one_raw(stmt(&format!("{cas}{SETTLE_CHALLENGE}"), values))
                     .await
                     .map_err(map_err)?
                     .ok_or_else(|| StoreError::Internal("the settle answered no row".into()))?;
@@ -467,6 +541,7 @@ impl MfaStore for PgStore {
     async fn redeem_email_code(
         &self,
         lookup: EmailCodeLookup,
+        admins_need_factor: bool,
         mut session: NewSession,
         now: DateTime<Utc>,
         lockout: Lockout,
@@ -502,13 +577,16 @@ impl MfaStore for PgStore {
         }
         super::claim_unverified(&txn, user_id, "email_code", now).await?;
         let Some(account) = txn
-            .query_one_raw(stmt(CODE_ACCOUNT_SQL, [user_id.into()]))
+            .query_one_raw(stmt(
+                CODE_ACCOUNT_SQL,
+                [user_id.into(), admins_need_factor.into()],
+            ))
             .await
             .map_err(map_err)?
         else {
             return Ok(EmailCodeOutcome::Refused);
         };
-        if rows::column::<bool>(&account, "totp")? {
+        if rows::column::<bool>(&account, "challenge")? {
             txn.commit().await.map_err(map_err)?;
             return Ok(EmailCodeOutcome::Challenge(user_id));
         }

@@ -118,7 +118,9 @@ impl AuthStore for PgStore {
                    coalesce((SELECT failed_sign_ins FROM counted), 0) AS attempt, \
                    NOT EXISTS (SELECT 1 FROM counted) AS locked, \
                    coalesce(bool_or(r.api_access), false) AS api_access, \
-                   EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS totp \
+                   coalesce(bool_or(r.admin_access), false) AS admin, \
+                   EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) AS totp, \
+                   EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id) AS passkey \
                    FROM svc.users u LEFT JOIN svc.role_members m ON m.user_id = u.id LEFT JOIN svc.roles r ON r.id = m.role_id \
                    WHERE lower(u.email) = lower($1) GROUP BY u.id";
         let Some(row) = self
@@ -139,6 +141,8 @@ impl AuthStore for PgStore {
             locked: r.locked,
             api_access: r.api_access,
             totp: r.totp,
+            passkey: r.passkey,
+            admin: r.admin,
         }))
     }
 

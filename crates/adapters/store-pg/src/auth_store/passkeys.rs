@@ -14,7 +14,7 @@ use kernel::StoreError;
 use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait};
 use uuid::Uuid;
 
-use super::mfa::record_sql;
+use super::mfa::{SESSION_FACTOR_SQL, record_sql};
 use super::statements::user_from_row;
 use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
 
@@ -59,6 +59,34 @@ const START_CEREMONY_SQL: &str = "WITH expired AS (DELETE FROM svc.webauthn_chal
     WHERE $2 = 'register' OR (SELECT count(*) FROM (SELECT 1 FROM svc.webauthn_challenges \
         WHERE kind = 'login' AND expires_at > $5 LIMIT $7) live) < $7";
 
+/// The user of the live challenge `$1` (at `$2`, its password unchanged)
+/// with its passkeys' credentials.
+const CHALLENGE_PASSKEYS_SQL: &str = "SELECT c.user_id, \
+        coalesce(array_agg(p.credential) FILTER (WHERE p.id IS NOT NULL), '{}') AS credentials \
+    FROM svc.mfa_challenges c JOIN svc.users u ON u.id = c.user_id \
+    LEFT JOIN svc.passkeys p ON p.user_id = c.user_id \
+    WHERE c.token_hash = $1 AND c.used_at IS NULL AND c.expires_at > $2 AND c.attempts < 5 \
+      AND (c.checked_hash IS NULL OR u.password_hash = c.checked_hash) \
+    GROUP BY c.user_id";
+
+/// Stores the passkey ceremony `$1` of a challenge of `$2` (state `$3`,
+/// until `$4`), replacing an older one of it; up to 100 ceremonies expired
+/// at `$5` go.
+const PARK_CHALLENGE_SQL: &str = "WITH expired AS (DELETE FROM svc.webauthn_challenges \
+        WHERE token_hash IN (SELECT token_hash FROM svc.webauthn_challenges \
+            WHERE expires_at <= $5 LIMIT 100 FOR UPDATE SKIP LOCKED)) \
+    INSERT INTO svc.webauthn_challenges (token_hash, kind, user_id, state, expires_at) \
+    SELECT $1, 'mfa', u.id, $3, $4 FROM svc.users u WHERE u.id = $2 \
+    ON CONFLICT (token_hash) DO UPDATE SET state = EXCLUDED.state, expires_at = EXCLUDED.expires_at \
+    WHERE svc.webauthn_challenges.kind = 'mfa' AND svc.webauthn_challenges.user_id = EXCLUDED.user_id";
+
+/// Takes the live passkey ceremony `$1` of a challenge of `$4` (at `$2`)
+/// and reads that user's passkey `$3` beside it.
+const TAKE_CHALLENGE_SQL: &str = "WITH c AS (DELETE FROM svc.webauthn_challenges \
+        WHERE token_hash = $1 AND kind = 'mfa' AND user_id = $4 AND expires_at > $2 RETURNING state) \
+    SELECT c.state, p.id, p.user_id, p.credential, p.sign_count \
+    FROM c LEFT JOIN svc.passkeys p ON p.credential_id = $3 AND p.user_id = $4";
+
 /// Locks the account `$1` against a concurrent claim (API.md 16) and
 /// answers whether it may sign in: active, with API access, and with a
 /// verified email when `$2`.
@@ -66,6 +94,23 @@ const PASSKEY_ACCOUNT_SQL: &str = "SELECT EXISTS (SELECT 1 FROM svc.role_members
         JOIN svc.roles r ON r.id = m.role_id WHERE m.user_id = u.id AND r.api_access) \
         AND u.active AND (u.email_verified OR NOT $2) AS ok \
     FROM svc.users u WHERE u.id = $1 FOR SHARE OF u";
+
+/// A ceremony's state taken, with the passkey its answer names, if any.
+fn taken_ceremony(
+    row: &sea_orm::QueryResult,
+) -> Result<(serde_json::Value, Option<StoredPasskey>), StoreError> {
+    let r = rows::row::<LoginRow>(row)?;
+    let passkey = match (r.id, r.user_id, r.credential, r.sign_count) {
+        (Some(id), Some(user_id), Some(credential), Some(sign_count)) => Some(StoredPasskey {
+            id,
+            user_id,
+            credential,
+            sign_count,
+        }),
+        _ => None,
+    };
+    Ok((r.state, passkey))
+}
 
 #[async_trait]
 impl PasskeyStore for PgStore {
@@ -196,6 +241,16 @@ impl PasskeyStore for PgStore {
         if added == 0 {
             return Ok(PasskeyAdded::Taken);
         }
+        execute(
+            &txn,
+            SESSION_FACTOR_SQL,
+            [
+                passkey.session_id.into(),
+                passkey.user_id.into(),
+                "passkey".into(),
+            ],
+        )
+        .await?;
         commit_with_audit(txn, event, info.created_at).await?;
         Ok(PasskeyAdded::Added)
     }
@@ -220,20 +275,72 @@ impl PasskeyStore for PgStore {
             ))
             .await
             .map_err(map_err)?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let r = rows::row::<LoginRow>(&row)?;
-        let passkey = match (r.id, r.user_id, r.credential, r.sign_count) {
-            (Some(id), Some(user_id), Some(credential), Some(sign_count)) => Some(StoredPasskey {
-                id,
-                user_id,
-                credential,
-                sign_count,
-            }),
-            _ => None,
-        };
-        Ok(Some((r.state, passkey)))
+        row.map(|row| taken_ceremony(&row)).transpose()
+    }
+
+    async fn challenge_passkeys(
+        &self,
+        hash: &[u8; 32],
+        now: DateTime<Utc>,
+    ) -> Result<Option<(Uuid, Vec<serde_json::Value>)>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                CHALLENGE_PASSKEYS_SQL,
+                [hash.to_vec().into(), now.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|row| {
+            Ok((
+                rows::column(&row, "user_id")?,
+                rows::column(&row, "credentials")?,
+            ))
+        })
+        .transpose()
+    }
+
+    async fn park_challenge_ceremony(
+        &self,
+        ceremony: NewCeremony,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let stored = execute(
+            &self.db,
+            PARK_CHALLENGE_SQL,
+            [
+                ceremony.token_hash.to_vec().into(),
+                ceremony.user_id.into(),
+                ceremony.state.into(),
+                ceremony.expires_at.into(),
+                now.into(),
+            ],
+        )
+        .await?;
+        Ok(stored == 1)
+    }
+
+    async fn take_challenge_ceremony(
+        &self,
+        hash: &[u8; 32],
+        user_id: Uuid,
+        credential_id: &[u8],
+        now: DateTime<Utc>,
+    ) -> Result<Option<(serde_json::Value, Option<StoredPasskey>)>, StoreError> {
+        let row = self
+            .db
+            .query_one_raw(stmt(
+                TAKE_CHALLENGE_SQL,
+                [
+                    hash.to_vec().into(),
+                    now.into(),
+                    credential_id.to_vec().into(),
+                    user_id.into(),
+                ],
+            ))
+            .await
+            .map_err(map_err)?;
+        row.map(|row| taken_ceremony(&row)).transpose()
     }
 
     async fn sign_in_with_passkey(

@@ -57,11 +57,13 @@ pub(super) const USER_SELECT: &str = concat!(
 /// The credential behind `$1` (a hash), beside the shared state's versions:
 /// always one row, whose credential columns are NULL when there is none.
 /// `$extra` adds columns of the user (`u`) and its roles (`r`).
+/// `$factor` says whether the credential proved a second factor that the
+/// account still has.
 macro_rules! credential_sql {
-    ($table:literal, $plane:literal) => {
-        credential_sql!($table, $plane, "")
+    ($table:literal, $plane:literal, $factor:expr) => {
+        credential_sql!($table, $plane, $factor, "")
     };
-    ($table:literal, $plane:literal, $extra:expr) => {
+    ($table:literal, $plane:literal, $factor:expr, $extra:expr) => {
         concat!(
             "SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, k.* ",
             "FROM svc.cache_version v LEFT JOIN LATERAL (",
@@ -69,8 +71,8 @@ macro_rules! credential_sql {
             $plane,
             " AS plane, ",
             "u.active, u.timezone, ",
-            "(EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) \
-              OR EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id)) AS has_factor, ",
+            $factor,
+            " AS session_factor, ",
             "coalesce(array_agg(r.id) FILTER (WHERE r.id IS NOT NULL), '{}') AS role_ids, ",
             access_columns!(),
             $extra,
@@ -82,13 +84,31 @@ macro_rules! credential_sql {
         )
     };
 }
-pub(super) const SESSION_CREDENTIAL_SQL: &str = credential_sql!("svc.sessions", "NULL::text");
-pub(super) const TOKEN_CREDENTIAL_SQL: &str = credential_sql!("svc.api_tokens", "c.plane");
+/// A session proved a factor, and the account still has one (an
+/// administrator's reset ends what the session proved).
+macro_rules! session_factor {
+    () => {
+        "(c.factor IS NOT NULL \
+          AND (EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) \
+               OR EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id)))"
+    };
+}
+pub(super) const SESSION_CREDENTIAL_SQL: &str =
+    credential_sql!("svc.sessions", "NULL::text", session_factor!());
+pub(super) const TOKEN_CREDENTIAL_SQL: &str = credential_sql!("svc.api_tokens", "c.plane", "false");
 // With the user's own columns beside the credential's, for `GET /api/auth/me`.
-pub(super) const SESSION_USER_SQL: &str =
-    credential_sql!("svc.sessions", "NULL::text", concat!(", ", user_columns!()));
-pub(super) const TOKEN_USER_SQL: &str =
-    credential_sql!("svc.api_tokens", "c.plane", concat!(", ", user_columns!()));
+pub(super) const SESSION_USER_SQL: &str = credential_sql!(
+    "svc.sessions",
+    "NULL::text",
+    session_factor!(),
+    concat!(", ", user_columns!())
+);
+pub(super) const TOKEN_USER_SQL: &str = credential_sql!(
+    "svc.api_tokens",
+    "c.plane",
+    "false",
+    concat!(", ", user_columns!())
+);
 
 /// Takes an attempt of `$1` under the limit `$2` (`svc.take_rate`), and clears
 /// up to 100 windows that ended; answers 0 or the seconds to wait.
@@ -122,7 +142,7 @@ pub(super) struct CredentialRow {
     api_access: bool,
     admin: bool,
     timezone: Option<String>,
-    has_factor: bool,
+    session_factor: bool,
 }
 
 /// The credential of a row of the credential resolver's query, if any.
@@ -141,7 +161,7 @@ pub(super) fn credential_record(row: &QueryResult) -> Result<Option<CredentialRe
         api_access: r.api_access,
         admin: r.admin,
         timezone: r.timezone,
-        has_factor: r.has_factor,
+        session_factor: r.session_factor,
     }))
 }
 
@@ -252,6 +272,8 @@ pub(super) async fn insert_session_row(
         revoked_at: Set(None),
         ip: Set(new.ip),
         user_agent: Set(new.user_agent),
+        method: Set(new.method.as_str().to_owned()),
+        factor: Set(new.factor.map(|f| f.as_str().to_owned())),
     }
     .insert(txn)
     .await
@@ -350,6 +372,8 @@ pub(super) struct CandidateRow {
     pub(super) locked: bool,
     pub(super) api_access: bool,
     pub(super) totp: bool,
+    pub(super) passkey: bool,
+    pub(super) admin: bool,
 }
 
 /// Marks user `$1`'s email verified when it was not, and then removes what

@@ -12,6 +12,8 @@ pub struct Model {
     pub revoked_at: Option<DateTimeUtc>,
     pub ip: Option<String>,
     pub user_agent: Option<String>,
+    pub method: String,
+    pub factor: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -5,8 +5,9 @@
 // #mfa= with a second-factor challenge), taken
 // only back from a sign-in this tab started (a nonce in its sessionStorage).
 // An account with a second factor answers the password with a challenge:
-// the code form takes over and finishes it. A passkey signs in on its own,
-// the browser finding the account's credential.
+// the code form takes over and finishes it, with a code or with one of the
+// account's passkeys. A passkey signs in on its own, the browser finding
+// the account's credential.
 "use strict";
 
 // Where the service is mounted: "" standalone, the host's prefix when embedded.
@@ -35,7 +36,8 @@ const SUCCESS = {
 const MESSAGES = {
   INVALID_TOKEN: "This link is invalid, already used or expired. Ask for a new one.",
   INVALID_MFA_CODE: "That code is wrong. Enter the current code from your app, or an unused recovery code.",
-  MFA_REQUIRED: "Enter the 6-digit code from your authenticator app, or one of your recovery codes.",
+  MFA_REQUIRED: "Enter the 6-digit code from your authenticator app or one of your recovery codes, or use your passkey.",
+  NO_PASSKEY: "This account has no passkey. Enter the code from your authenticator app, or a recovery code.",
   EMAIL_NOT_VERIFIED: "Your email address is not confirmed yet. Check your inbox for the confirmation link.",
   CONFLICT: "An account with this email exists already. Sign in instead.",
   PAYLOAD_TOO_LARGE: "That is too long.",
@@ -149,6 +151,7 @@ function askCode(form, challenge) {
   const codeForm = document.querySelector('form[data-action="mfa"]');
   codeForm.hidden = false;
   codeForm.querySelector('[name="code"]').value = "";
+  document.getElementById("mfa-passkey-offer").hidden = !window.PublicKeyCredential;
   show("success", MESSAGES.MFA_REQUIRED);
   codeForm.querySelector('[name="code"]').focus();
 }
@@ -309,6 +312,38 @@ async function passkeySignIn() {
   }
 }
 
+// The second step of a sign-in with one of the account's passkeys.
+async function mfaPasskey() {
+  const button = document.getElementById("mfa-passkey");
+  button.disabled = true;
+  try {
+    const start = await postJson("/api/auth/mfa/passkey", { challenge: mfaChallenge });
+    if (!start.ok) throw new Error(start.answer?.errors?.[0]?.code);
+    const credential = await navigator.credentials.get({ publicKey: passkeyOptions(start.answer.data.options) });
+    const finish = await postJson("/api/auth/mfa/verify", {
+      challenge: mfaChallenge,
+      credential: credentialJson(credential),
+    });
+    if (!finish.ok) throw new Error(finish.answer?.errors?.[0]?.code);
+    document.querySelector('form[data-action="mfa"]').hidden = true;
+    if (signedIn(finish.answer.data.token)) return;
+    show("success", SUCCESS["mfa"](finish.answer.data));
+  } catch (error) {
+    const code = error && error.message;
+    if (code === "INVALID_TOKEN") {
+      document.querySelector('form[data-action="mfa"]').hidden = true;
+      document.querySelector('form[data-action="sign-in"]').hidden = false;
+      show("error", "This sign-in has expired. Sign in again.");
+    } else if (code === "INVALID_PAYLOAD") {
+      show("error", MESSAGES.NO_PASSKEY);
+    } else {
+      show("error", code === "RATE_LIMIT_EXCEEDED" || code === "UNAVAILABLE" ? MESSAGES[code] : "The passkey did not check out. Try again, or enter a code.");
+    }
+  } finally {
+    button.disabled = false;
+  }
+}
+
 async function emailCode(event) {
   event.preventDefault();
   const email = document.getElementById("email").value;
@@ -343,6 +378,7 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("forgot-link")?.addEventListener("click", forgot);
   document.getElementById("email-code-link")?.addEventListener("click", emailCode);
   document.getElementById("passkey-sign-in")?.addEventListener("click", passkeySignIn);
+  document.getElementById("mfa-passkey")?.addEventListener("click", mfaPasskey);
   offerMethods();
   showProviders();
   finishProvider();

@@ -4,8 +4,9 @@
 
 use actix_web::{HttpResponse, delete, get, post, web};
 use api_types::{
-    EmailRequest, ErrorEnvelope, LoginResponse, MfaCodeRequest, RecoveryCodes, SignInMethods,
-    TotpEnrollment, VerifyEmailCodeRequest, VerifyMfaRequest,
+    EmailRequest, ErrorEnvelope, LoginResponse, MfaChallengeRequest, MfaCodeRequest,
+    MfaPasskeyOptions, RecoveryCodes, SignInMethods, TotpEnrollment, VerifyEmailCodeRequest,
+    VerifyMfaRequest,
 };
 use auth::EmailCodeProof;
 
@@ -93,12 +94,37 @@ pub async fn disable_totp(
     Ok(no_content())
 }
 
-/// Finishes a sign-in that answered MFA_REQUIRED with a TOTP code or an
-/// unused recovery code: answers what the sign-in would have.
+/// The options to finish a sign-in that answered MFA_REQUIRED with a
+/// passkey of that account (single-use, 5 minutes; a newer call replaces
+/// them).
+#[utoipa::path(operation_id = "startMfaPasskey", tag = "auth", request_body = MfaChallengeRequest,
+    responses((status = 200, body = inline(api_types::DataEnvelope<MfaPasskeyOptions>)),
+              (status = 400, description = "INVALID_TOKEN: an unknown, used, expired or dead challenge; INVALID_PAYLOAD: the account has no passkey", body = ErrorEnvelope),
+              (status = 409, description = "No relying party can be set up (see auth.passkey_rp_id)", body = ErrorEnvelope),
+              (status = 429, body = ErrorEnvelope)))]
+#[post(
+    "/mfa/passkey",
+    wrap = "actix_web::middleware::from_fn(crate::middleware::account_rate_limit)"
+)]
+pub async fn start_passkey(
+    state: web::Data<AppState>,
+    body: Body<MfaChallengeRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let options = state
+        .services
+        .passkeys
+        .mfa_options(&body.0.challenge)
+        .await?;
+    Ok(ok(MfaPasskeyOptions { options }))
+}
+
+/// Finishes a sign-in that answered MFA_REQUIRED with a TOTP code, an
+/// unused recovery code or a passkey assertion (`credential`): answers
+/// what the sign-in would have.
 #[utoipa::path(operation_id = "verifyMfa", tag = "auth", request_body = VerifyMfaRequest,
     responses((status = 200, body = inline(api_types::DataEnvelope<LoginResponse>)),
-              (status = 400, description = "INVALID_TOKEN: an unknown, used, expired or dead challenge", body = ErrorEnvelope),
-              (status = 401, description = "INVALID_MFA_CODE", body = ErrorEnvelope),
+              (status = 400, description = "INVALID_TOKEN: an unknown, used, expired or dead challenge; INVALID_PAYLOAD: neither or both of code and credential", body = ErrorEnvelope),
+              (status = 401, description = "INVALID_MFA_CODE (a wrong code or an assertion that does not check out)", body = ErrorEnvelope),
               (status = 429, body = ErrorEnvelope)))]
 #[post(
     "/mfa/verify",
@@ -110,11 +136,28 @@ pub async fn verify(
     body: Body<VerifyMfaRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.0;
-    let (token, user) = state
-        .services
-        .sign_in
-        .verify_mfa(&body.challenge, &body.code, origin.0)
-        .await?;
+    let (token, user) = match (body.code, body.credential) {
+        (Some(code), None) => {
+            state
+                .services
+                .sign_in
+                .verify_mfa(&body.challenge, &code, origin.0)
+                .await?
+        }
+        (None, Some(credential)) => {
+            state
+                .services
+                .passkeys
+                .verify_mfa(&body.challenge, credential, origin.0)
+                .await?
+        }
+        _ => {
+            return Err(ApiError::from(kernel::FieldError::new(
+                "code",
+                "give a code or a passkey credential (one of them)",
+            )));
+        }
+    };
     Ok(ok(LoginResponse {
         token,
         user: convert::user(user),

@@ -1,0 +1,286 @@
+//! API.md 17's rules on second factors, through HTTP: an administrator
+//! with a passkey and no TOTP finishes a password sign-in with the passkey
+//! while `auth.mfa_required_for_admins` is on; factors change only from a
+//! session that proved one; each rule after a control that passes.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use testkit::{Answer, TestApp, spawn_app, spawn_app_with_clock};
+
+use crate::mfa::{base32_decode, code};
+use crate::passkeys::{ORIGIN, passkey_session, registered};
+
+async fn public(app: &TestApp, path: &str, body: Value) -> Answer {
+    let response = app
+        .client
+        .post(format!("{}{path}", app.address))
+        .json(&body)
+        .send()
+        .await
+        .expect("sent");
+    TestApp::answer(response).await
+}
+
+/// Signs in with the right password of an account held at a challenge:
+/// the challenge.
+async fn challenge(app: &TestApp, email: &str) -> String {
+    let answer = app.login_answer(email, "password-1").await;
+    assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{:?}", answer.body);
+    assert_eq!(answer.code(), "MFA_REQUIRED");
+    answer.body["errors"][0]["challenge"]
+        .as_str()
+        .expect("challenge")
+        .to_owned()
+}
+
+/// The passkey options of `challenge`.
+async fn passkey_options(app: &TestApp, challenge: &str) -> Value {
+    let options = public(
+        app,
+        "/api/auth/mfa/passkey",
+        json!({ "challenge": challenge }),
+    )
+    .await;
+    assert_eq!(options.status, StatusCode::OK, "{:?}", options.body);
+    options.data()["options"].clone()
+}
+
+async fn verify_with(app: &TestApp, challenge: &str, credential: &Value) -> Answer {
+    public(
+        app,
+        "/api/auth/mfa/verify",
+        json!({ "challenge": challenge, "credential": credential }),
+    )
+    .await
+}
+
+fn assert_refused(answer: &Answer, code: &str, what: &str) {
+    assert_eq!(
+        answer.status,
+        StatusCode::FORBIDDEN,
+        "{what}: {:?}",
+        answer.body
+    );
+    assert_eq!(answer.code(), code, "{what}");
+}
+
+#[tokio::test]
+async fn an_administrators_passkey_is_the_second_step_of_a_password_sign_in() {
+    let app = spawn_app().await;
+    let admin_session = app.admin_session().await;
+    let admin = app.create_token(&admin_session, "ADMIN").await;
+    app.create_user(
+        &admin,
+        "boss@example.com",
+        "password-1",
+        Some(vec![crate::ADMINS_ROLE.into()]),
+    )
+    .await;
+    let first = app.login("boss@example.com", "password-1").await;
+    let (mut passkey, _) = registered(&app, &first, "Key").await;
+    // Control: the passkey signs in on its own, and while the rule is off
+    // the password alone makes a session (it proved no factor).
+    passkey_session(&app, &mut passkey).await;
+    let password_only = app.login("boss@example.com", "password-1").await;
+
+    let on = app
+        .patch(
+            "/admin/api/settings",
+            &admin_session,
+            json!({ "data": { "auth.mfa_required_for_admins": true } }),
+        )
+        .await;
+    assert_eq!(on.status, StatusCode::OK, "{:?}", on.body);
+    // The session that registered the passkey proved it; the one made
+    // with the password alone is held at enrollment.
+    assert_eq!(
+        app.get("/admin/api/users", &first).await.status,
+        StatusCode::OK
+    );
+    assert_refused(
+        &app.get("/admin/api/users", &password_only).await,
+        "MFA_ENROLLMENT_REQUIRED",
+        "a password-only session",
+    );
+
+    // The right password is now a challenge, finished with the passkey.
+    let pending = challenge(&app, "boss@example.com").await;
+    let options = passkey_options(&app, &pending).await;
+    let allowed = options["allowCredentials"].as_array().expect("allowed");
+    assert_eq!(allowed.len(), 1, "{options}");
+    // A passkey of another account does not finish it, and counts as a
+    // wrong code.
+    let stranger_session = {
+        app.create_user(&admin, "other@example.com", "password-1", None)
+            .await;
+        app.login("other@example.com", "password-1").await
+    };
+    let (mut stranger, _) = registered(&app, &stranger_session, "Other").await;
+    let wrong = verify_with(&app, &pending, &stranger.assert(&options, ORIGIN)).await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED, "{:?}", wrong.body);
+    assert_eq!(wrong.code(), "INVALID_MFA_CODE");
+    // The options were used by that answer: the owner asks again.
+    let options = passkey_options(&app, &pending).await;
+    let signed_in = verify_with(&app, &pending, &passkey.assert(&options, ORIGIN)).await;
+    assert_eq!(signed_in.status, StatusCode::OK, "{:?}", signed_in.body);
+    let session = signed_in.data()["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        app.get("/admin/api/users", &session).await.status,
+        StatusCode::OK
+    );
+    // Single-use: the challenge is spent.
+    let again = public(
+        &app,
+        "/api/auth/mfa/passkey",
+        json!({ "challenge": pending }),
+    )
+    .await;
+    assert_eq!(again.status, StatusCode::BAD_REQUEST);
+    assert_eq!(again.code(), "INVALID_TOKEN");
+    // Neither a code nor a credential, or both: a clear 400.
+    let neither = public(&app, "/api/auth/mfa/verify", json!({ "challenge": "x" })).await;
+    assert_eq!(neither.status, StatusCode::BAD_REQUEST);
+    assert_eq!(neither.code(), "INVALID_PAYLOAD");
+    // The audit says how the session was made.
+    let audit = app
+        .get("/admin/api/audit?action=auth.login&limit=50", &admin)
+        .await;
+    assert!(
+        audit
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| { e["details"]["mfa"] == "passkey" && e["details"]["method"] == "password" }),
+        "{:?}",
+        audit.body
+    );
+}
+
+#[tokio::test]
+async fn factors_change_only_from_a_session_that_proved_one() {
+    let app = spawn_app_with_clock().await;
+    let admin = app.admin_session().await;
+    app.create_user(&admin, "ann@example.com", "password-1", None)
+        .await;
+    // The first factor is added from a password session, which then counts
+    // as made with it.
+    let enrolling = app.login("ann@example.com", "password-1").await;
+    let (mut passkey, first) = registered(&app, &enrolling, "First").await;
+    let (_, second) = registered(&app, &enrolling, "Second").await;
+
+    // Control: a passkey session adds and removes factors.
+    let proven = passkey_session(&app, &mut passkey).await;
+    let removed = app
+        .delete(
+            &format!("/api/auth/passkeys/{}", second["id"].as_str().unwrap()),
+            &proven,
+        )
+        .await;
+    assert_eq!(removed.status, StatusCode::NO_CONTENT, "{:?}", removed.body);
+    let started = app.post("/api/auth/mfa/totp", &proven, json!({})).await;
+    assert_eq!(started.status, StatusCode::OK, "{:?}", started.body);
+
+    // A password alone (no challenge for a passkey-only account that is
+    // not an administrator) changes nothing.
+    let password_only = app.login("ann@example.com", "password-1").await;
+    let first_id = first["id"].as_str().unwrap();
+    for (what, answer) in [
+        (
+            "TOTP setup",
+            app.post("/api/auth/mfa/totp", &password_only, json!({}))
+                .await,
+        ),
+        (
+            "TOTP confirm",
+            app.post(
+                "/api/auth/mfa/totp/confirm",
+                &password_only,
+                json!({ "code": "123456" }),
+            )
+            .await,
+        ),
+        (
+            "passkey registration",
+            app.post(
+                "/api/auth/passkeys/register/start",
+                &password_only,
+                json!({}),
+            )
+            .await,
+        ),
+        (
+            "passkey removal",
+            app.delete(&format!("/api/auth/passkeys/{first_id}"), &password_only)
+                .await,
+        ),
+    ] {
+        assert_refused(&answer, "MFA_REQUIRED", what);
+    }
+    let me = app.get("/api/auth/me", &password_only).await;
+    assert_eq!(me.data()["mfa"]["passkeys"], 1);
+
+    // A TOTP account: the challenge's code proves it, and a passkey may
+    // finish the challenge too.
+    let secret = base32_decode(started.data()["secret"].as_str().unwrap());
+    let confirmed = app
+        .post(
+            "/api/auth/mfa/totp/confirm",
+            &proven,
+            json!({ "code": code(&app, &secret, 0) }),
+        )
+        .await;
+    assert_eq!(confirmed.status, StatusCode::OK, "{:?}", confirmed.body);
+    let pending = challenge(&app, "ann@example.com").await;
+    let options = passkey_options(&app, &pending).await;
+    let signed_in = verify_with(&app, &pending, &passkey.assert(&options, ORIGIN)).await;
+    assert_eq!(signed_in.status, StatusCode::OK, "{:?}", signed_in.body);
+    let session = signed_in.data()["token"].as_str().unwrap().to_owned();
+    let (_, third) = registered(&app, &session, "Third").await;
+    assert!(third["id"].is_string());
+
+    // An account with TOTP alone has no passkey to offer.
+    app.create_user(&admin, "bob@example.com", "password-1", None)
+        .await;
+    let bob = app.login("bob@example.com", "password-1").await;
+    let started = app.post("/api/auth/mfa/totp", &bob, json!({})).await;
+    let secret = base32_decode(started.data()["secret"].as_str().unwrap());
+    app.post(
+        "/api/auth/mfa/totp/confirm",
+        &bob,
+        json!({ "code": code(&app, &secret, 0) }),
+    )
+    .await;
+    let pending = challenge(&app, "bob@example.com").await;
+    let none = public(
+        &app,
+        "/api/auth/mfa/passkey",
+        json!({ "challenge": pending }),
+    )
+    .await;
+    assert_eq!(none.status, StatusCode::BAD_REQUEST, "{:?}", none.body);
+    assert_eq!(none.code(), "INVALID_PAYLOAD");
+}
+
+#[tokio::test]
+async fn every_401_names_the_bearer_scheme() {
+    let app = spawn_app().await;
+    for path in ["/api/auth/me", "/admin/api/users", "/api/auth/sessions"] {
+        let answer = app.get(path, "not-a-real-session").await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(
+            answer
+                .headers
+                .get("www-authenticate")
+                .map(|v| v.to_str().unwrap()),
+            Some("Bearer"),
+            "{path}"
+        );
+    }
+    let wrong = app.login_answer("nobody@example.com", "password-1").await;
+    assert_eq!(wrong.headers.get("www-authenticate").unwrap(), "Bearer");
+    // Other refusals do not carry it.
+    let admin = app.admin_session().await;
+    let missing = app.get("/admin/api/users/not-an-id", &admin).await;
+    assert!(missing.headers.get("www-authenticate").is_none());
+}
