@@ -23,3 +23,34 @@ ALTER TABLE svc.webauthn_challenges DROP CONSTRAINT webauthn_challenges_check;
 ALTER TABLE svc.webauthn_challenges
     ADD CONSTRAINT webauthn_challenges_kind_check CHECK (kind IN ('register', 'login', 'mfa')),
     ADD CONSTRAINT webauthn_challenges_check CHECK ((kind = 'login') = (user_id IS NULL));
+
+-- Bounded answers (data.max_answer_bytes): each row PostgreSQL builds into
+-- an answer is counted as it is built, in a transaction-local counter, and
+-- the statement fails (TS413) as soon as the total passes the ceiling; a
+-- nested array is taken back out when it is placed inside a row that is
+-- counted whole, so every byte counts once. A statement outside a
+-- transaction starts at 0; a batch's operations share one count.
+CREATE FUNCTION svc.answer_piece(piece json, cap bigint) RETURNS json
+    LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    used bigint := coalesce(nullif(current_setting('tessera.answer_bytes', true), '')::bigint, 0)
+                   + coalesce(octet_length(piece::text), 0);
+BEGIN
+    IF used > cap THEN
+        RAISE EXCEPTION 'the answer is larger than data.max_answer_bytes' USING ERRCODE = 'TS413';
+    END IF;
+    PERFORM set_config('tessera.answer_bytes', used::text, true);
+    RETURN piece;
+END
+$$;
+
+CREATE FUNCTION svc.answer_settle(done json) RETURNS json
+    LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    used bigint := coalesce(nullif(current_setting('tessera.answer_bytes', true), '')::bigint, 0)
+                   - coalesce(octet_length(done::text), 0);
+BEGIN
+    PERFORM set_config('tessera.answer_bytes', greatest(used, 0)::text, true);
+    RETURN done;
+END
+$$;

@@ -9,6 +9,7 @@
 mod account;
 mod admin_roles;
 mod admin_users;
+mod answers;
 mod audit;
 mod binary;
 mod browser;

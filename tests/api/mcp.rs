@@ -41,6 +41,13 @@ impl<'a> Client<'a> {
 
     /// Sends a request; answers its JSON-RPC `result` (panics on an error).
     async fn request(&mut self, method: &str, params: Value) -> Value {
+        let answer = self.exchange(method, params).await;
+        assert!(answer.get("error").is_none(), "{method}: {answer}");
+        answer["result"].clone()
+    }
+
+    /// Sends a request; answers the whole JSON-RPC answer.
+    async fn exchange(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         let response = self
@@ -55,8 +62,7 @@ impl<'a> Client<'a> {
             .unwrap_or(&text);
         let answer: Value = serde_json::from_str(body.trim()).unwrap();
         assert_eq!(answer["id"], id, "{answer}");
-        assert!(answer.get("error").is_none(), "{method}: {answer}");
-        answer["result"].clone()
+        answer
     }
 
     /// The session's opening: initialize, then the initialized notification.
@@ -179,6 +185,26 @@ async fn disabled_is_404_and_only_a_session_turns_it_on() {
         .post(json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/list" }))
         .await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_a_json_rpc_error() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    enable(&app, &admin).await;
+    let mut client = Client::new(&app, &admin);
+    client.initialize().await;
+    // Control: a known tool answers a result.
+    let (error, _) = client.call("list_resources", json!({})).await;
+    assert!(!error);
+    let answer = client
+        .exchange(
+            "tools/call",
+            json!({ "name": "drop_everything", "arguments": {} }),
+        )
+        .await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(answer.get("result").is_none(), "{answer}");
 }
 
 #[tokio::test]

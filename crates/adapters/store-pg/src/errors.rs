@@ -80,6 +80,8 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
             }
             // Raised by svc.cache_current: a read was planned on stale cached state.
             "TS412" => return StoreError::Stale,
+            // Raised by svc.answer_piece: the answer passed data.max_answer_bytes.
+            "TS413" => return StoreError::AnswerTooLarge,
             // Raised by svc.permit: a written row is outside the grants.
             "TS403" => return StoreError::RowDenied,
             // Data exceptions, a value the type's operators do not take, a generated column.

@@ -89,7 +89,7 @@ impl Replica {
     /// skipped until the watcher sees it answer again.
     pub(crate) fn fallback_for(&self, error: &StoreError) -> Option<&'static str> {
         match error {
-            StoreError::QueryTimeout => None,
+            StoreError::QueryTimeout | StoreError::AnswerTooLarge => None,
             StoreError::Stale => Some("stale"),
             // A read conflicts with nothing on the primary: on a standby
             // this is a query cancelled by replay.

@@ -47,6 +47,9 @@ pub enum StoreError {
     /// (`data.statement_timeout_ms`) and was cancelled.
     #[error("the query ran past the statement timeout")]
     QueryTimeout,
+    /// An answer passed `data.max_answer_bytes` while it was built.
+    #[error("the answer is larger than data.max_answer_bytes")]
+    AnswerTooLarge,
     /// The database cannot be reached.
     #[error("database unavailable: {0}")]
     Unavailable(String),
@@ -77,6 +80,7 @@ impl ErrorCode for StoreError {
             StoreError::Unavailable(_) | StoreError::Stale => Code::Unavailable,
             StoreError::Internal(_) => Code::Internal,
             StoreError::QueryTimeout => Code::QueryTimeout,
+            StoreError::AnswerTooLarge => Code::InvalidQuery,
         }
     }
 
@@ -91,6 +95,10 @@ impl ErrorCode for StoreError {
             StoreError::Unavailable(_) => "The database is unavailable; retry later".into(),
             StoreError::Stale => "The service is busy with changes; retry later".into(),
             StoreError::Internal(_) => "Internal error".into(),
+            StoreError::AnswerTooLarge => "The answer is larger than this instance allows \
+                 (data.max_answer_bytes); page with a smaller limit, or narrow it with \
+                 select or a filter"
+                .into(),
             StoreError::QueryTimeout => "The query ran longer than this instance allows \
                  (data.statement_timeout_ms); narrow it with a filter or a smaller limit"
                 .into(),

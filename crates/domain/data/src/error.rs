@@ -39,6 +39,9 @@ pub enum DataError {
     /// The body is larger than the limit, in bytes.
     #[error("the body is larger than {0} bytes")]
     TooLarge(u64),
+    /// The caller holds as many CSV export streams as it may (429).
+    #[error("You have {0} exports streaming already; wait for one to end")]
+    TooManyExports(usize),
     /// One part of a request failed: a batch's operation, an import's line.
     #[error("{error}")]
     At {
@@ -70,10 +73,14 @@ impl DataError {
 
 impl DataError {
     /// Whether a read that failed so is worth asking again once the caller
-    /// is resolved afresh: anything but a statement timeout, which would
-    /// only take as long once more.
+    /// is resolved afresh: anything but a statement timeout or an answer
+    /// too large, which would only fail so once more.
     pub fn retried(&self) -> bool {
-        !matches!(self, DataError::Store(kernel::StoreError::QueryTimeout))
+        !matches!(
+            self,
+            DataError::Store(kernel::StoreError::QueryTimeout | kernel::StoreError::AnswerTooLarge)
+                | DataError::TooManyExports(_)
+        )
     }
 
     /// Whether the statement found the shared state it was planned on
@@ -105,6 +112,7 @@ impl ErrorCode for DataError {
             DataError::Check(_) => Code::CheckViolation,
             DataError::Store(e) => e.code(),
             DataError::TooLarge(_) => Code::PayloadTooLarge,
+            DataError::TooManyExports(_) => Code::RateLimitExceeded,
             DataError::At { error, .. } => error.code(),
         }
     }
@@ -132,6 +140,7 @@ impl ErrorCode for DataError {
         match self {
             DataError::At { error, .. } => error.retry_after(),
             DataError::Store(error) => error.retry_after(),
+            DataError::TooManyExports(_) => Some(crate::exports::RETRY_AFTER),
             _ => None,
         }
     }

@@ -16,6 +16,7 @@ mod checks;
 pub mod consistency;
 pub mod csv;
 mod error;
+mod exports;
 mod import;
 mod query;
 mod reads;
@@ -30,6 +31,7 @@ pub use batch::{Answered, OPERATIONS_MAX};
 pub use callers::{Caller, DataRequest, Effect, until_current};
 pub use checks::{check_filter, masks, number, parse_filter, sort, user_column};
 pub use error::{DataError, Place, query_error, read_error};
+pub use exports::{Export, PER_CALLER as EXPORTS_PER_CALLER};
 pub use import::Import;
 pub use query::{
     Aggregate, AggregateQuery, Change, Chunks, Context, DataStore, DataTransaction, EMBED_ROWS_MAX,

@@ -26,6 +26,9 @@ pub struct Context {
     /// credential, the table and the settings. A read answers only while
     /// they are current, else fails with [`StoreError::Stale`].
     pub versions: Versions,
+    /// The largest answer a statement may build (`data.max_answer_bytes`):
+    /// past it, [`StoreError::AnswerTooLarge`] while it is built.
+    pub max_answer_bytes: u64,
 }
 
 /// A row condition.
@@ -343,6 +346,8 @@ pub trait DataStore: Send + Sync + 'static {
     async fn import_max_bytes(&self) -> Result<u64, StoreError>;
     /// The `system.timezone` setting, with the settings version it was read at.
     async fn system_timezone(&self) -> Result<(Option<String>, i64), StoreError>;
+    /// `data.max_answer_bytes`, as cached.
+    async fn answer_max_bytes(&self) -> Result<u64, StoreError>;
     /// Runs a read in one statement. The statement first checks that
     /// `context.versions` are current ([`StoreError::Stale`] if not).
     async fn read(

@@ -144,35 +144,42 @@ impl DataService {
     }
 
     /// `GET /api/data/{schema}/{table}` with `Accept: text/csv`: the rows as
-    /// CSV, every matching one unless `limit` is given, streamed.
+    /// CSV, every matching one unless `limit` is given, streamed; at most
+    /// [`crate::EXPORTS_PER_CALLER`] at once per caller (429 past them).
     pub async fn export(
         &self,
         request: DataRequest<'_>,
         (schema, name): (&str, &str),
         params: &ListParams,
-    ) -> Result<Chunks, DataError> {
+    ) -> Result<crate::Export, DataError> {
         let target = Target::exposed(schema, name);
         let all = params.limit.is_none();
         self.as_caller(request, Plane::Api, Effect::Reads, async |caller, v| {
-            self.list_in(
-                caller,
-                v,
-                target,
-                params,
-                async |table, read, context, _| match read {
-                    Read::List(query) if query.embeds.is_empty() => self
-                        .store
-                        .export(table, query, all, context)
-                        .await
-                        .map_err(read_error),
-                    Read::Aggregate(_) => Err(query_error(
-                        "aggregate",
-                        "aggregates are answered in JSON only",
-                    )),
-                    _ => Err(query_error("select", "embeds are answered in JSON only")),
-                },
-            )
-            .await
+            let slot = self
+                .exports
+                .take(caller.principal.user_id)
+                .ok_or(DataError::TooManyExports(crate::EXPORTS_PER_CALLER))?;
+            let chunks: Chunks = self
+                .list_in(
+                    caller,
+                    v,
+                    target,
+                    params,
+                    async |table, read, context, _| match read {
+                        Read::List(query) if query.embeds.is_empty() => self
+                            .store
+                            .export(table, query, all, context)
+                            .await
+                            .map_err(read_error),
+                        Read::Aggregate(_) => Err(query_error(
+                            "aggregate",
+                            "aggregates are answered in JSON only",
+                        )),
+                        _ => Err(query_error("select", "embeds are answered in JSON only")),
+                    },
+                )
+                .await?;
+            Ok(crate::Export::new(chunks, slot))
         })
         .await
     }

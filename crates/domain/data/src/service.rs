@@ -24,6 +24,8 @@ pub struct DataService {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) auth: SignInService,
     pub(crate) callers: Arc<KnownCallers>,
+    /// The CSV export streams each caller holds on this instance.
+    pub(crate) exports: Arc<crate::exports::ExportSlots>,
 }
 
 /// Where a request's statements run.
@@ -83,6 +85,7 @@ impl DataService {
             clock,
             auth,
             callers: Arc::default(),
+            exports: Arc::default(),
         }
     }
 
@@ -192,6 +195,14 @@ impl DataService {
         self.context_at(caller, auth_version, table.version).await
     }
 
+    /// `data.max_answer_bytes`, as cached: the largest answer of a read.
+    pub async fn max_answer_bytes(&self) -> Result<u64, DataError> {
+        self.store
+            .answer_max_bytes()
+            .await
+            .map_err(DataError::Store)
+    }
+
     /// The variables of a statement, and the versions of the shared state it
     /// is planned on: the caller's at `auth_version`, the catalog at
     /// `catalog_version`, the settings as cached.
@@ -219,6 +230,11 @@ impl DataService {
                 catalog: catalog_version,
                 settings,
             },
+            max_answer_bytes: self
+                .store
+                .answer_max_bytes()
+                .await
+                .map_err(DataError::Store)?,
         })
     }
 }

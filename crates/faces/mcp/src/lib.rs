@@ -204,6 +204,12 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.into_owned();
+        if !tools::NAMES.contains(&name.as_str()) {
+            return Err(ErrorData::invalid_params(
+                format!("Unknown tool: {name}"),
+                None,
+            ));
+        }
         let arguments = request.arguments.unwrap_or_default();
         let result = match run(&context, |reply| Job::Call {
             name,

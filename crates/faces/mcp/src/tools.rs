@@ -200,8 +200,35 @@ fn columns(table: &Table) -> Value {
         .collect()
 }
 
-/// Runs the tool `tool` with `arguments`; answers the text of its result.
+/// The names of the tools `list` answers; a call naming another is a
+/// JSON-RPC error (invalid params), as the MCP specification says.
+pub(crate) const NAMES: [&str; 8] = [
+    "list_resources",
+    "query_rows",
+    "get_row",
+    "insert_row",
+    "update_row",
+    "delete_row",
+    "query_dataview",
+    "invoke_workflow",
+];
+
+/// Runs the tool `tool` with `arguments`; answers the text of its result,
+/// refused (INVALID_QUERY) past `data.max_answer_bytes` like any answer.
 pub(crate) async fn call(
+    server: &McpServer,
+    caller: &McpCaller,
+    tool: &str,
+    arguments: &Map<String, Value>,
+) -> Result<String, ToolError> {
+    let text = run(server, caller, tool, arguments).await?;
+    if text.len() as u64 > server.data.max_answer_bytes().await? {
+        return Err(kernel::StoreError::AnswerTooLarge.into());
+    }
+    Ok(text)
+}
+
+async fn run(
     server: &McpServer,
     caller: &McpCaller,
     tool: &str,

@@ -89,7 +89,7 @@ impl PgStore {
             sql,
             params,
             found: Found {
-                json: json_of(&row)?,
+                json: bounded(json_of(&row)?, context)?,
                 total: rows::column(&row, "total")?,
             },
         })
@@ -116,6 +116,33 @@ impl PgStore {
         let mut all: Vec<_> = catalog.views.values().cloned().collect();
         all.sort_by(|a, b| a.slug.cmp(&b.slug));
         Ok(all)
+    }
+}
+
+/// Whether PostgreSQL builds a read's JSON: aggregates, counted lists,
+/// and reads with to-many related rows, whose size only the statement
+/// knows as it runs: PostgreSQL counts them and refuses past the ceiling
+/// before sending a byte, so that the instance never holds more than one
+/// bounded answer of a read (API.md 17).
+fn built_by_postgres(read: &Read<'_>) -> bool {
+    fn many(embeds: &[data::Embed<'_>]) -> bool {
+        embeds.iter().any(|e| e.many || many(&e.embeds))
+    }
+    match read {
+        Read::Aggregate(_) => true,
+        Read::List(query) => query.count || many(&query.embeds),
+        Read::One { embeds, .. } => many(embeds),
+    }
+}
+
+/// `json`, unless it passes the caller's `data.max_answer_bytes` (the rows
+/// were counted as PostgreSQL built them; this adds the commas).
+fn bounded(json: Option<String>, context: &Context) -> Result<Option<String>, StoreError> {
+    match json {
+        Some(text) if text.len() as u64 > context.max_answer_bytes => {
+            Err(StoreError::AnswerTooLarge)
+        }
+        json => Ok(json),
     }
 }
 
@@ -148,7 +175,7 @@ impl PgStore {
             .row(conn, statement)
             .await?
             .ok_or_else(|| StoreError::Internal("a read answered no row".into()))?;
-        let json = json_of(&row)?;
+        let json = bounded(json_of(&row)?, context)?;
         Ok(match read {
             // One row: the object itself, or nothing.
             Read::One { .. } => Found {
@@ -177,7 +204,7 @@ impl PgStore {
             Some(replica) => (replica.db(), replica.lane()),
             None => (&self.db, &*self.reads),
         };
-        if matches!(read, Read::Aggregate(_)) || matches!(read, Read::List(q) if q.count) {
+        if built_by_postgres(read) {
             return self.read_json(db, table, read, (context, on)).await;
         }
         let rows = Rows::of(read);
@@ -202,6 +229,11 @@ impl PgStore {
                 out.push(',');
             }
             write_object(&mut out, row, &keys, &cells)?;
+            // Related rows were counted as PostgreSQL built them; the
+            // answer stops growing as soon as it passes the ceiling.
+            if out.len() as u64 > context.max_answer_bytes {
+                return Err(StoreError::AnswerTooLarge);
+            }
         }
         if list {
             out.push(']');
@@ -350,6 +382,10 @@ impl DataStore for PgStore {
             .collect();
         tables.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
         Ok(tables)
+    }
+
+    async fn answer_max_bytes(&self) -> Result<u64, StoreError> {
+        Ok(self.versioned_settings().await?.0.data_max_answer_bytes())
     }
 
     async fn import_max_bytes(&self) -> Result<u64, StoreError> {

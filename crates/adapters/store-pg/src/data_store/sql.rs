@@ -288,13 +288,21 @@ impl Sql<'_> {
             select.expr_as(inner.output(output), Alias::new(&output.column.name));
         }
         for nested in &embed.embeds {
-            select.expr_as(inner.embed(nested, depth + 1), Alias::new(nested.alias));
+            select.expr_as(
+                settled(inner.embed(nested, depth + 1)),
+                Alias::new(nested.alias),
+            );
         }
+        // Each related row counts toward the answer's ceiling as it is
+        // built, so nesting cannot make a statement hold more than it.
         let object = if embed.select.is_empty() && embed.embeds.is_empty() {
             select.expr(Expr::cust("1"));
             "'{}'::json".to_owned()
         } else {
-            format!("row_to_json(\"{rows}\")")
+            format!(
+                "svc.answer_piece(row_to_json(\"{rows}\"), {})",
+                self.context.max_answer_bytes
+            )
         };
         self.related(&inner, embed, &mut select);
         let answer = if embed.many {
@@ -380,9 +388,20 @@ pub(super) fn build(
 /// The relation of the listed rows, then of each embed depth.
 const EMBED_ALIASES: [&str; 5] = ["r", "e1", "e2", "e3", "e4"];
 
-/// A compact JSON array of the rows, NULL when there are none.
-pub(super) const JSON_ARRAY: &str =
-    "'[' || string_agg(row_to_json(\"tessera:x\")::text, ',') || ']'";
+/// A compact JSON array of the rows, NULL when there are none; each row is
+/// counted toward `cap` bytes as it is built (`svc.answer_piece`, API.md 17).
+pub(super) fn json_array(cap: u64) -> String {
+    format!(
+        "'[' || string_agg(svc.answer_piece(row_to_json(\"tessera:x\"), {cap})::text, ',') || ']'"
+    )
+}
+
+/// `embed`'s value placed in a row that is counted whole: its own pieces,
+/// counted as they were built, are taken back (`svc.answer_settle`), so
+/// that nested embeds count once.
+pub(super) fn settled(embed: Expr) -> Expr {
+    Expr::cust_with_exprs("svc.answer_settle($1)", [embed])
+}
 
 /// Where a statement runs, for its check of the shared state.
 #[derive(Debug, Clone, Copy)]
@@ -566,7 +585,7 @@ impl Rows<'_, '_> {
         };
         for embed in self.embeds {
             if json {
-                rows.expr_as(sql.embed(embed, 1), Alias::new(embed.alias));
+                rows.expr_as(settled(sql.embed(embed, 1)), Alias::new(embed.alias));
             } else {
                 rows.expr(sql.embed_cell(embed, 1));
             }
@@ -586,7 +605,11 @@ impl Rows<'_, '_> {
             let _ = write!(out, " LIMIT {limit} OFFSET {offset}");
             return out.into_parts();
         }
-        let _ = write!(out, "SELECT {JSON_ARRAY} AS \"body\", ");
+        let _ = write!(
+            out,
+            "SELECT {} AS \"body\", ",
+            json_array(context.max_answer_bytes)
+        );
         if self.count {
             let count = Query::select()
                 .expr(Expr::cust("count(*)"))
@@ -684,7 +707,11 @@ pub(super) fn aggregate_sql(
     }
     let mut out = SqlWriterValues::new("$", true);
     // Writing to a string cannot fail.
-    let _ = write!(out, "SELECT {JSON_ARRAY} AS \"body\"");
+    let _ = write!(
+        out,
+        "SELECT {} AS \"body\"",
+        json_array(context.max_answer_bytes)
+    );
     if query.count && query.group_by.is_empty() {
         let _ = out.write_str(", 1::bigint AS \"total\"");
     } else if query.count {
@@ -760,6 +787,7 @@ mod tests {
             now: Utc.with_ymd_and_hms(2026, 3, 10, 20, 0, 0).unwrap(),
             zone: chrono_tz::Tz::Pacific__Auckland,
             versions: Versions::default(),
+            max_answer_bytes: 33_554_432,
         };
         let query = ListQuery {
             select: table
@@ -880,6 +908,7 @@ mod tests {
                     now: Utc.with_ymd_and_hms(2026, 3, 10, 20, 0, 0).unwrap(),
                     zone: chrono_tz::Tz::Europe__Paris,
                     versions: Versions::default(),
+                    max_answer_bytes: 33_554_432,
                 };
                 let query = ListQuery {
                     select: table.columns.iter().map(|column| Output { column, mask: None }).collect(),

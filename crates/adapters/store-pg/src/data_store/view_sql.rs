@@ -14,7 +14,7 @@ use sea_orm::sea_query::{
 use serde_json::{Value, json};
 use views::query::{Computed, ViewQuery};
 
-use super::sql::{JSON_ARRAY, On, Rel, Sql, current, table_ref};
+use super::sql::{On, Rel, Sql, current, json_array, table_ref};
 
 /// The statement of `query` and its bound values.
 pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context, on: On<'_>) -> (String, Values) {
@@ -82,7 +82,11 @@ pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context, on: On<'_>) -> 
     if let Some(limit) = query.view_limit {
         let _ = write!(out, " LIMIT {limit}");
     }
-    let _ = write!(out, ") SELECT {JSON_ARRAY} AS \"body\", ");
+    let _ = write!(
+        out,
+        ") SELECT {} AS \"body\", ",
+        json_array(context.max_answer_bytes)
+    );
     if query.count {
         let count = Query::select()
             .expr(Expr::cust("count(*)"))
@@ -229,6 +233,7 @@ mod tests {
             now: Utc.with_ymd_and_hms(2026, 4, 5, 12, 0, 0).unwrap(),
             zone: chrono_tz::Tz::Pacific__Auckland,
             versions: Versions::default(),
+            max_answer_bytes: 33_554_432,
         };
         let (sql, values) = view_sql(&query, &context, On::Primary);
         assert!(!sql.contains("DROP") && !sql.contains("Auckland"), "{sql}");

@@ -173,6 +173,11 @@ impl Settings {
         self.bool("mcp.enabled")
     }
 
+    /// `data.max_answer_bytes`: the largest answer a read builds (API.md 17).
+    pub fn data_max_answer_bytes(&self) -> u64 {
+        u64::try_from(self.int("data.max_answer_bytes")).unwrap_or(33_554_432)
+    }
+
     /// `data.import_max_bytes`: the largest CSV body an import takes.
     pub fn data_import_max_bytes(&self) -> u64 {
         u64::try_from(self.int("data.import_max_bytes")).unwrap_or(104_857_600)

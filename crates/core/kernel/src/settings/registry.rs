@@ -184,6 +184,13 @@ pub(super) const KEYS: &[Key] = &[
             max: i64::MAX,
         },
     ),
+    key(
+        "data.max_answer_bytes",
+        Rule::Int {
+            min: 1_048_576,
+            max: i64::MAX,
+        },
+    ),
 ];
 
 pub(super) const OAUTH_PROVIDERS: [&str; 3] = ["google", "github", "oidc"];
@@ -250,6 +257,7 @@ pub fn default_of(name: &str) -> Value {
         "workflows.run_retention_days" => json!(30),
         "files.max_bytes" => json!(26_214_400),
         "data.import_max_bytes" => json!(104_857_600),
+        "data.max_answer_bytes" => json!(33_554_432),
         "realtime.replay_seconds" => json!(300),
         "realtime.max_subscribers" => json!(10_000),
         "auth.registration_enabled"

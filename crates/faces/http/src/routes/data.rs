@@ -155,7 +155,7 @@ pub async fn list(
 
 /// A 200 `text/csv` answer streaming `chunks`; an error after the first
 /// byte ends the connection early.
-fn csv_response(chunks: data::Chunks) -> HttpResponse {
+fn csv_response(chunks: data::Export) -> HttpResponse {
     let stream = futures_util::stream::unfold(chunks, |mut chunks| async move {
         let piece = chunks
             .recv()
