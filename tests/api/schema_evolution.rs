@@ -492,6 +492,42 @@ async fn a_renamed_table_keeps_its_resource_grants_exposure_views_and_workflows(
         json!({}),
     )
     .await;
+    // A draft edited since the publish, and a run waiting in a delay: the
+    // published version, the draft and the run's definition all follow.
+    let edited = app
+        .patch(
+            &format!("/admin/api/workflows/{workflow_id}"),
+            &admin,
+            json!({ "data": { "steps": [
+                { "id": "q", "type": "query", "resource": "public.orders", "sort": "-id" },
+                { "id": "f", "type": "finish", "result": "{{steps.q.result}}" }] } }),
+        )
+        .await;
+    assert_eq!(edited.status, StatusCode::OK, "{:?}", edited.body);
+    let slow = app
+        .post(
+            "/admin/api/workflows",
+            &admin,
+            json!({ "data": { "slug": "slow", "name": "Slow",
+                "trigger": { "type": "webhook", "method": "POST", "response": "async", "access": "authenticated" },
+                "steps": [{ "id": "wait", "type": "delay", "ms": 3_600_000 },
+                          { "id": "q", "type": "query", "resource": "public.orders" },
+                          { "id": "log", "type": "insert", "resource": "public.orders",
+                            "data": { "note": "{{steps.q.result}}", "resource": "public.orders" } }] } }),
+        )
+        .await;
+    assert_eq!(slow.status, StatusCode::CREATED, "{:?}", slow.body);
+    let slow_id = slow.data()["id"].as_str().unwrap().to_owned();
+    app.post(
+        &format!("/admin/api/workflows/{slow_id}/publish"),
+        &admin,
+        json!({}),
+    )
+    .await;
+    let started = app
+        .post("/api/workflows/slow/webhook", &admin, json!({}))
+        .await;
+    assert!(started.status.is_success(), "{:?}", started.body);
     // Read once so the instance caches the catalog.
     assert_eq!(
         app.get("/api/data/public/orders", &admin).await.status,
@@ -557,6 +593,28 @@ async fn a_renamed_table_keeps_its_resource_grants_exposure_views_and_workflows(
         Some(3),
         "{:?}",
         run.body
+    );
+    assert_eq!(
+        stored.data()["steps"][0]["sort"],
+        "-id",
+        "the draft stays edited"
+    );
+    let published = app
+        .db
+        .sql("SELECT published #>> '{steps,0,sort}' || ' ' || (published #>> '{steps,0,resource}') FROM svc.workflows WHERE slug = 'list'")
+        .await;
+    assert_eq!(published.as_deref(), Some("id public.purchases"));
+    let waiting = app
+        .db
+        .sql("SELECT (definition #>> '{steps,1,resource}') || ' ' || (definition #>> '{steps,2,resource}') \
+              || ' ' || (definition #>> '{steps,2,data,resource}') \
+              FROM svc.workflow_runs r JOIN svc.workflows w ON w.id = r.workflow_id \
+              WHERE w.slug = 'slow' AND r.status = 'RUNNING'")
+        .await;
+    assert_eq!(
+        waiting.as_deref(),
+        Some("public.purchases public.purchases public.orders"),
+        "the run follows; the data it writes does not"
     );
 
     let taken = app

@@ -122,8 +122,13 @@ fn data_names(data: &Value, column: &str) -> bool {
     }
 }
 
+/// The step types that name a table by `resource`.
+const DATA_STEPS: [&str; 4] = ["query", "insert", "update", "delete"];
+
 /// Rewrites every data step's `resource` equal to `from` into `to`, at any
-/// depth; answers whether anything changed.
+/// depth (steps inside conditions, loops and error branches); a value a
+/// step carries that merely has a `resource` key is left alone. Answers
+/// whether anything changed.
 pub fn rename_resource(value: &mut Value, from: &str, to: &str) -> bool {
     match value {
         Value::Array(items) => {
@@ -135,7 +140,12 @@ pub fn rename_resource(value: &mut Value, from: &str, to: &str) -> bool {
         }
         Value::Object(map) => {
             let mut changed = false;
-            if let Some(resource) = map.get_mut("resource")
+            let data_step = map
+                .get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|kind| DATA_STEPS.contains(&kind));
+            if data_step
+                && let Some(resource) = map.get_mut("resource")
                 && resource.as_str() == Some(from)
             {
                 *resource = Value::String(to.to_owned());
@@ -216,5 +226,10 @@ mod tests {
         ));
         assert_eq!(steps["steps"][0]["then"][0]["resource"], "public.purchases");
         assert!(!rename_resource(&mut steps, "public.orders", "public.x"));
+        // A value that only has a `resource` key is the workflow's data.
+        let mut payload = json!({ "steps": [{ "id": "i", "type": "insert",
+            "resource": "public.log", "data": { "resource": "public.orders" } }] });
+        assert!(!rename_resource(&mut payload, "public.orders", "public.x"));
+        assert_eq!(payload["steps"][0]["data"]["resource"], "public.orders");
     }
 }

@@ -313,8 +313,9 @@ pub(crate) async fn change_column(
     Ok(plan)
 }
 
-/// Renames a table in `txn`: its resource, DataViews' sources and published
-/// and draft workflows' data steps follow.
+/// Renames a table in `txn`: its resource, DataViews' sources, published
+/// and draft workflows' data steps and the definitions of runs still
+/// running follow.
 pub(super) async fn rename_table(
     txn: &DatabaseTransaction,
     (schema, table): (&str, &str),
@@ -366,8 +367,31 @@ pub(super) async fn rename_table(
             .is_some_and(|p| schema::rename_resource(p, &from, &to));
         if draft_changed || published_changed {
             txn.execute_raw(stmt(
-                "UPDATE svc.workflows SET draft = $2, published = $3 WHERE slug = $1",
+                "UPDATE svc.workflows SET draft = $2, published = $3, updated_at = now() \
+                 WHERE slug = $1",
                 [w.slug.into(), w.draft.into(), w.published.into()],
+            ))
+            .await
+            .map_err(map_err)?;
+        }
+    }
+    // A run waiting (a delay, a retry) resumes from the definition it
+    // started with.
+    let running = txn
+        .query_all_raw(stmt(
+            "SELECT id, definition FROM svc.workflow_runs \
+             WHERE status = 'RUNNING' AND strpos(definition::text, $1) > 0 FOR UPDATE",
+            [from.clone().into()],
+        ))
+        .await
+        .map_err(map_err)?;
+    for row in running {
+        let id: uuid::Uuid = rows::column(&row, "id")?;
+        let mut definition: serde_json::Value = rows::column(&row, "definition")?;
+        if schema::rename_resource(&mut definition, &from, &to) {
+            txn.execute_raw(stmt(
+                "UPDATE svc.workflow_runs SET definition = $2 WHERE id = $1",
+                [id.into(), definition.into()],
             ))
             .await
             .map_err(map_err)?;
