@@ -4,7 +4,9 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use testkit::{IdTokenFault, MOCK_CLIENT_ID, MockProvider, MockUser, TestApp, spawn_app};
+use testkit::{
+    ClaimsShape, IdTokenFault, MOCK_CLIENT_ID, MockProvider, MockUser, TestApp, spawn_app,
+};
 use url::Url;
 
 /// The public URL of every test app, and a page under it to come back to.
@@ -479,4 +481,69 @@ async fn an_account_with_totp_ends_a_provider_sign_in_at_the_challenge() {
     let done = TestApp::answer(response).await;
     assert_eq!(done.status, StatusCode::OK, "{:?}", done.body);
     assert_eq!(done.data()["user"]["email"], "second@example.com");
+}
+
+#[tokio::test]
+async fn userinfo_names_new_people_and_trust_email_stands_in_for_a_silent_provider() {
+    let app = spawn_app().await;
+    let mock = MockProvider::start().await;
+    enable(&app, &mock, "oidc", true).await;
+    // The email and the name in userinfo only: the new person keeps both.
+    mock.set_claims(ClaimsShape {
+        email_in_id_token: false,
+        name_in_id_token: false,
+        email_verified_said: true,
+    });
+    mock.set_user(person("2001", "info@example.com", true));
+    let token = token_of(&app, "oidc").await;
+    let me = app.get("/api/auth/me", &token).await;
+    assert_eq!(me.data()["email"], "info@example.com");
+    assert_eq!(me.data()["name"], "Pat Person", "{:?}", me.body);
+
+    // A provider that never says whether the email is verified (Microsoft
+    // Entra ID): refused until the administrator trusts it.
+    mock.set_claims(ClaimsShape {
+        email_in_id_token: true,
+        name_in_id_token: true,
+        email_verified_said: false,
+    });
+    mock.set_user(person("2002", "entra@example.com", true));
+    assert_eq!(refusal(&app, "oidc").await, "OAUTH_FAILED");
+    let mut trusted = mock.settings("oidc");
+    trusted["trustEmail"] = json!(true);
+    configure(&app, json!({ "auth.oauth": { "oidc": trusted } })).await;
+    let changed = audit_actions(&app, "settings.update").await;
+    assert!(
+        changed
+            .iter()
+            .any(|e| e["details"]["trustEmail"]["oidc"] == true),
+        "{changed:?}"
+    );
+    let token = token_of(&app, "oidc").await;
+    let me = app.get("/api/auth/me", &token).await;
+    assert_eq!(me.data()["email"], "entra@example.com");
+    assert_eq!(me.data()["emailVerified"], true);
+    // An explicit "not verified" is refused all the same.
+    mock.set_claims(ClaimsShape::default());
+    mock.set_user(person("2003", "unverified@example.com", false));
+    assert_eq!(refusal(&app, "oidc").await, "OAUTH_FAILED");
+    // The setting reads back, and takes booleans only.
+    let admin = app.admin_session().await;
+    let settings = app.get("/admin/api/settings", &admin).await;
+    assert_eq!(settings.data()["auth.oauth"]["oidc"]["trustEmail"], true);
+    assert_eq!(settings.data()["auth.oauth"]["github"]["trustEmail"], false);
+    let mut wrong = mock.settings("oidc");
+    wrong["trustEmail"] = json!("yes");
+    let refused = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "auth.oauth": { "oidc": wrong } } }),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        refused.body["errors"][0]["field"],
+        "auth.oauth.oidc.trustEmail"
+    );
 }

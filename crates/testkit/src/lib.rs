@@ -22,7 +22,7 @@ use tessera::{Application, Config, Services};
 pub use crate::cluster::Cluster;
 pub use crate::db::TestDatabase;
 pub use crate::oauth_mock::{
-    IdTokenFault, MOCK_CLIENT_ID, MOCK_CLIENT_SECRET, MockProvider, MockUser,
+    ClaimsShape, IdTokenFault, MOCK_CLIENT_ID, MOCK_CLIENT_SECRET, MockProvider, MockUser,
 };
 pub use crate::smtp::{ReceivedEmail, SmtpSink};
 

@@ -45,6 +45,28 @@ pub struct MockUser {
     pub name: String,
 }
 
+/// Which claims the provider gives where (all of them everywhere by
+/// default), to play providers that leave some out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimsShape {
+    /// The email (and its verification) in the ID token, else in userinfo only.
+    pub email_in_id_token: bool,
+    /// The name in the ID token, else in userinfo only.
+    pub name_in_id_token: bool,
+    /// `email_verified` said at all (Microsoft Entra ID never says it).
+    pub email_verified_said: bool,
+}
+
+impl Default for ClaimsShape {
+    fn default() -> Self {
+        Self {
+            email_in_id_token: true,
+            name_in_id_token: true,
+            email_verified_said: true,
+        }
+    }
+}
+
 /// A way the next ID tokens are wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdTokenFault {
@@ -73,6 +95,7 @@ struct MockState {
     base: String,
     user: MockUser,
     fault: IdTokenFault,
+    claims: ClaimsShape,
     key: usize,
     grants: HashMap<String, Grant>,
     access_tokens: Vec<String>,
@@ -113,6 +136,7 @@ impl MockProvider {
                 name: "Pat Person".into(),
             },
             fault: IdTokenFault::None,
+            claims: ClaimsShape::default(),
             key: 0,
             grants: HashMap::new(),
             access_tokens: Vec::new(),
@@ -148,6 +172,11 @@ impl MockProvider {
     /// Who signs in next.
     pub fn set_user(&self, user: MockUser) {
         self.state.lock().unwrap().user = user;
+    }
+
+    /// Which claims the next ID tokens and userinfo answers carry.
+    pub fn set_claims(&self, claims: ClaimsShape) {
+        self.state.lock().unwrap().claims = claims;
     }
 
     /// Breaks (or mends) the next ID tokens.
@@ -308,6 +337,7 @@ async fn token(
 fn id_token(state: &MockState, nonce: &str) -> String {
     let now = chrono::Utc::now();
     let fault = state.fault;
+    let shape = state.claims;
     let issuer = if fault == IdTokenFault::WrongIssuer {
         "http://127.0.0.1:1/other".to_owned()
     } else {
@@ -334,9 +364,20 @@ fn id_token(state: &MockState, nonce: &str) -> String {
         expires,
         now - chrono::Duration::seconds(120),
         StandardClaims::new(SubjectIdentifier::new(state.user.subject.clone()))
-            .set_email(Some(EndUserEmail::new(state.user.email.clone())))
-            .set_email_verified(Some(state.user.email_verified))
-            .set_name(Some(EndUserName::new(state.user.name.clone()).into())),
+            .set_email(
+                shape
+                    .email_in_id_token
+                    .then(|| EndUserEmail::new(state.user.email.clone())),
+            )
+            .set_email_verified(
+                (shape.email_in_id_token && shape.email_verified_said)
+                    .then_some(state.user.email_verified),
+            )
+            .set_name(
+                shape
+                    .name_in_id_token
+                    .then(|| EndUserName::new(state.user.name.clone()).into()),
+            ),
         EmptyAdditionalClaims {},
     )
     .set_nonce(Some(Nonce::new(nonce.to_owned())));
@@ -374,9 +415,11 @@ async fn userinfo(state: Shared, req: HttpRequest) -> HttpResponse {
         return HttpResponse::Unauthorized().finish();
     }
     let u = &state.user;
-    HttpResponse::Ok().json(json!({
-        "sub": u.subject, "email": u.email, "email_verified": u.email_verified, "name": u.name,
-    }))
+    let mut info = json!({ "sub": u.subject, "email": u.email, "name": u.name });
+    if state.claims.email_verified_said {
+        info["email_verified"] = json!(u.email_verified);
+    }
+    HttpResponse::Ok().json(info)
 }
 
 async fn github_user(state: Shared, req: HttpRequest) -> HttpResponse {

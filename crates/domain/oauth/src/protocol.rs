@@ -63,7 +63,9 @@ fn failure(reason: &'static str) -> impl FnOnce(String) -> Failure {
 pub(crate) struct ProviderIdentity {
     pub subject: String,
     pub email: Option<String>,
-    pub email_verified: bool,
+    /// The provider's word on the email: `None` when it says nothing
+    /// (a provider's `trustEmail` decides then).
+    pub email_verified: Option<bool>,
     pub name: Option<String>,
 }
 
@@ -247,8 +249,7 @@ impl Protocol {
         struct UserInfo {
             sub: String,
             email: Option<String>,
-            #[serde(default)]
-            email_verified: bool,
+            email_verified: Option<bool>,
             name: Option<String>,
         }
         let info: UserInfo = self.get_json(&config.userinfo_url, access).await?;
@@ -285,7 +286,7 @@ impl Protocol {
         let primary = emails.into_iter().find(|e| e.primary);
         Ok(ProviderIdentity {
             subject: user.id.to_string(),
-            email_verified: primary.as_ref().is_some_and(|e| e.verified),
+            email_verified: primary.as_ref().map(|e| e.verified),
             email: primary.map(|e| e.email),
             name: user.name,
         })
@@ -372,13 +373,18 @@ impl Protocol {
         let mut identity = ProviderIdentity {
             subject: claims.subject().as_str().to_owned(),
             email: claims.email().map(|e| e.as_str().to_owned()),
-            email_verified: claims.email_verified().unwrap_or(false),
+            email_verified: claims.email_verified(),
             name: claims
                 .name()
                 .and_then(|n| n.get(None))
                 .map(|n| n.as_str().to_owned()),
         };
-        if identity.email.is_none()
+        // What the ID token leaves out (the email, its verification, the
+        // name), userinfo may tell.
+        let partial = identity.email.is_none()
+            || identity.email_verified.is_none()
+            || identity.name.is_none();
+        if partial
             && let Ok(request) = client.user_info(
                 response.access_token().clone(),
                 Some(claims.subject().clone()),
@@ -388,8 +394,20 @@ impl Protocol {
                 .request_async(&|r| self.send(r))
                 .await
                 .map_err(|e| failure("userinfo")(e.to_string()))?;
-            identity.email = info.email().map(|e| e.as_str().to_owned());
-            identity.email_verified = info.email_verified().unwrap_or(false);
+            if identity.email.is_none() {
+                identity.email = info.email().map(|e| e.as_str().to_owned());
+                identity.email_verified = info.email_verified();
+            } else if identity.email_verified.is_none()
+                && info.email().map(|e| e.as_str()) == identity.email.as_deref()
+            {
+                identity.email_verified = info.email_verified();
+            }
+            if identity.name.is_none() {
+                identity.name = info
+                    .name()
+                    .and_then(|n| n.get(None))
+                    .map(|n| n.as_str().to_owned());
+            }
         }
         Ok(identity)
     }

@@ -47,6 +47,9 @@ pub(crate) struct ProviderConfig {
     pub api_url: String,
     /// The OIDC issuer.
     pub issuer: String,
+    /// Whether an email the provider does not say is verified counts as
+    /// verified (`trustEmail`; an explicit `false` is refused all the same).
+    pub trust_email: bool,
 }
 
 impl ProviderConfig {
@@ -80,6 +83,7 @@ impl ProviderConfig {
             userinfo_url: or("userinfoUrl", userinfo),
             api_url: or("apiUrl", "https://api.github.com"),
             issuer: text("issuer").unwrap_or_default(),
+            trust_email: fields["trustEmail"] == Value::Bool(true),
         };
         (provider != Provider::Oidc || !config.issuer.is_empty()).then_some(config)
     }

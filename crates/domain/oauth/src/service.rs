@@ -253,21 +253,24 @@ impl OAuthService {
         };
         let email = identity.email.clone();
         Ok(self
-            .sign_in(provider, identity, &settings, origin)
+            .sign_in(provider, identity, config.trust_email, &settings, origin)
             .await?
             .map_err(|refusal| (refusal, email)))
     }
 
     /// Matches the account (API.md 3a) and stores the session, or, for an
-    /// account with TOTP on, starts its second-factor challenge.
+    /// account with a second factor, starts its challenge. An email the
+    /// provider says nothing of counts as verified when `trust_email`.
     async fn sign_in(
         &self,
         provider: Provider,
         identity: ProviderIdentity,
+        trust_email: bool,
         settings: &Settings,
         origin: &Origin,
     ) -> Result<Result<Landing, Refusal>, OAuthError> {
-        let email = match (&identity.email, identity.email_verified) {
+        let verified = identity.email_verified.unwrap_or(trust_email);
+        let email = match (&identity.email, verified) {
             (Some(email), true) => Email::parse(email, "email").ok(),
             _ => None,
         };
@@ -289,7 +292,11 @@ impl OAuthService {
             created_at: now,
             last_used_at: now,
         };
-        let details = json!({ "provider": provider.as_str() });
+        let details = if identity.email_verified.is_none() {
+            json!({ "provider": provider.as_str(), "emailTrusted": true })
+        } else {
+            json!({ "provider": provider.as_str() })
+        };
         let ip = origin.ip.clone();
         let second_step = found.as_ref().is_some_and(|account| {
             auth::needs_second_step(settings, account.totp, account.passkey, account.admin)

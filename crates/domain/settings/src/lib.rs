@@ -151,15 +151,37 @@ impl SettingsService {
             return Err(FieldError::new("auth.registration_role_id", "no such role").into());
         }
         let keys: Vec<&String> = patch.values.keys().collect();
+        let mut details = json!({ "keys": keys });
+        // Trusting a provider's unverified emails is named in the audit.
+        let trusted = trust_changes(&settings, &patch);
+        if !trusted.is_empty() {
+            details["trustEmail"] = Value::Object(trusted);
+        }
         let event = AuditEvent::new(
             caller.actor(),
             "settings.update",
             Some("settings".into()),
             ip,
         )
-        .with_details(json!({ "keys": keys }));
+        .with_details(details);
         self.store.save_settings(&patch, event).await?;
         settings.apply(&patch);
         Ok(settings.public_view())
     }
+}
+
+/// The providers whose `trustEmail` the patch changes, with the new value.
+fn trust_changes(settings: &Settings, patch: &SettingsPatch) -> Map<String, Value> {
+    let Some(Value::Object(providers)) = patch.values.get("auth.oauth") else {
+        return Map::new();
+    };
+    let stored = settings.value("auth.oauth");
+    providers
+        .iter()
+        .filter_map(|(provider, fields)| {
+            let trusted = fields["trustEmail"] == Value::Bool(true);
+            let was = stored[provider.as_str()]["trustEmail"] == Value::Bool(true);
+            (trusted != was).then(|| (provider.clone(), Value::Bool(trusted)))
+        })
+        .collect()
 }

@@ -151,8 +151,8 @@ fn check_oauth(value: &Value, stored: &Value) -> Result<Value, FieldError> {
                 return Err(FieldError::new(path, "unknown field"));
             }
             let ok = match (name.as_str(), v) {
-                ("enabled", Value::Bool(_)) | (_, Value::Null) => true,
-                ("enabled", _) => false,
+                ("enabled" | "trustEmail", Value::Bool(_)) | (_, Value::Null) => true,
+                ("enabled" | "trustEmail", _) => false,
                 ("clientId" | "clientSecret", Value::String(s)) => s.len() <= 512,
                 (_, Value::String(s)) => is_http_url(s),
                 _ => false,
@@ -160,8 +160,9 @@ fn check_oauth(value: &Value, stored: &Value) -> Result<Value, FieldError> {
             if !ok {
                 return Err(FieldError::new(path, "has a wrong type or value"));
             }
-            // A write-only secret sent back as null keeps the stored one.
-            if name == "clientSecret" && v.is_null() {
+            // A write-only secret sent back as null keeps the stored one;
+            // a null `trustEmail` is its default, false.
+            if matches!(name.as_str(), "clientSecret" | "trustEmail") && v.is_null() {
                 continue;
             }
             replaced[name.as_str()] = v.clone();

@@ -196,21 +196,36 @@ pub(super) const KEYS: &[Key] = &[
 pub(super) const OAUTH_PROVIDERS: [&str; 3] = ["google", "github", "oidc"];
 
 /// The fields each provider of `auth.oauth` accepts (API.md section 3a):
-/// Google takes GitHub's fields but `apiUrl`, OIDC only its issuer.
+/// Google takes GitHub's fields but `apiUrl`, OIDC only its issuer; each
+/// takes `trustEmail` (API.md 17).
 pub(super) fn oauth_fields(provider: &str) -> &'static [&'static str] {
-    const GITHUB: [&str; 7] = [
-        "enabled",
-        "clientId",
-        "clientSecret",
-        "authorizeUrl",
-        "tokenUrl",
-        "userinfoUrl",
-        "apiUrl",
-    ];
     match provider {
-        "github" => &GITHUB,
-        "oidc" => &["enabled", "clientId", "clientSecret", "issuer"],
-        _ => &GITHUB[..6],
+        "github" => &[
+            "enabled",
+            "clientId",
+            "clientSecret",
+            "authorizeUrl",
+            "tokenUrl",
+            "userinfoUrl",
+            "apiUrl",
+            "trustEmail",
+        ],
+        "oidc" => &[
+            "enabled",
+            "clientId",
+            "clientSecret",
+            "issuer",
+            "trustEmail",
+        ],
+        _ => &[
+            "enabled",
+            "clientId",
+            "clientSecret",
+            "authorizeUrl",
+            "tokenUrl",
+            "userinfoUrl",
+            "trustEmail",
+        ],
     }
 }
 
@@ -219,7 +234,7 @@ pub(super) fn oauth_default(provider: &str) -> Value {
     let fields = oauth_fields(provider)
         .iter()
         .map(|f| {
-            let value = if *f == "enabled" {
+            let value = if matches!(*f, "enabled" | "trustEmail") {
                 json!(false)
             } else {
                 Value::Null
