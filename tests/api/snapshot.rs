@@ -190,11 +190,30 @@ async fn a_staging_configuration_reaches_a_fresh_instance_and_comes_back_identic
         "a diff changes nothing"
     );
 
-    let applied = production
+    // Its workflow runs as an administrator: applied only when the
+    // request says so (API.md 17), the diff marking that step.
+    assert!(
+        steps
+            .iter()
+            .any(|s| s["kind"] == "workflow" && s["adminPower"] == true)
+    );
+    let unconsented = production
         .post(
             "/admin/api/snapshot/apply",
             &prod_admin,
             json!({ "data": { "snapshot": snapshot } }),
+        )
+        .await;
+    assert_eq!(unconsented.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        unconsented.body["errors"][0]["field"],
+        "workflows[0].published.trigger.executeAs"
+    );
+    let applied = production
+        .post(
+            "/admin/api/snapshot/apply",
+            &prod_admin,
+            json!({ "data": { "snapshot": snapshot, "allowAdminPower": true } }),
         )
         .await;
     assert_eq!(applied.status, StatusCode::OK, "{:?}", applied.body);
@@ -732,7 +751,12 @@ async fn the_command_line_exports_diffs_and_applies_without_a_server() {
         "{lines}"
     );
     let apply = crate::binary::tessera(
-        &["snapshot", "apply", file.to_str().unwrap()],
+        &[
+            "snapshot",
+            "apply",
+            file.to_str().unwrap(),
+            "--allow-admin-power",
+        ],
         &production.url,
     )
     .await;
@@ -845,4 +869,269 @@ async fn a_snapshot_removes_a_check_with_its_message_and_changes_a_default() {
         .await;
     assert_eq!(again.data()["steps"], json!([]));
     app.db.destroy().await;
+}
+
+/// A snapshot of `app`'s configuration as JSON.
+async fn exported_json(app: &TestApp, admin: &str) -> Value {
+    let answer = app.get("/admin/api/snapshot", admin).await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    answer.data().clone()
+}
+
+async fn diff_of(app: &TestApp, admin: &str, snapshot: &Value) -> Vec<Value> {
+    let diff = app
+        .post(
+            "/admin/api/snapshot/diff",
+            admin,
+            json!({ "data": snapshot }),
+        )
+        .await;
+    assert_eq!(diff.status, StatusCode::OK, "{:?}", diff.body);
+    diff.data()["steps"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn snapshot_diffs_show_values_and_mark_administrator_power() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let mut desired = exported_json(&app, &admin).await;
+    // Control: an ordinary setting is shown with its values, unmarked.
+    desired["settings"]["auth.session_ttl_hours"] = json!(12);
+    let steps = diff_of(&app, &admin, &desired).await;
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert_eq!(steps[0]["name"], "auth.session_ttl_hours");
+    assert_eq!(steps[0]["new"], 12);
+    assert!(steps[0]["old"].is_number(), "{steps:?}");
+    assert!(steps[0].get("adminPower").is_none());
+    // Anyone who registers would be an administrator: marked, and refused
+    // without consent; a secret is shown redacted.
+    desired["settings"]["auth.registration_role_id"] = json!("Administrators");
+    desired["settings"]["auth.oauth"]["github"]["clientSecret"] = json!("very-secret");
+    let steps = diff_of(&app, &admin, &desired).await;
+    let role = steps
+        .iter()
+        .find(|s| s["name"] == "auth.registration_role_id")
+        .expect("the role step");
+    assert_eq!(role["adminPower"], true);
+    assert_eq!(role["new"], "Administrators");
+    let oauth = steps.iter().find(|s| s["name"] == "auth.oauth").unwrap();
+    assert_eq!(oauth["new"]["github"]["clientSecret"], "[REDACTED]");
+    assert!(
+        !serde_json::to_string(&steps)
+            .unwrap()
+            .contains("very-secret")
+    );
+    let refused = app
+        .post(
+            "/admin/api/snapshot/apply",
+            &admin,
+            json!({ "data": { "snapshot": desired } }),
+        )
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        refused.body
+    );
+    assert_eq!(refused.code(), "INVALID_PAYLOAD");
+    assert_eq!(
+        refused.body["errors"][0]["field"],
+        "settings.auth.registration_role_id"
+    );
+    let applied = app
+        .post(
+            "/admin/api/snapshot/apply",
+            &admin,
+            json!({ "data": { "snapshot": desired, "allowAdminPower": true } }),
+        )
+        .await;
+    assert_eq!(applied.status, StatusCode::OK, "{:?}", applied.body);
+    // Each diff is audited, and its secrets are not.
+    let audit = app
+        .get("/admin/api/audit?action=snapshot.diff", &admin)
+        .await;
+    let entries = audit.data().as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{:?}", audit.body);
+    assert!(!audit.body.to_string().contains("very-secret"));
+}
+
+#[tokio::test]
+async fn exports_hold_no_secret_and_applies_keep_the_targets() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    created(
+        &app,
+        &admin,
+        "/admin/api/workflows",
+        json!({ "slug": "notify", "name": "Notify",
+            "trigger": { "type": "webhook", "method": "POST", "response": "async", "access": "authenticated" },
+            "steps": [{ "id": "call", "type": "http", "method": "POST", "url": "https://hooks.example.com/x",
+                        "signingSecret": "sign-me-please",
+                        "headers": { "Authorization": "Bearer hook-token", "Accept": "application/json" } }] }),
+    )
+    .await;
+    let snapshot = exported_json(&app, &admin).await;
+    let text = snapshot.to_string();
+    assert!(
+        !text.contains("sign-me-please") && !text.contains("hook-token"),
+        "{text}"
+    );
+    let step = &snapshot["workflows"][0]["draft"]["steps"][0];
+    assert_eq!(step["signingSecret"], "[REDACTED]");
+    assert_eq!(step["headers"]["Authorization"], "[REDACTED]");
+    assert_eq!(step["headers"]["Accept"], "application/json");
+    // Applied back with a change, the stored secrets stay.
+    assert!(diff_of(&app, &admin, &snapshot).await.is_empty());
+    let mut renamed = snapshot.clone();
+    renamed["workflows"][0]["name"] = json!("Notify them");
+    let applied = app
+        .post(
+            "/admin/api/snapshot/apply",
+            &admin,
+            json!({ "data": { "snapshot": renamed } }),
+        )
+        .await;
+    assert_eq!(applied.status, StatusCode::OK, "{:?}", applied.body);
+    let kept = app
+        .db
+        .sql("SELECT (draft #>> '{steps,0,signingSecret}') || ' ' || (draft #>> '{steps,0,headers,Authorization}') FROM svc.workflows WHERE slug = 'notify'")
+        .await;
+    assert_eq!(kept.as_deref(), Some("sign-me-please Bearer hook-token"));
+    // An instance without that step has no value to keep.
+    let fresh = spawn_app().await;
+    let fresh_admin = fresh.admin_session().await;
+    let refused = fresh
+        .post(
+            "/admin/api/snapshot/apply",
+            &fresh_admin,
+            json!({ "data": { "snapshot": snapshot } }),
+        )
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        refused.body
+    );
+    let field = refused.body["errors"][0]["field"].as_str().unwrap();
+    assert!(
+        field.starts_with("workflows[0].draft.steps.call."),
+        "{field}"
+    );
+}
+
+#[tokio::test]
+async fn a_diff_that_would_drop_a_table_blocks_no_writer() {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    for name in ["orders", "items"] {
+        created(
+            &app,
+            &admin,
+            "/admin/api/schema/shop/tables",
+            json!({ "name": name, "columns": [
+                { "name": "id", "dataType": "bigint", "primaryKey": true },
+                { "name": "qty", "dataType": "integer" } ] }),
+        )
+        .await;
+    }
+    let mut desired = exported_json(&app, &admin).await;
+    // Drop orders, retype and index items: each would lock its table.
+    desired["tables"] = json!(
+        desired["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["name"] != "orders")
+            .map(|t| {
+                let mut t = t.clone();
+                t["columns"][1]["dataType"] = json!("bigint");
+                t["indexes"] = json!([{ "name": "items_qty_idx", "columns": ["qty"],
+                                    "unique": false, "method": "btree" }]);
+                t
+            })
+            .collect::<Vec<_>>()
+    );
+    desired["resources"] = json!(
+        desired["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["table"] != "orders")
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+    // A writer holds both tables in an open transaction.
+    let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
+    let writer = db.begin().await.unwrap();
+    writer
+        .execute_unprepared(
+            "INSERT INTO shop.orders VALUES (1, 1); INSERT INTO shop.items VALUES (1, 1)",
+        )
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let diff = app
+        .post(
+            "/admin/api/snapshot/diff",
+            &admin,
+            json!({ "data": desired }),
+        )
+        .await;
+    assert_eq!(diff.status, StatusCode::OK, "{:?}", diff.body);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "the diff waited {:?}",
+        started.elapsed()
+    );
+    let steps = diff.data()["steps"].as_array().unwrap();
+    for sql in [
+        "DROP TABLE \"shop\".\"orders\"",
+        "TYPE BIGINT",
+        "CREATE INDEX",
+    ] {
+        assert!(
+            steps
+                .iter()
+                .any(|s| s["sql"].as_str().is_some_and(|q| q.contains(sql))),
+            "{sql} in {steps:?}"
+        );
+    }
+    writer.commit().await.unwrap();
+    // While a diff runs, another session writes both tables without waiting.
+    let during = tokio::spawn({
+        let url = app.db.url.clone();
+        async move {
+            let db = sea_orm::Database::connect(&url).await.unwrap();
+            for n in 2..40 {
+                db.execute_unprepared(&format!(
+                    "SET lock_timeout = '1s'; INSERT INTO shop.orders VALUES ({n}, 1); \
+                     INSERT INTO shop.items VALUES ({n}, 1)"
+                ))
+                .await
+                .unwrap();
+            }
+        }
+    });
+    for _ in 0..5 {
+        let again = app
+            .post(
+                "/admin/api/snapshot/diff",
+                &admin,
+                json!({ "data": desired }),
+            )
+            .await;
+        assert_eq!(again.status, StatusCode::OK, "{:?}", again.body);
+    }
+    during.await.unwrap();
+    // Nothing changed.
+    assert_eq!(
+        app.db
+            .sql("SELECT count(*)::text FROM shop.orders")
+            .await
+            .as_deref(),
+        Some("39")
+    );
 }

@@ -75,6 +75,10 @@ enum SnapshotCommand {
         /// or change a type.
         #[arg(long)]
         allow_destructive: bool,
+        /// Runs steps that give administrator power (a setting naming a
+        /// role with admin access, a workflow that runs as an administrator).
+        #[arg(long)]
+        allow_admin_power: bool,
     },
 }
 
@@ -111,7 +115,18 @@ fn read_snapshot(file: &PathBuf) -> anyhow::Result<serde_json::Value> {
 }
 
 fn print_step(step: &snapshot::StepReport) {
-    println!("{} {} {}", step.action, step.kind, step.name);
+    let power = if step.admin_power {
+        " (gives administrator power)"
+    } else {
+        ""
+    };
+    match &step.values {
+        Some((old, new)) => println!(
+            "{} {} {}: {old} -> {new}{power}",
+            step.action, step.kind, step.name
+        ),
+        None => println!("{} {} {}{power}", step.action, step.kind, step.name),
+    }
 }
 
 /// Runs a snapshot command; a refusal is an error naming its field.
@@ -135,7 +150,7 @@ async fn snapshot_command(services: &Services, command: SnapshotCommand) -> anyh
         SnapshotCommand::Diff { file } => {
             let planned = services
                 .snapshots
-                .diff(system, &read_snapshot(&file)?)
+                .diff(system, &read_snapshot(&file)?, None)
                 .await
                 .map_err(refused)?;
             planned.steps.iter().for_each(print_step);
@@ -143,10 +158,15 @@ async fn snapshot_command(services: &Services, command: SnapshotCommand) -> anyh
         SnapshotCommand::Apply {
             file,
             allow_destructive,
+            allow_admin_power,
         } => {
+            let consent = snapshot::Consent {
+                destructive: allow_destructive,
+                admin_power: allow_admin_power,
+            };
             let steps = services
                 .snapshots
-                .apply(system, &read_snapshot(&file)?, allow_destructive, None)
+                .apply(system, &read_snapshot(&file)?, consent, None)
                 .await
                 .map_err(refused)?;
             steps.iter().for_each(print_step);

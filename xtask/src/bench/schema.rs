@@ -119,7 +119,7 @@ fn verdict(ms: u128, target: u128) -> &'static str {
 /// Runs the benchmark.
 pub fn schema() -> Result {
     let snapshot = configuration();
-    let apply_body = |s: &str| format!(r#"{{"data":{{"snapshot":{s}}}}}"#);
+    let apply_body = |s: &str| format!(r#"{{"data":{{"snapshot":{s},"allowAdminPower":true}}}}"#);
     let (_staging, staging_port, _db, staging_admin) =
         fresh_server("tessera_bench_schema_staging")?;
     let (seeded, _) = timed(

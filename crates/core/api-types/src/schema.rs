@@ -274,6 +274,11 @@ pub struct SnapshotApplyRequest {
     /// workflow, or change a type; without it they are refused (409).
     #[serde(default)]
     pub allow_destructive: bool,
+    /// Runs steps that give administrator power (a setting naming a role
+    /// with admin access, a workflow that runs as an administrator); without
+    /// it they are refused (400, `field` naming the step).
+    #[serde(default)]
+    pub allow_admin_power: bool,
 }
 
 /// One change of a snapshot's diff or apply.
@@ -288,6 +293,17 @@ pub struct SnapshotStep {
     /// The SQL of a schema step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sql: Option<String>,
+    /// A setting's value before the step (secrets `"[REDACTED]"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub old: Option<Value>,
+    /// A setting's value after the step (secrets `"[REDACTED]"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub new: Option<Value>,
+    /// The step gives administrator power; apply needs `allowAdminPower`.
+    #[serde(rename = "adminPower", skip_serializing_if = "std::ops::Not::not")]
+    pub admin_power: bool,
 }
 
 /// What `POST /admin/api/snapshot/diff` answers.

@@ -92,6 +92,11 @@ pub struct Step {
     /// Whether it drops a table, a column, a role, a grant or a workflow, or
     /// changes a type.
     pub destructive: bool,
+    /// A setting's value before and after, as shown (secrets `[REDACTED]`).
+    pub values: Option<(Value, Value)>,
+    /// The path of what in it gives administrator power, if anything does
+    /// (see [`mark_admin_power`]).
+    pub admin_power: Option<String>,
     /// What runs.
     pub operation: Operation,
 }
@@ -105,7 +110,63 @@ fn step(action: Action, kind: &'static str, name: String, operation: Operation) 
         kind,
         name,
         destructive,
+        values: None,
+        admin_power: None,
         operation,
+    }
+}
+
+/// `value` of the setting `key` as a diff shows it: a provider's
+/// `clientSecret` as `[REDACTED]`.
+fn shown(key: &str, value: &Value) -> Value {
+    let mut value = value.clone();
+    if key == "auth.oauth"
+        && let Some(providers) = value.as_object_mut()
+    {
+        for provider in providers.values_mut() {
+            if let Some(secret) = provider.get_mut("clientSecret")
+                && !secret.is_null()
+            {
+                *secret = Value::String("[REDACTED]".into());
+            }
+        }
+    }
+    value
+}
+
+/// Marks the steps that give administrator power (API.md 17): a setting
+/// naming a role with admin access (`admin_roles`, lower-case names) and a
+/// workflow that runs as an administrator (`admin_users`, lower-case
+/// emails). Snapshots carry neither a role's admin access nor
+/// memberships, so no other step can.
+pub fn mark_admin_power(
+    steps: &mut [Step],
+    admin_roles: &BTreeSet<String>,
+    admin_users: &BTreeSet<String>,
+) {
+    for step in steps {
+        step.admin_power = match &step.operation {
+            Operation::SetSetting(key, value)
+                if key == "auth.registration_role_id"
+                    && value
+                        .as_str()
+                        .is_some_and(|role| admin_roles.contains(&role.to_lowercase())) =>
+            {
+                Some(format!("settings.{key}"))
+            }
+            Operation::PutWorkflow(workflow, path) => [
+                ("published", workflow.published.as_ref()),
+                ("draft", Some(&workflow.draft)),
+            ]
+            .into_iter()
+            .find_map(|(part, definition)| {
+                let runs_as = definition?.pointer("/trigger/executeAs")?.as_str()?;
+                admin_users
+                    .contains(&runs_as.to_lowercase())
+                    .then(|| format!("{path}.{part}.trigger.executeAs"))
+            }),
+            _ => None,
+        };
     }
 }
 
@@ -122,12 +183,15 @@ pub fn diff(current: &Snapshot, desired: &Snapshot) -> Result<Vec<Step>, FieldEr
     grants(current, desired, &mut middle);
     for (key, value) in &desired.settings {
         if current.settings.get(key) != Some(value) {
-            middle.push(step(
+            let mut change = step(
                 Action::Alter,
                 "setting",
                 key.clone(),
                 Operation::SetSetting(key.clone(), value.clone()),
-            ));
+            );
+            let old = current.settings.get(key).cloned().unwrap_or(Value::Null);
+            change.values = Some((shown(key, &old), shown(key, value)));
+            middle.push(change);
         }
     }
     first.extend(middle);

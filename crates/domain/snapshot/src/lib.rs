@@ -14,7 +14,7 @@ use audit::{Actor, AuditEvent};
 use kernel::{Code, ErrorCode, FieldError, StoreError};
 use serde_json::{Value, json};
 
-pub use diff::{Action, Operation, Step, diff};
+pub use diff::{Action, Operation, Step, diff, mark_admin_power};
 pub use model::{
     Column, Dashboard, DataView, ForeignKey, Grant, Index, Resource, Role, Snapshot, Table,
     VERSION, Workflow,
@@ -33,17 +33,50 @@ pub struct StepReport {
     pub sql: Option<String>,
     /// Whether it is destructive.
     pub destructive: bool,
+    /// A setting's value before and after (secrets `[REDACTED]`).
+    pub values: Option<(Value, Value)>,
+    /// Whether it gives administrator power.
+    pub admin_power: bool,
 }
 
 impl StepReport {
-    /// `{ action, kind, name, sql? }`.
+    /// What `step` reports, without its SQL.
+    pub fn of(step: &Step) -> Self {
+        Self {
+            action: step.action.as_str(),
+            kind: step.kind,
+            name: step.name.clone(),
+            sql: None,
+            destructive: step.destructive,
+            values: step.values.clone(),
+            admin_power: step.admin_power.is_some(),
+        }
+    }
+
+    /// `{ action, kind, name, sql?, old?, new?, adminPower? }`.
     pub fn to_json(&self) -> Value {
         let mut step = json!({ "action": self.action, "kind": self.kind, "name": self.name });
         if let Some(sql) = &self.sql {
             step["sql"] = Value::String(sql.clone());
         }
+        if let Some((old, new)) = &self.values {
+            step["old"] = old.clone();
+            step["new"] = new.clone();
+        }
+        if self.admin_power {
+            step["adminPower"] = Value::Bool(true);
+        }
         step
     }
+}
+
+/// What an apply may do beyond ordinary changes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Consent {
+    /// Steps that drop or retype (409 without it).
+    pub destructive: bool,
+    /// Steps that give administrator power (400 without it).
+    pub admin_power: bool,
 }
 
 /// Reading and applying snapshots.
@@ -52,13 +85,15 @@ pub trait SnapshotStore: Send + Sync + 'static {
     /// The configuration as it is.
     async fn export(&self) -> Result<Snapshot, StoreError>;
     /// In one transaction: reads the configuration, plans the steps to
-    /// `desired`, refuses destructive ones unless allowed, runs them; with
-    /// `execute` commits with `event` (its details get the steps), without
-    /// it rolls back. Answers the steps with the SQL each ran.
+    /// `desired`, refuses those `consent` does not allow, runs them; with
+    /// `execute` commits with `event` (its details get the steps). Without
+    /// it (a diff) nothing locks a table that exists, everything rolls
+    /// back, and `event` is audited on its own. Answers the steps with the
+    /// SQL each ran (or would run).
     async fn apply(
         &self,
         desired: &Snapshot,
-        allow_destructive: bool,
+        consent: Consent,
         execute: bool,
         event: AuditEvent,
     ) -> Result<Vec<StepReport>, StoreError>;
@@ -124,12 +159,22 @@ impl SnapshotService {
         Ok(self.store.export().await?.to_json())
     }
 
-    /// The steps that would make this instance match `snapshot`, run and
-    /// rolled back, so that they meet every refusal the apply would.
-    pub async fn diff(&self, actor: Actor, snapshot: &Value) -> Result<Planned, SnapshotError> {
+    /// The steps that would make this instance match `snapshot`, planned
+    /// and checked in a transaction that rolls back and locks no table
+    /// (audited as `snapshot.diff`).
+    pub async fn diff(
+        &self,
+        actor: Actor,
+        snapshot: &Value,
+        ip: Option<String>,
+    ) -> Result<Planned, SnapshotError> {
         let desired = Snapshot::parse(snapshot)?;
-        let event = AuditEvent::new(actor, "snapshot.diff", None, None);
-        let steps = self.store.apply(&desired, true, false, event).await?;
+        let event = AuditEvent::new(actor, "snapshot.diff", None, ip);
+        let consent = Consent {
+            destructive: true,
+            admin_power: true,
+        };
+        let steps = self.store.apply(&desired, consent, false, event).await?;
         let destructive = steps.iter().any(|s| s.destructive);
         Ok(Planned { steps, destructive })
     }
@@ -139,14 +184,11 @@ impl SnapshotService {
         &self,
         actor: Actor,
         snapshot: &Value,
-        allow_destructive: bool,
+        consent: Consent,
         ip: Option<String>,
     ) -> Result<Vec<StepReport>, SnapshotError> {
         let desired = Snapshot::parse(snapshot)?;
         let event = AuditEvent::new(actor, "snapshot.apply", None, ip);
-        Ok(self
-            .store
-            .apply(&desired, allow_destructive, true, event)
-            .await?)
+        Ok(self.store.apply(&desired, consent, true, event).await?)
     }
 }

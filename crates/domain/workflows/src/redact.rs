@@ -25,7 +25,7 @@ pub const REDACTED_HEADERS: [&str; 5] = [
 /// Headers of an http step's answer that are never stored.
 const REDACTED_ANSWER_HEADERS: [&str; 2] = ["set-cookie", "authorization"];
 /// What stands in for a secret.
-const MARK: &str = "[REDACTED]";
+pub(crate) const MARK: &str = "[REDACTED]";
 /// Shorter values are not looked for inside other text (they would blot
 /// out ordinary words); they are still replaced where they are whole.
 const SECRET_MIN_CHARS: usize = 6;

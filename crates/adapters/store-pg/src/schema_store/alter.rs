@@ -247,11 +247,14 @@ pub(crate) async fn refresh_resource(
     Ok(())
 }
 
-/// Plans and runs a change of one column in `txn`; answers the plan.
+/// Plans and runs a change of one column in `txn`; answers the plan. With
+/// `ddl` false (a snapshot's diff) the table itself is left alone: no lock
+/// on it, nothing run on it.
 pub(crate) async fn change_column(
     txn: &DatabaseTransaction,
     (schema, table, column): (&str, &str, &str),
     change: &ColumnChange,
+    ddl: bool,
 ) -> Result<Plan, StoreError> {
     lock_schema(txn, schema).await?;
     let facts = facts(txn, schema, table).await?;
@@ -287,7 +290,9 @@ pub(crate) async fn change_column(
         }
     }
     confirm(txn, &plan).await?;
-    run_reported(txn, &plan).await?;
+    if ddl {
+        run_reported(txn, &plan).await?;
+    }
     let grants_sql = match renamed {
         Some(_) => {
             "UPDATE svc.grants SET columns = array_replace(columns, $3, $4) \

@@ -383,7 +383,9 @@ impl SchemaStore for PgStore {
         let txn = self.db.begin().await.map_err(map_err)?;
         // A preview runs the change too, so it meets every refusal the
         // change would (a value that does not convert, say), then rolls back.
-        let sql = alter::change_column(&txn, target, change).await?.sql();
+        let sql = alter::change_column(&txn, target, change, true)
+            .await?
+            .sql();
         if execute {
             self.commit_catalog_change(txn, with_sql(event, sql.clone()))
                 .await?;

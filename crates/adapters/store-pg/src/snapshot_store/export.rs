@@ -118,9 +118,10 @@ impl Names {
             .map_or(Json::Null, |name| Json::String(name.clone()))
     }
 
-    /// A `{ trigger, steps }` with `executeAs` as an email and a dbEvent's
-    /// `resourceId` as `resource: schema.table`.
+    /// A `{ trigger, steps }` with `executeAs` as an email, a dbEvent's
+    /// `resourceId` as `resource: schema.table`, and no secret (API.md 17).
     fn definition(&self, mut definition: Json) -> Json {
+        workflows::redact_secrets(&mut definition);
         if let Some(trigger) = definition.get_mut("trigger").and_then(Json::as_object_mut) {
             if let Some(user) = trigger.get("executeAs").cloned() {
                 trigger.insert("executeAs".into(), Self::of(&self.users, &user));

@@ -9,23 +9,23 @@ use audit::AuditEvent;
 use kernel::StoreError;
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde_json::{Value as Json, json};
-use snapshot::{Operation, Snapshot, SnapshotStore, Step, StepReport};
+use std::collections::BTreeSet;
+
+use kernel::FieldError;
+use snapshot::{Consent, Operation, Snapshot, SnapshotStore, StepReport};
 
 use crate::{PgStore, map_err, stmt};
 
 /// An apply's limits: a lock waited for at most 5 s, 5 minutes in all.
 const LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'";
 
-/// What a step reports, without its SQL.
-fn report_of(step: &Step) -> StepReport {
-    StepReport {
-        action: step.action.as_str(),
-        kind: step.kind,
-        name: step.name.clone(),
-        sql: None,
-        destructive: step.destructive,
-    }
-}
+/// The lower-case names of the roles with admin access, and the emails of
+/// the active users in one (who hold administrator power).
+const ADMIN_POWER_SQL: &str = "SELECT \
+    coalesce((SELECT array_agg(lower(name)) FROM svc.roles WHERE admin_access), '{}') AS roles, \
+    coalesce((SELECT array_agg(DISTINCT lower(u.email)) FROM svc.users u \
+        JOIN svc.role_members m ON m.user_id = u.id JOIN svc.roles r ON r.id = m.role_id \
+        WHERE r.admin_access AND u.active), '{}') AS users";
 
 #[async_trait]
 impl SnapshotStore for PgStore {
@@ -42,7 +42,7 @@ impl SnapshotStore for PgStore {
     async fn apply(
         &self,
         desired: &Snapshot,
-        allow_destructive: bool,
+        consent: Consent,
         execute: bool,
         event: AuditEvent,
     ) -> Result<Vec<StepReport>, StoreError> {
@@ -56,8 +56,38 @@ impl SnapshotStore for PgStore {
         .map_err(map_err)?;
         txn.execute_unprepared(LIMITS).await.map_err(map_err)?;
         let current = export::export(&txn).await?;
-        let planned = snapshot::diff(&current, desired)?;
-        if !allow_destructive && let Some(first) = planned.iter().find(|s| s.destructive) {
+        let mut planned = snapshot::diff(&current, desired)?;
+        let power = txn
+            .query_one_raw(stmt(ADMIN_POWER_SQL, []))
+            .await
+            .map_err(map_err)?
+            .ok_or_else(|| StoreError::Internal("no administrators' row".into()))?;
+        let roles: BTreeSet<String> = crate::rows::column::<Vec<String>>(&power, "roles")?
+            .into_iter()
+            .collect();
+        let users: BTreeSet<String> = crate::rows::column::<Vec<String>>(&power, "users")?
+            .into_iter()
+            .collect();
+        snapshot::mark_admin_power(&mut planned, &roles, &users);
+        if !consent.admin_power
+            && let Some((step, field)) = planned
+                .iter()
+                .find_map(|s| s.admin_power.as_ref().map(|f| (s, f)))
+        {
+            return Err(FieldError::new(
+                field.clone(),
+                format!(
+                    "{} {} {} gives administrator power: apply with allowAdminPower to go on",
+                    step.action.as_str(),
+                    step.kind,
+                    step.name
+                ),
+            )
+            .into());
+        }
+        if !consent.destructive
+            && let Some(first) = planned.iter().find(|s| s.destructive)
+        {
             return Err(StoreError::Conflict {
                 field: Some("allowDestructive"),
                 message: format!(
@@ -83,24 +113,32 @@ impl SnapshotStore for PgStore {
                 .collect();
             if grants.len() > 1 {
                 steps::create_grants(&txn, &grants, &mut memo).await?;
-                reports.extend(planned[i..i + grants.len()].iter().map(report_of));
+                reports.extend(planned[i..i + grants.len()].iter().map(StepReport::of));
                 i += grants.len();
                 continue;
             }
             let step = &planned[i];
             i += 1;
-            let sql = steps::run(self, &txn, &step.operation, &mut memo).await?;
+            let sql = steps::run(self, &txn, &step.operation, &mut memo, !execute).await?;
             // A table or column step sets its own, shorter statement limit.
             if matches!(step.kind, "table" | "column") {
                 txn.execute_unprepared(LIMITS).await.map_err(map_err)?;
             }
             reports.push(StepReport {
                 sql,
-                ..report_of(step)
+                ..StepReport::of(step)
             });
         }
         if !execute {
             txn.rollback().await.map_err(map_err)?;
+            // A diff changes nothing, and is audited all the same.
+            let steps: Vec<Json> = reports.iter().map(StepReport::to_json).collect();
+            crate::write_audit(
+                &self.db,
+                event.with_details(json!({ "steps": steps })),
+                self.now(),
+            )
+            .await?;
             return Ok(reports);
         }
         // Rows inserted with their published definition move no version by

@@ -83,12 +83,17 @@ fn column_input(c: &Column) -> ColumnInput {
     }
 }
 
-/// Runs one step; answers the SQL of a schema step.
+/// Runs one step; answers the SQL of a schema step. With `dry` (a diff),
+/// nothing takes a lock on a table that exists: its DDL is planned and
+/// checked against the catalog but not run, new tables are made without
+/// their foreign keys, and no event trigger is set; the service tables'
+/// rows are written (and rolled back) so that later steps find the names.
 pub(super) async fn run(
     store: &PgStore,
     txn: &DatabaseTransaction,
     operation: &Operation,
     memo: &mut Memo,
+    dry: bool,
 ) -> Result<Option<String>, StoreError> {
     // Grants run one after another with nothing changing between them;
     // anything else may change what the memo holds.
@@ -107,10 +112,13 @@ pub(super) async fn run(
             Ok(None)
         }
         Operation::CreateTable(table, path) => {
-            create_table(store, txn, table, path).await.map(Some)
+            create_table(store, txn, table, path, dry).await.map(Some)
         }
         Operation::DropTable(schema, table) => {
             let sql = format!("DROP TABLE {}", qualified(schema, table));
+            if dry {
+                return Ok(Some(format!("{sql};")));
+            }
             txn.execute_unprepared(&sql)
                 .await
                 .map_err(|e| reported(e, "tables"))?;
@@ -133,7 +141,9 @@ pub(super) async fn run(
             let plan = schema::add_column(schema, table, &column_input(column), &existing)
                 .map_err(|e| at(path, e))?;
             confirm(txn, &plan).await.map_err(within(path))?;
-            run_plan(txn, &plan).await.map_err(within(path))?;
+            if !dry {
+                run_plan(txn, &plan).await.map_err(within(path))?;
+            }
             store
                 .insert_resource(
                     txn,
@@ -147,24 +157,27 @@ pub(super) async fn run(
         Operation::AlterColumn(schema, table, column, patch, path) => {
             let change = ColumnChange::Alter(patch.clone());
             Ok(Some(
-                change_column(txn, (schema, table, column), &change)
+                change_column(txn, (schema, table, column), &change, !dry)
                     .await
                     .map_err(within(path))?
                     .sql(),
             ))
         }
         Operation::DropColumn(schema, table, column) => Ok(Some(
-            change_column(txn, (schema, table, column), &ColumnChange::Drop)
+            change_column(txn, (schema, table, column), &ColumnChange::Drop, !dry)
                 .await?
                 .sql(),
         )),
         Operation::CreateIndex(schema, table, index, path) => {
-            create_index(txn, (schema, table), index, path)
+            create_index(txn, (schema, table), index, path, dry)
                 .await
                 .map(Some)
         }
         Operation::DropIndex(schema, name) => {
             let sql = format!("DROP INDEX {}", qualified(schema, name));
+            if dry {
+                return Ok(Some(format!("{sql};")));
+            }
             txn.execute_unprepared(&sql)
                 .await
                 .map_err(|e| reported(e, "tables"))?;
@@ -227,7 +240,7 @@ pub(super) async fn run(
             Ok(None)
         }
         Operation::PutWorkflow(workflow, path) => {
-            put_workflow(txn, workflow, path).await.map(|()| None)
+            put_workflow(txn, workflow, path, dry).await.map(|()| None)
         }
         Operation::DropWorkflow(slug) => {
             execute(
@@ -312,15 +325,27 @@ async fn create_table(
     txn: &DatabaseTransaction,
     table: &Table,
     path: &str,
+    dry: bool,
 ) -> Result<String, StoreError> {
-    let input = TableInput {
+    let mut input = TableInput {
         name: table.name.clone(),
         columns: table.columns.iter().map(column_input).collect(),
     };
     let plan = schema::create_table(&table.schema, &input).map_err(|e| at(path, e))?;
     lock_schema(txn, &plan.schema).await?;
     confirm(txn, &plan).await.map_err(within(path))?;
-    run_plan(txn, &plan).await.map_err(within(path))?;
+    if dry {
+        // A foreign key locks the table it references against writes: a
+        // diff makes the new table without them (their targets are checked
+        // above).
+        for column in &mut input.columns {
+            column.foreign_key = None;
+        }
+        let unlinked = schema::create_table(&table.schema, &input).map_err(|e| at(path, e))?;
+        run_plan(txn, &unlinked).await.map_err(within(path))?;
+    } else {
+        run_plan(txn, &plan).await.map_err(within(path))?;
+    }
     store
         .insert_resource(
             txn,
@@ -337,6 +362,7 @@ async fn create_index(
     (schema, table): (&str, &str),
     index: &Index,
     path: &str,
+    dry: bool,
 ) -> Result<String, StoreError> {
     let facts = facts(txn, schema, table).await?;
     let input = IndexInput {
@@ -353,9 +379,11 @@ async fn create_index(
     } else {
         "columns"
     };
-    txn.execute_unprepared(&sql)
-        .await
-        .map_err(|e| within(path)(reported(e, field)))?;
+    if !dry {
+        txn.execute_unprepared(&sql)
+            .await
+            .map_err(|e| within(path)(reported(e, field)))?;
+    }
     let filter = plan.filter.as_ref().map(|f| (plan.name.as_str(), f));
     let recorded = schema::Plan::nothing(schema, table);
     refresh_resource(txn, &recorded, filter).await?;
@@ -392,6 +420,7 @@ async fn put_workflow(
     txn: &DatabaseTransaction,
     workflow: &Workflow,
     path: &str,
+    dry: bool,
 ) -> Result<(), StoreError> {
     let slug = kernel::validate::slug(&workflow.slug, "slug").map_err(|e| at(path, e))?;
     let name =
@@ -401,8 +430,28 @@ async fn put_workflow(
         .value("workflows.max_sync_wait_ms")
         .as_u64()
         .unwrap_or(u64::MAX);
+    // A secret exported as [REDACTED] keeps the value stored here.
+    let stored = txn
+        .query_one_raw(stmt(
+            "SELECT draft, published FROM svc.workflows WHERE slug = $1",
+            [slug.clone().into()],
+        ))
+        .await
+        .map_err(map_err)?;
+    let stored_of = |column: &str| -> Option<Json> {
+        stored
+            .as_ref()
+            .and_then(|row| rows::column::<Option<Json>>(row, column).ok().flatten())
+    };
+    let (stored_draft, stored_published) = (stored_of("draft"), stored_of("published"));
     let draft_path = format!("{path}.draft");
-    let draft = definition_ids(txn, &workflow.draft, &draft_path).await?;
+    let mut desired_draft = workflow.draft.clone();
+    workflows::restore_secrets(
+        &mut desired_draft,
+        stored_draft.as_ref().or(stored_published.as_ref()),
+        &draft_path,
+    )?;
+    let draft = definition_ids(txn, &desired_draft, &draft_path).await?;
     workflows::model::Definition::parse(&draft["trigger"], &draft["steps"], max_wait)
         .map_err(|e| at(&draft_path, e))?;
     let mut target = None;
@@ -411,7 +460,13 @@ async fn put_workflow(
         None => None,
         Some(p) => {
             let published_path = format!("{path}.published");
-            let p = definition_ids(txn, p, &published_path).await?;
+            let mut p = p.clone();
+            workflows::restore_secrets(
+                &mut p,
+                stored_published.as_ref().or(stored_draft.as_ref()),
+                &published_path,
+            )?;
+            let p = definition_ids(txn, &p, &published_path).await?;
             let parsed = workflows::model::Definition::parse(&p["trigger"], &p["steps"], max_wait)
                 .map_err(|e| at(&published_path, e))?;
             if let workflows::model::Trigger::DbEvent(event) = &parsed.trigger {
@@ -432,7 +487,9 @@ async fn put_workflow(
             Some(p)
         }
     };
-    if let Some((resource, _)) = &target {
+    if let Some((resource, _)) = &target
+        && !dry
+    {
         PgStore::capture_events(txn, *resource).await?;
     }
     let (resource, kinds) = target.map_or((None, Vec::new()), |(r, k)| (Some(r), k));

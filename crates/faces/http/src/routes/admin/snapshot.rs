@@ -4,7 +4,7 @@
 use actix_web::{HttpResponse, get, post, web};
 use api_types::{ErrorEnvelope, SnapshotApplied, SnapshotApplyRequest, SnapshotDiff, SnapshotStep};
 use serde_json::Value;
-use snapshot::StepReport;
+use snapshot::{Consent, StepReport};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -17,6 +17,9 @@ fn step(s: StepReport) -> SnapshotStep {
         kind: s.kind.to_owned(),
         name: s.name,
         sql: s.sql,
+        old: s.values.as_ref().map(|(old, _)| old.clone()),
+        new: s.values.map(|(_, new)| new),
+        admin_power: s.admin_power,
     }
 }
 
@@ -31,7 +34,8 @@ pub async fn export(
     Ok(ok(state.services.snapshots.export().await?))
 }
 
-/// The steps that would make this instance match a snapshot; nothing changes.
+/// The steps that would make this instance match a snapshot; nothing
+/// changes and no table is locked; audited as `snapshot.diff`.
 #[utoipa::path(operation_id = "diffSnapshot", tag = "snapshot", security(("bearer" = [])),
     request_body = inline(api_types::DataEnvelope<Object>),
     responses((status = 200, body = inline(api_types::DataEnvelope<SnapshotDiff>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
@@ -44,7 +48,7 @@ pub async fn diff(
     let planned = state
         .services
         .snapshots
-        .diff(caller.principal.actor(), &body.0)
+        .diff(caller.principal.actor(), &body.0, caller.ip())
         .await?;
     Ok(ok(SnapshotDiff {
         steps: planned.steps.into_iter().map(step).collect(),
@@ -52,7 +56,9 @@ pub async fn diff(
     }))
 }
 
-/// Makes this instance match a snapshot, in one transaction.
+/// Makes this instance match a snapshot, in one transaction. Steps that
+/// drop or retype need `allowDestructive` (409), steps that give
+/// administrator power `allowAdminPower` (400 naming the step).
 #[utoipa::path(operation_id = "applySnapshot", tag = "snapshot", security(("bearer" = [])),
     request_body = inline(api_types::DataEnvelope<SnapshotApplyRequest>),
     responses((status = 200, body = inline(api_types::DataEnvelope<SnapshotApplied>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
@@ -68,7 +74,10 @@ pub async fn apply(
         .apply(
             caller.principal.actor(),
             &body.0.snapshot,
-            body.0.allow_destructive,
+            Consent {
+                destructive: body.0.allow_destructive,
+                admin_power: body.0.allow_admin_power,
+            },
             caller.ip(),
         )
         .await?;

@@ -1,0 +1,171 @@
+//! A definition's own secrets in snapshots (API.md 17): an http step's
+//! `signingSecret` and the values of its credential headers (those of
+//! [`REDACTED_HEADERS`]) leave an export as `[REDACTED]`; a `[REDACTED]`
+//! applied keeps the value the target has for that step.
+
+use kernel::FieldError;
+use serde_json::Value;
+
+use crate::redact::{MARK, REDACTED_HEADERS};
+
+/// Every http step of `definition`, at any depth (conditions, loops, error
+/// branches), with its secrets replaced by `[REDACTED]`.
+pub fn redact_secrets(definition: &mut Value) {
+    for_each_http_step(definition, &mut |step| {
+        for (_, secret) in secrets_mut(step) {
+            *secret = Value::String(MARK.into());
+        }
+    });
+}
+
+/// Puts back, in each http step of `definition` that carries `[REDACTED]`,
+/// the value of the step with the same id in `stored` (the target's
+/// current definition); refused at `path` when the target has none.
+pub fn restore_secrets(
+    definition: &mut Value,
+    stored: Option<&Value>,
+    path: &str,
+) -> Result<(), FieldError> {
+    let mut missing = None;
+    for_each_http_step(definition, &mut |step| {
+        let id = step
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let kept = stored.and_then(|s| http_step(s, &id));
+        for (name, secret) in secrets_mut(step) {
+            if secret.as_str() != Some(MARK) {
+                continue;
+            }
+            let value = kept.and_then(|k| secret_of(k, &name));
+            match value {
+                Some(value) => *secret = value,
+                None if missing.is_none() => {
+                    missing = Some(format!("{path}.steps.{id}.{name}"));
+                }
+                None => {}
+            }
+        }
+    });
+    match missing {
+        Some(field) => Err(FieldError::new(
+            field,
+            "is [REDACTED] but this instance has no value to keep for it: give the value",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Calls `visit` on every object of `value` whose `type` is `http`.
+fn for_each_http_step(value: &mut Value, visit: &mut impl FnMut(&mut Value)) {
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(|v| for_each_http_step(v, visit)),
+        Value::Object(map) => {
+            if map.get("type").and_then(Value::as_str) == Some("http") {
+                visit(value);
+                if let Value::Object(map) = value {
+                    map.values_mut().for_each(|v| for_each_http_step(v, visit));
+                }
+            } else {
+                map.values_mut().for_each(|v| for_each_http_step(v, visit));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The http step `id` of `definition`, at any depth.
+fn http_step<'v>(definition: &'v Value, id: &str) -> Option<&'v Value> {
+    match definition {
+        Value::Array(items) => items.iter().find_map(|v| http_step(v, id)),
+        Value::Object(map) => {
+            let found = map.get("type").and_then(Value::as_str) == Some("http")
+                && map.get("id").and_then(Value::as_str) == Some(id);
+            if found {
+                Some(definition)
+            } else {
+                map.values().find_map(|v| http_step(v, id))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A step's secrets, named `signingSecret` or `headers.<name>`.
+fn secrets_mut(step: &mut Value) -> Vec<(String, &mut Value)> {
+    let Value::Object(map) = step else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for (key, value) in map.iter_mut() {
+        if key == "signingSecret" && value.is_string() {
+            found.push((key.clone(), value));
+        } else if key == "headers"
+            && let Value::Object(headers) = value
+        {
+            for (name, header) in headers.iter_mut() {
+                if REDACTED_HEADERS.contains(&name.to_ascii_lowercase().as_str())
+                    && header.is_string()
+                {
+                    found.push((format!("headers.{name}"), header));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The secret `name` (as [`secrets_mut`] names it) of a stored step; a
+/// header is matched whatever its case.
+fn secret_of(step: &Value, name: &str) -> Option<Value> {
+    let value = match name.strip_prefix("headers.") {
+        Some(header) => step
+            .get("headers")?
+            .as_object()?
+            .iter()
+            .find_map(|(n, v)| n.eq_ignore_ascii_case(header).then_some(v))?,
+        None => step.get(name)?,
+    };
+    (value.is_string() && value.as_str() != Some(MARK)).then(|| value.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn definition(secret: &str, auth: &str) -> Value {
+        json!({ "trigger": { "type": "webhook" }, "steps": [
+            { "id": "c", "type": "condition", "if": {}, "then": [
+                { "id": "call", "type": "http", "method": "POST", "url": "https://x.test",
+                  "signingSecret": secret,
+                  "headers": { "Authorization": auth, "Accept": "application/json" } }
+            ], "else": [] }] })
+    }
+
+    #[test]
+    fn exports_carry_no_secret_and_applies_keep_the_stored_one() {
+        let stored = definition("s3cret", "Bearer t0ken");
+        let mut exported = stored.clone();
+        redact_secrets(&mut exported);
+        let call = &exported["steps"][0]["then"][0];
+        assert_eq!(call["signingSecret"], "[REDACTED]");
+        assert_eq!(call["headers"]["Authorization"], "[REDACTED]");
+        assert_eq!(call["headers"]["Accept"], "application/json");
+        let mut applied = exported.clone();
+        restore_secrets(&mut applied, Some(&stored), "workflows[0].draft").unwrap();
+        assert_eq!(applied, stored);
+        // A new value is taken as given.
+        let mut changed = definition("new", "Bearer t0ken");
+        restore_secrets(&mut changed, Some(&stored), "w").unwrap();
+        assert_eq!(changed["steps"][0]["then"][0]["signingSecret"], "new");
+        // A target without the step refuses the mark.
+        let refused = restore_secrets(&mut exported, None, "workflows[0].draft").unwrap_err();
+        assert_eq!(
+            refused.field,
+            "workflows[0].draft.steps.call.headers.Authorization"
+        );
+    }
+}
