@@ -2199,6 +2199,78 @@ async fn a_passkey_is_added_on_the_account_page_and_signs_in() {
     browser.client.close().await.unwrap();
 }
 
+/// API.md 17: an administrator whose only second factor is a passkey signs
+/// in with the password and then the passkey, on the sign-in page.
+#[tokio::test]
+async fn a_passkey_only_administrator_finishes_a_password_sign_in_with_the_passkey() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let origin = app.address.replace("127.0.0.1", "localhost");
+    let set = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "auth.passkey_rp_id": "localhost", "auth.passkey_origins": [origin] } }),
+        )
+        .await;
+    assert_eq!(set.status, StatusCode::OK, "{:?}", set.body);
+    app.create_user(
+        &admin,
+        "chief@example.com",
+        "password-1",
+        Some(vec![crate::ADMINS_ROLE.into()]),
+    )
+    .await;
+    let browser = Browser::start().await;
+    browser
+        .client
+        .issue_cmd(VirtualAuthenticator)
+        .await
+        .expect("a virtual authenticator");
+    let sign_in = format!("{origin}/admin/auth/sign-in?next=/admin/auth/account");
+    browser.client.goto(&sign_in).await.unwrap();
+    browser.fill("email", "chief@example.com").await;
+    browser.fill("password", "password-1").await;
+    browser.submit().await;
+    wait_for_text(&browser, "#who", "Signed in as chief@example.com").await;
+    wait_for_text(&browser, "#passkeys", "None.").await;
+    browser.fill("passkey-name", "Desk key").await;
+    click(&browser, "#passkey-add button").await;
+    wait_for_text(&browser, "#passkeys", "Desk key").await;
+    click(&browser, "#sign-out").await;
+    let on = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "auth.mfa_required_for_admins": true } }),
+        )
+        .await;
+    assert_eq!(on.status, StatusCode::OK, "{:?}", on.body);
+
+    // The password alone no longer signs in: the passkey finishes it.
+    browser.client.goto(&sign_in).await.unwrap();
+    browser.fill("email", "chief@example.com").await;
+    browser.fill("password", "password-1").await;
+    browser.submit().await;
+    browser.wait_for("#mfa-passkey-offer:not([hidden])").await;
+    click(&browser, "#mfa-passkey").await;
+    wait_for_text(&browser, "#who", "Signed in as chief@example.com").await;
+    // The password's 401 (MFA_REQUIRED) is the browser's one entry.
+    let errors = browser.console_errors().await;
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("/api/auth/login") && e.contains("401")),
+        "{errors:?}"
+    );
+    browser.client.close().await.unwrap();
+    let audit = app
+        .db
+        .sql("SELECT string_agg(details::text, ' ') FROM svc.audit_log WHERE action = 'auth.login' AND details ->> 'mfa' = 'passkey'")
+        .await;
+    assert!(audit.is_some_and(|d| d.contains("\"method\": \"password\"")));
+}
+
 /// A new administrator's first hour, done only with clicks and typing at
 /// 1400x1000: a table of three columns created and exposed, a role given
 /// read with a row filter from the grants matrix, rows inserted in the grid,

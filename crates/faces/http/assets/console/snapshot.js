@@ -26,9 +26,12 @@ function showSteps(steps, destructive) {
   const list = document.getElementById("steps");
   list.replaceChildren(...steps.map((step) => {
     const item = element("li", `${step.action} ${step.kind} ${step.name}`);
+    if (step.adminPower) item.append(" ", element("span", "gives administrator power", { class: "badge" }));
+    if ("new" in step) item.append(element("pre", `${JSON.stringify(step.old)} → ${JSON.stringify(step.new)}`));
     if (step.sql) item.append(element("pre", step.sql));
     return item;
   }));
+  document.getElementById("admin-power").hidden = !steps.some((step) => step.adminPower);
   if (!steps.length) list.append(element("li", "Nothing to change: this instance matches the snapshot.", { class: "empty" }));
   document.getElementById("destructive").hidden = !destructive;
   document.getElementById("apply").disabled = !steps.length;
@@ -53,7 +56,8 @@ async function diff() {
 
 async function apply() {
   const allowDestructive = document.getElementById("allow-destructive").checked;
-  const result = await call("POST", "/admin/api/snapshot/apply", { snapshot: uploaded, allowDestructive });
+  const allowAdminPower = document.getElementById("allow-admin-power").checked;
+  const result = await call("POST", "/admin/api/snapshot/apply", { snapshot: uploaded, allowDestructive, allowAdminPower });
   if (!result) return;
   if (result.status !== 200) return showSnapshotError(result);
   document.getElementById("diff").hidden = true;
