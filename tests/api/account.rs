@@ -434,8 +434,14 @@ async fn resend_verification_always_answers_204() {
         json!({ "auth.email_verification_required": true }),
     )
     .await;
-    app.create_user(&admin, "again@example.com", "password-1", None)
+    let created = app
+        .post(
+            "/admin/api/users",
+            &admin,
+            json!({ "data": { "email": "again@example.com", "password": "password-1" } }),
+        )
         .await;
+    assert_eq!(created.status, StatusCode::CREATED);
     for email in ["again@example.com", "nobody@example.com", "bad"] {
         let answer = public(&app, "/api/auth/email/resend", json!({ "email": email })).await;
         assert_eq!(answer.status, StatusCode::NO_CONTENT);

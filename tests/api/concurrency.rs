@@ -55,7 +55,7 @@ async fn worker(app: &TestApp, base: &str, admin: &str, w: usize) -> Vec<String>
     let email = format!("worker{w}@example.com");
     let user = post(
         "/admin/api/users",
-        json!({ "email": email, "password": "password-123", "roleIds": [role_id] }),
+        json!({ "email": email, "password": "password-123", "roleIds": [role_id], "emailVerified": true }),
     )
     .await;
     expect(&user, StatusCode::CREATED, "user");

@@ -219,15 +219,6 @@ pub(crate) async fn passkey_session(app: &TestApp, passkey: &mut SoftPasskey) ->
     signed_in.data()["token"].as_str().unwrap().to_owned()
 }
 
-/// Whether a sign-in with `passkey` is refused (as every failure is).
-pub(crate) async fn refused_sign_in(app: &TestApp, passkey: &mut SoftPasskey) -> bool {
-    let (id, options) = login_start(app, &app.address).await;
-    let answer = passkey.assert(&options, ORIGIN);
-    let answer = login_finish(app, &app.address, &id, &answer).await;
-    answer.status == StatusCode::UNAUTHORIZED
-        && answer.body["errors"][0]["message"] == "Invalid email or password"
-}
-
 fn assert_refused(answer: &Answer, what: &str) {
     assert_eq!(
         answer.status,
