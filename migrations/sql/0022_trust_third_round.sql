@@ -24,12 +24,12 @@ ALTER TABLE svc.webauthn_challenges
     ADD CONSTRAINT webauthn_challenges_kind_check CHECK (kind IN ('register', 'login', 'mfa')),
     ADD CONSTRAINT webauthn_challenges_check CHECK ((kind = 'login') = (user_id IS NULL));
 
--- Bounded answers (data.max_answer_bytes): each row PostgreSQL builds into
--- an answer is counted as it is built, in a transaction-local counter, and
--- the statement fails (TS413) as soon as the total passes the ceiling; a
--- nested array is taken back out when it is placed inside a row that is
--- counted whole, so every byte counts once. A statement outside a
--- transaction starts at 0; a batch's operations share one count.
+-- Bounded answers (data.max_answer_bytes): each array of related rows
+-- PostgreSQL builds into an answer is counted as it is built, in a
+-- transaction-local counter, and the statement fails (TS413) as soon as the
+-- total passes the ceiling; a nested array is taken back out when it is
+-- placed inside an array that is counted whole, so every byte counts once.
+-- Each statement outside a transaction starts at 0.
 CREATE FUNCTION svc.answer_piece(piece json, cap bigint) RETURNS json
     LANGUAGE plpgsql VOLATILE AS $$
 DECLARE

@@ -109,6 +109,9 @@ impl DataService {
         let via = Via::Transaction(&txn);
         let mut answers: Vec<Value> = Vec::with_capacity(operations.len());
         let mut out = Vec::with_capacity(operations.len());
+        // The answers share one ceiling (API.md 17).
+        let ceiling = self.max_answer_bytes().await.map_err(Failed::Alone)?;
+        let mut answered_bytes = 0u64;
         for run in runs {
             let answered = if run.len() == 1 {
                 let index = run.start;
@@ -122,7 +125,12 @@ impl DataService {
                     .await
                     .map_err(|e| Failed::Merged(e.at(Place::Index(run.start))))?
             };
-            for answer in answered {
+            for (offset, answer) in answered.into_iter().enumerate() {
+                answered_bytes += answer.data.len() as u64;
+                if answered_bytes > ceiling {
+                    let error = DataError::Store(kernel::StoreError::AnswerTooLarge);
+                    return Err(Failed::Alone(error.at(Place::Index(run.start + offset))));
+                }
                 let data: Value = serde_json::from_str(&answer.data).map_err(|e| {
                     Failed::Alone(DataError::Store(kernel::StoreError::Internal(
                         e.to_string(),

@@ -288,21 +288,19 @@ impl Sql<'_> {
             select.expr_as(inner.output(output), Alias::new(&output.column.name));
         }
         for nested in &embed.embeds {
-            select.expr_as(
-                settled(inner.embed(nested, depth + 1)),
-                Alias::new(nested.alias),
-            );
+            let value = inner.embed(nested, depth + 1);
+            let value = if embed.many && nests_many(nested) {
+                settled(value)
+            } else {
+                value
+            };
+            select.expr_as(value, Alias::new(nested.alias));
         }
-        // Each related row counts toward the answer's ceiling as it is
-        // built, so nesting cannot make a statement hold more than it.
         let object = if embed.select.is_empty() && embed.embeds.is_empty() {
             select.expr(Expr::cust("1"));
             "'{}'::json".to_owned()
         } else {
-            format!(
-                "svc.answer_piece(row_to_json(\"{rows}\"), {})",
-                self.context.max_answer_bytes
-            )
+            format!("row_to_json(\"{rows}\")")
         };
         self.related(&inner, embed, &mut select);
         let answer = if embed.many {
@@ -310,7 +308,13 @@ impl Sql<'_> {
                 select.order_by_expr(inner.col(key), Order::Asc);
             }
             select.limit(u64::from(EMBED_ROWS_MAX));
-            format!("coalesce(json_agg({object}), '[]'::json)")
+            // Each array of related rows counts toward the answer's
+            // ceiling as it is built (`svc.answer_piece`, API.md 17), so
+            // nesting cannot make a statement hold more than it.
+            format!(
+                "svc.answer_piece(coalesce(json_agg({object}), '[]'::json), {})",
+                self.context.max_answer_bytes
+            )
         } else {
             select.limit(1);
             object
@@ -388,18 +392,20 @@ pub(super) fn build(
 /// The relation of the listed rows, then of each embed depth.
 const EMBED_ALIASES: [&str; 5] = ["r", "e1", "e2", "e3", "e4"];
 
-/// A compact JSON array of the rows, NULL when there are none; each row is
-/// counted toward `cap` bytes as it is built (`svc.answer_piece`, API.md 17).
-pub(super) fn json_array(cap: u64) -> String {
-    format!(
-        "'[' || string_agg(svc.answer_piece(row_to_json(\"tessera:x\"), {cap})::text, ',') || ']'"
-    )
+/// A compact JSON array of the rows, NULL when there are none.
+pub(super) const JSON_ARRAY: &str =
+    "'[' || string_agg(row_to_json(\"tessera:x\")::text, ',') || ']'";
+
+/// Whether `embed` holds to-many related rows at some depth (counted
+/// arrays).
+fn nests_many(embed: &Embed<'_>) -> bool {
+    embed.many || embed.embeds.iter().any(nests_many)
 }
 
-/// `embed`'s value placed in a row that is counted whole: its own pieces,
-/// counted as they were built, are taken back (`svc.answer_settle`), so
-/// that nested embeds count once.
-pub(super) fn settled(embed: Expr) -> Expr {
+/// `embed`'s array placed in a row of an array that is counted whole: its
+/// own count is taken back (`svc.answer_settle`), so that every byte of
+/// nested related rows counts once.
+fn settled(embed: Expr) -> Expr {
     Expr::cust_with_exprs("svc.answer_settle($1)", [embed])
 }
 
@@ -585,7 +591,7 @@ impl Rows<'_, '_> {
         };
         for embed in self.embeds {
             if json {
-                rows.expr_as(settled(sql.embed(embed, 1)), Alias::new(embed.alias));
+                rows.expr_as(sql.embed(embed, 1), Alias::new(embed.alias));
             } else {
                 rows.expr(sql.embed_cell(embed, 1));
             }
@@ -605,11 +611,7 @@ impl Rows<'_, '_> {
             let _ = write!(out, " LIMIT {limit} OFFSET {offset}");
             return out.into_parts();
         }
-        let _ = write!(
-            out,
-            "SELECT {} AS \"body\", ",
-            json_array(context.max_answer_bytes)
-        );
+        let _ = write!(out, "SELECT {JSON_ARRAY} AS \"body\", ");
         if self.count {
             let count = Query::select()
                 .expr(Expr::cust("count(*)"))
@@ -707,11 +709,7 @@ pub(super) fn aggregate_sql(
     }
     let mut out = SqlWriterValues::new("$", true);
     // Writing to a string cannot fail.
-    let _ = write!(
-        out,
-        "SELECT {} AS \"body\"",
-        json_array(context.max_answer_bytes)
-    );
+    let _ = write!(out, "SELECT {JSON_ARRAY} AS \"body\"");
     if query.count && query.group_by.is_empty() {
         let _ = out.write_str(", 1::bigint AS \"total\"");
     } else if query.count {

@@ -7,7 +7,7 @@ use sea_orm::sea_query::{
     Alias, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, WithClause,
 };
 
-use super::sql::{On, Rel, Sql, build, current, json_array, table_ref};
+use super::sql::{JSON_ARRAY, On, Rel, Sql, build, current, table_ref};
 use crate::json_rows::write_string;
 
 /// The SQL of one write: a data-modifying CTE `w`, the audit entry when a row
@@ -91,11 +91,11 @@ pub(crate) fn write_sql(
     // A row shown by reach comes as one JSON column, `row`; an import
     // shows no row, only how many were written.
     let body = if matches!(write.change, Change::InsertText { .. }) {
-        "count(*)::text".to_owned()
+        "count(*)::text"
     } else if write.returning.reach.is_some() {
-        "'[' || string_agg(\"tessera:x\".\"row\"::text, ',') || ']'".to_owned()
+        "'[' || string_agg(\"tessera:x\".\"row\"::text, ',') || ']'"
     } else {
-        json_array(context.max_answer_bytes)
+        JSON_ARRAY
     };
     let mut answer = Query::select()
         .expr_as(Expr::cust(body), Alias::new("body"))
