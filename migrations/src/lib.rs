@@ -70,6 +70,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0022_trust_third_round",
         include_str!("../sql/0022_trust_third_round.sql"),
     ),
+    (
+        "m0023_answers_and_dry_diffs",
+        include_str!("../sql/0023_answers_and_dry_diffs.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

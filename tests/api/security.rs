@@ -168,13 +168,35 @@ async fn timed(request: reqwest::RequestBuilder) -> (std::time::Duration, (u16, 
 
 /// Calls `known` and `unknown` `tries` times each, interleaved (the order
 /// alternating, so both see the same load); checks they answer the same and
-/// that their median times are within 10% of each other.
+/// that their median times are within 10% of each other. A round lost to
+/// the noise of a shared machine is measured again, up to three rounds: a
+/// real difference (a hash or a round trip only one side pays) loses all.
 async fn alike(
     what: &str,
     tries: usize,
     known: impl Fn() -> reqwest::RequestBuilder,
     unknown: impl Fn() -> reqwest::RequestBuilder,
 ) {
+    let mut rounds = Vec::new();
+    for _ in 0..3 {
+        let [known, unknown] = medians(what, tries, &known, &unknown).await;
+        let (fast, slow) = (known.min(unknown), known.max(unknown));
+        eprintln!("{what}: median known {known:?}, unknown {unknown:?} over {tries} tries each");
+        if slow - fast <= slow / 10 {
+            return;
+        }
+        rounds.push((known, unknown));
+    }
+    panic!("{what}: medians (known, unknown) more than 10% apart in every round: {rounds:?}");
+}
+
+/// One round of [`alike`]: the median time of each side.
+async fn medians(
+    what: &str,
+    tries: usize,
+    known: &impl Fn() -> reqwest::RequestBuilder,
+    unknown: &impl Fn() -> reqwest::RequestBuilder,
+) -> [std::time::Duration; 2] {
     let mut times = [Vec::with_capacity(tries), Vec::with_capacity(tries)];
     let mut answers = [
         std::collections::BTreeSet::new(),
@@ -202,16 +224,10 @@ async fn alike(
         answers[0], answers[1],
         "{what}: known and unknown answer differently"
     );
-    let [known, unknown] = times.map(|mut t| {
+    times.map(|mut t| {
         t.sort_unstable();
         t[t.len() / 2]
-    });
-    let (fast, slow) = (known.min(unknown), known.max(unknown));
-    eprintln!("{what}: median known {known:?}, unknown {unknown:?} over {tries} tries each");
-    assert!(
-        slow - fast <= slow / 10,
-        "{what}: median known {known:?} vs unknown {unknown:?}, more than 10% apart"
-    );
+    })
 }
 
 #[tokio::test]

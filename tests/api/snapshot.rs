@@ -907,6 +907,7 @@ async fn snapshot_diffs_show_values_and_mark_administrator_power() {
     // without consent; a secret is shown redacted.
     desired["settings"]["auth.registration_role_id"] = json!("Administrators");
     desired["settings"]["auth.oauth"]["github"]["clientSecret"] = json!("very-secret");
+    desired["settings"]["auth.oauth"]["github"]["trustEmail"] = json!(true);
     let steps = diff_of(&app, &admin, &desired).await;
     let role = steps
         .iter()
@@ -916,6 +917,8 @@ async fn snapshot_diffs_show_values_and_mark_administrator_power() {
     assert_eq!(role["new"], "Administrators");
     let oauth = steps.iter().find(|s| s["name"] == "auth.oauth").unwrap();
     assert_eq!(oauth["new"]["github"]["clientSecret"], "[REDACTED]");
+    // A provider's configuration decides who signs in as whom: marked too.
+    assert_eq!(oauth["adminPower"], true);
     assert!(
         !serde_json::to_string(&steps)
             .unwrap()
@@ -935,10 +938,7 @@ async fn snapshot_diffs_show_values_and_mark_administrator_power() {
         refused.body
     );
     assert_eq!(refused.code(), "INVALID_PAYLOAD");
-    assert_eq!(
-        refused.body["errors"][0]["field"],
-        "settings.auth.registration_role_id"
-    );
+    assert_eq!(refused.body["errors"][0]["field"], "settings.auth.oauth");
     let applied = app
         .post(
             "/admin/api/snapshot/apply",
@@ -954,6 +954,32 @@ async fn snapshot_diffs_show_values_and_mark_administrator_power() {
     let entries = audit.data().as_array().unwrap();
     assert_eq!(entries.len(), 2, "{:?}", audit.body);
     assert!(!audit.body.to_string().contains("very-secret"));
+    // Trusting a provider's emails is named in the apply's audit, as a
+    // settings change names it.
+    let applies = app
+        .get("/admin/api/audit?action=snapshot.apply", &admin)
+        .await;
+    assert_eq!(
+        applies.data()[0]["details"]["trustEmail"],
+        json!({ "github": true }),
+        "{:?}",
+        applies.body
+    );
+    // A diff that is refused is audited too.
+    let mut broken = desired.clone();
+    broken["grants"] = json!([{ "role": "No such role", "action": "read", "resource": "app.x" }]);
+    let failed = app
+        .post(
+            "/admin/api/snapshot/diff",
+            &admin,
+            json!({ "data": broken }),
+        )
+        .await;
+    assert_eq!(failed.status, StatusCode::BAD_REQUEST, "{:?}", failed.body);
+    let audit = app
+        .get("/admin/api/audit?action=snapshot.diff", &admin)
+        .await;
+    assert_eq!(audit.data()[0]["details"], json!({ "failed": true }));
 }
 
 #[tokio::test]

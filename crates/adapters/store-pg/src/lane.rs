@@ -14,11 +14,15 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures_util::TryStreamExt;
+use kernel::StoreError;
 use sea_orm::sea_query::Values;
 use sea_orm::sqlx::pool::PoolConnection;
 use sea_orm::sqlx::postgres::{PgPool, PgRow};
 use sea_orm::sqlx::{self, Postgres};
 use sea_query_sqlx::SqlxValues;
+
+use crate::errors::map_sqlx;
 
 /// How long a kept connection may sit unused before it is given back.
 const IDLE: Duration = Duration::from_secs(30);
@@ -49,19 +53,43 @@ impl ReadLane {
         &self.pool
     }
 
-    /// The rows of `sql` with `values` bound. A kept connection found
-    /// broken (the server restarted, or ended the session) is given up and
-    /// the read, which changes nothing, runs again on one from the pool.
-    pub(crate) async fn rows(&self, sql: &str, values: Values) -> Result<Vec<PgRow>, sqlx::Error> {
+    /// The rows of `sql` with `values` bound, all of them.
+    pub(crate) async fn rows(&self, sql: &str, values: Values) -> Result<Vec<PgRow>, StoreError> {
+        let mut rows = Vec::new();
+        self.each(sql, values, &mut |row| {
+            rows.push(row);
+            Ok(())
+        })
+        .await?;
+        Ok(rows)
+    }
+
+    /// Hands each row of `sql` with `values` bound to `visit` as it
+    /// arrives, and answers how many there were; an error of `visit` ends
+    /// the read at once (the rest of the rows are never read: the
+    /// connection is closed). A kept connection found broken (the server
+    /// restarted, or ended the session) before its first row is given up
+    /// and the read, which changes nothing, runs again on one from the pool.
+    pub(crate) async fn each(
+        &self,
+        sql: &str,
+        values: Values,
+        visit: &mut impl FnMut(PgRow) -> Result<(), StoreError>,
+    ) -> Result<usize, StoreError> {
         if let Some((connection, generation)) = self.take() {
-            match self.run(connection, generation, sql, values.clone()).await {
-                Err(error) if !matches!(error, sqlx::Error::Database(_)) => {}
-                done => return done,
+            match self
+                .run(connection, generation, sql, values.clone(), visit)
+                .await
+            {
+                Err(Stop::Driver(error, 0)) if !matches!(error, sqlx::Error::Database(_)) => {}
+                done => return done.map_err(Stop::into_store),
             }
         }
         let generation = crate::timeout::generation();
-        let connection = self.pool.acquire().await?;
-        self.run(connection, generation, sql, values).await
+        let connection = self.pool.acquire().await.map_err(map_sqlx)?;
+        self.run(connection, generation, sql, values, visit)
+            .await
+            .map_err(Stop::into_store)
     }
 
     async fn run(
@@ -70,14 +98,32 @@ impl ReadLane {
         generation: u64,
         sql: &str,
         values: Values,
-    ) -> Result<Vec<PgRow>, sqlx::Error> {
+        visit: &mut impl FnMut(PgRow) -> Result<(), StoreError>,
+    ) -> Result<usize, Stop> {
         // On an error or a cancelled future the connection is dropped here,
         // that is given back to the pool, which checks it.
-        let rows = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
-            .fetch_all(&mut *connection)
-            .await?;
+        let mut seen = 0;
+        {
+            let mut rows = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
+                .fetch(&mut *connection);
+            loop {
+                let row = match rows.try_next().await {
+                    Ok(Some(row)) => row,
+                    Ok(None) => break,
+                    Err(error) => return Err(Stop::Driver(error, seen)),
+                };
+                seen += 1;
+                if let Err(error) = visit(row) {
+                    drop(rows);
+                    // The rows left unread are not drained: the
+                    // connection goes away with them.
+                    connection.close_on_drop();
+                    return Err(Stop::Visit(error));
+                }
+            }
+        }
         self.keep(connection, generation);
-        Ok(rows)
+        Ok(seen)
     }
 
     /// The most recently used kept connection, if one is fresh enough and
@@ -95,6 +141,23 @@ impl ReadLane {
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         if kept.len() < self.most {
             kept.push((connection, Instant::now(), generation));
+        }
+    }
+}
+
+/// Why a read on the lane ended early.
+enum Stop {
+    /// The driver failed, after this many rows.
+    Driver(sqlx::Error, usize),
+    /// The visitor refused a row.
+    Visit(StoreError),
+}
+
+impl Stop {
+    fn into_store(self) -> StoreError {
+        match self {
+            Stop::Driver(error, _) => map_sqlx(error),
+            Stop::Visit(error) => error,
         }
     }
 }

@@ -332,8 +332,7 @@ impl PgStore {
         let rows = self
             .reads
             .rows(PRIMARY_CHECK, Values(vec![context.user_id.into()]))
-            .await
-            .map_err(map_sqlx)?;
+            .await?;
         let row = rows
             .first()
             .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;

@@ -453,6 +453,15 @@ impl PasskeyService {
                 let mut passkey: Passkey = serde_json::from_value(stored.credential.clone())
                     .map_err(|e| StoreError::Internal(e.to_string()))?;
                 match webauthn.finish_passkey_authentication(&answer, &state) {
+                    // The ceremony checked the counter the passkey had when
+                    // it began; one that did not move past the stored count
+                    // since (a cloned authenticator) is refused here.
+                    Ok(checked)
+                        if checked.counter() != 0
+                            && i64::from(checked.counter()) <= stored.sign_count =>
+                    {
+                        None
+                    }
                     Ok(checked) => {
                         passkey.update_credential(&checked);
                         Some(MfaProof::Passkey(PasskeyUse {

@@ -31,6 +31,17 @@ pub struct Context {
     pub max_answer_bytes: u64,
 }
 
+/// The settings a statement's [`Context`] reads, with their version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatementSettings {
+    /// `system.timezone`.
+    pub timezone: Option<String>,
+    /// The settings version they were read at.
+    pub version: i64,
+    /// `data.max_answer_bytes`.
+    pub max_answer_bytes: u64,
+}
+
 /// A row condition.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Predicate<'a> {
@@ -344,10 +355,9 @@ pub trait DataStore: Send + Sync + 'static {
     async fn tables(&self) -> Result<Vec<Arc<Table>>, StoreError>;
     /// The `data.import_max_bytes` setting.
     async fn import_max_bytes(&self) -> Result<u64, StoreError>;
-    /// The `system.timezone` setting, with the settings version it was read at.
-    async fn system_timezone(&self) -> Result<(Option<String>, i64), StoreError>;
-    /// `data.max_answer_bytes`, as cached.
-    async fn answer_max_bytes(&self) -> Result<u64, StoreError>;
+    /// The settings a statement's context reads, as cached, with the
+    /// settings version they were read at.
+    async fn statement_settings(&self) -> Result<StatementSettings, StoreError>;
     /// Runs a read in one statement. The statement first checks that
     /// `context.versions` are current ([`StoreError::Stale`] if not).
     async fn read(

@@ -198,8 +198,9 @@ impl DataService {
     /// `data.max_answer_bytes`, as cached: the largest answer of a read.
     pub async fn max_answer_bytes(&self) -> Result<u64, DataError> {
         self.store
-            .answer_max_bytes()
+            .statement_settings()
             .await
+            .map(|s| s.max_answer_bytes)
             .map_err(DataError::Store)
     }
 
@@ -212,9 +213,9 @@ impl DataService {
         auth_version: i64,
         catalog_version: i64,
     ) -> Result<Context, DataError> {
-        let (system, settings) = self
+        let settings = self
             .store
-            .system_timezone()
+            .statement_settings()
             .await
             .map_err(DataError::Store)?;
         Ok(Context {
@@ -222,19 +223,15 @@ impl DataService {
             now: self.clock.now(),
             zone: zone::caller_zone(
                 caller.principal.timezone.as_deref(),
-                system.as_deref(),
+                settings.timezone.as_deref(),
                 caller.zone_header,
             ),
             versions: Versions {
                 auth: auth_version,
                 catalog: catalog_version,
-                settings,
+                settings: settings.version,
             },
-            max_answer_bytes: self
-                .store
-                .answer_max_bytes()
-                .await
-                .map_err(DataError::Store)?,
+            max_answer_bytes: settings.max_answer_bytes,
         })
     }
 }

@@ -394,13 +394,18 @@ impl Protocol {
                 .request_async(&|r| self.send(r))
                 .await
                 .map_err(|e| failure("userinfo")(e.to_string()))?;
+            // An explicit `false` from either source is kept.
+            let said = |verified: Option<bool>| match identity.email_verified {
+                Some(false) => Some(false),
+                _ => verified,
+            };
             if identity.email.is_none() {
+                identity.email_verified = said(info.email_verified());
                 identity.email = info.email().map(|e| e.as_str().to_owned());
-                identity.email_verified = info.email_verified();
             } else if identity.email_verified.is_none()
                 && info.email().map(|e| e.as_str()) == identity.email.as_deref()
             {
-                identity.email_verified = info.email_verified();
+                identity.email_verified = said(info.email_verified());
             }
             if identity.name.is_none() {
                 identity.name = info

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use audit::AuditEvent;
-use kernel::settings::{Settings, SettingsPatch};
+use kernel::settings::{Settings, SettingsPatch, trust_email_changes};
 use kernel::{Code, ErrorCode, FieldError, StoreError, Versions};
 use permissions::Principal;
 use serde_json::{Map, Value, json};
@@ -153,7 +153,10 @@ impl SettingsService {
         let keys: Vec<&String> = patch.values.keys().collect();
         let mut details = json!({ "keys": keys });
         // Trusting a provider's unverified emails is named in the audit.
-        let trusted = trust_changes(&settings, &patch);
+        let trusted = match patch.values.get("auth.oauth") {
+            Some(oauth) => trust_email_changes(settings.value("auth.oauth"), oauth),
+            None => Map::new(),
+        };
         if !trusted.is_empty() {
             details["trustEmail"] = Value::Object(trusted);
         }
@@ -168,20 +171,4 @@ impl SettingsService {
         settings.apply(&patch);
         Ok(settings.public_view())
     }
-}
-
-/// The providers whose `trustEmail` the patch changes, with the new value.
-fn trust_changes(settings: &Settings, patch: &SettingsPatch) -> Map<String, Value> {
-    let Some(Value::Object(providers)) = patch.values.get("auth.oauth") else {
-        return Map::new();
-    };
-    let stored = settings.value("auth.oauth");
-    providers
-        .iter()
-        .filter_map(|(provider, fields)| {
-            let trusted = fields["trustEmail"] == Value::Bool(true);
-            let was = stored[provider.as_str()]["trustEmail"] == Value::Bool(true);
-            (trusted != was).then(|| (provider.clone(), Value::Bool(trusted)))
-        })
-        .collect()
 }

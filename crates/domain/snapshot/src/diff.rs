@@ -134,11 +134,63 @@ fn shown(key: &str, value: &Value) -> Value {
     value
 }
 
+/// Settings that decide who may make a credential or where one is sent (a
+/// provider's issuer and whether its emails are trusted, where email links
+/// point, the origins of passkeys and of redirects after sign-in): any
+/// change can hand any account, administrators' included, to whoever they
+/// name.
+pub const CREDENTIAL_SETTINGS: [&str; 5] = [
+    "auth.oauth",
+    "auth.email_links_base_url",
+    "auth.redirect_allow_list",
+    "auth.passkey_rp_id",
+    "auth.passkey_origins",
+];
+
+/// The names a plan's steps would resolve to give administrator power:
+/// the roles `auth.registration_role_id` names and the users workflows
+/// run as, as written. The store answers which of them are an
+/// administrators' role or an active administrator, by the lookup applying
+/// them uses.
+pub fn admin_candidates(steps: &[Step]) -> (Vec<String>, Vec<String>) {
+    let (mut roles, mut users) = (Vec::new(), Vec::new());
+    for step in steps {
+        match &step.operation {
+            Operation::SetSetting(key, Value::String(role))
+                if key == "auth.registration_role_id" =>
+            {
+                roles.push(role.clone());
+            }
+            Operation::PutWorkflow(workflow, _) => users.extend(
+                runs_as(workflow)
+                    .into_iter()
+                    .map(|(_, user)| user.to_owned()),
+            ),
+            _ => {}
+        }
+    }
+    (roles, users)
+}
+
+/// Where each definition of `workflow` names the user it runs as.
+fn runs_as(workflow: &Workflow) -> Vec<(&'static str, &str)> {
+    [
+        ("published", workflow.published.as_ref()),
+        ("draft", Some(&workflow.draft)),
+    ]
+    .into_iter()
+    .filter_map(|(part, definition)| {
+        Some((part, definition?.pointer("/trigger/executeAs")?.as_str()?))
+    })
+    .collect()
+}
+
 /// Marks the steps that give administrator power (API.md 17): a setting
-/// naming a role with admin access (`admin_roles`, lower-case names) and a
-/// workflow that runs as an administrator (`admin_users`, lower-case
-/// emails). Snapshots carry neither a role's admin access nor
-/// memberships, so no other step can.
+/// naming a role with admin access (`admin_roles`, of the names
+/// [`admin_candidates`] found), a workflow that runs as an administrator
+/// (`admin_users`, likewise) and a change to one of
+/// [`CREDENTIAL_SETTINGS`]. Snapshots carry neither a role's admin access
+/// nor memberships, so no other step can.
 pub fn mark_admin_power(
     steps: &mut [Step],
     admin_roles: &BTreeSet<String>,
@@ -146,25 +198,18 @@ pub fn mark_admin_power(
 ) {
     for step in steps {
         step.admin_power = match &step.operation {
-            Operation::SetSetting(key, value)
-                if key == "auth.registration_role_id"
-                    && value
-                        .as_str()
-                        .is_some_and(|role| admin_roles.contains(&role.to_lowercase())) =>
+            Operation::SetSetting(key, _) if CREDENTIAL_SETTINGS.contains(&key.as_str()) => {
+                Some(format!("settings.{key}"))
+            }
+            Operation::SetSetting(key, Value::String(role))
+                if key == "auth.registration_role_id" && admin_roles.contains(role) =>
             {
                 Some(format!("settings.{key}"))
             }
-            Operation::PutWorkflow(workflow, path) => [
-                ("published", workflow.published.as_ref()),
-                ("draft", Some(&workflow.draft)),
-            ]
-            .into_iter()
-            .find_map(|(part, definition)| {
-                let runs_as = definition?.pointer("/trigger/executeAs")?.as_str()?;
-                admin_users
-                    .contains(&runs_as.to_lowercase())
-                    .then(|| format!("{path}.{part}.trigger.executeAs"))
-            }),
+            Operation::PutWorkflow(workflow, path) => runs_as(workflow)
+                .into_iter()
+                .find(|(_, user)| admin_users.contains(*user))
+                .map(|(part, _)| format!("{path}.{part}.trigger.executeAs")),
             _ => None,
         };
     }

@@ -14,7 +14,9 @@ use audit::{Actor, AuditEvent};
 use kernel::{Code, ErrorCode, FieldError, StoreError};
 use serde_json::{Value, json};
 
-pub use diff::{Action, Operation, Step, diff, mark_admin_power};
+pub use diff::{
+    Action, CREDENTIAL_SETTINGS, Operation, Step, admin_candidates, diff, mark_admin_power,
+};
 pub use model::{
     Column, Dashboard, DataView, ForeignKey, Grant, Index, Resource, Role, Snapshot, Table,
     VERSION, Workflow,

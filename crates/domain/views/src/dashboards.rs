@@ -131,11 +131,12 @@ impl ViewService {
                 {
                     return Err(e);
                 }
-                let (system, _) = self
+                let system = self
                     .store
-                    .system_timezone()
+                    .statement_settings()
                     .await
-                    .map_err(DataError::Store)?;
+                    .map_err(DataError::Store)?
+                    .timezone;
                 let zone = zone::caller_zone(
                     caller.principal.timezone.as_deref(),
                     system.as_deref(),

@@ -11,7 +11,7 @@ use crate::redact::{MARK, REDACTED_HEADERS};
 /// Every http step of `definition`, at any depth (conditions, loops, error
 /// branches), with its secrets replaced by `[REDACTED]`.
 pub fn redact_secrets(definition: &mut Value) {
-    for_each_http_step(definition, &mut |step| {
+    for_each_http_step(definition, String::new(), &mut |_, step| {
         for (_, secret) in secrets_mut(step) {
             *secret = Value::String(MARK.into());
         }
@@ -19,27 +19,30 @@ pub fn redact_secrets(definition: &mut Value) {
 }
 
 /// Puts back, in each http step of `definition` that carries `[REDACTED]`,
-/// the value of the step with the same id in `stored` (the target's
-/// current definition); refused at `path` when the target has none.
+/// the value of the same step in `stored` (the target's current
+/// definition): an http step at the same place, with the same id, method
+/// and URL, so that a secret never follows a step sent elsewhere. Refused
+/// at `path` when the target has no such step.
 pub fn restore_secrets(
     definition: &mut Value,
     stored: Option<&Value>,
     path: &str,
 ) -> Result<(), FieldError> {
     let mut missing = None;
-    for_each_http_step(definition, &mut |step| {
+    for_each_http_step(definition, String::new(), &mut |at, step| {
+        let kept = stored
+            .and_then(|s| s.pointer(at))
+            .filter(|kept| same_call(kept, step));
         let id = step
             .get("id")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let kept = stored.and_then(|s| http_step(s, &id));
         for (name, secret) in secrets_mut(step) {
             if secret.as_str() != Some(MARK) {
                 continue;
             }
-            let value = kept.and_then(|k| secret_of(k, &name));
-            match value {
+            match kept.and_then(|k| secret_of(k, &name)) {
                 Some(value) => *secret = value,
                 None if missing.is_none() => {
                     missing = Some(format!("{path}.steps.{id}.{name}"));
@@ -51,45 +54,42 @@ pub fn restore_secrets(
     match missing {
         Some(field) => Err(FieldError::new(
             field,
-            "is [REDACTED] but this instance has no value to keep for it: give the value",
+            "is [REDACTED] but this instance has no value to keep for it \
+             (no http step here with this id, method and url): give the value",
         )),
         None => Ok(()),
     }
 }
 
-/// Calls `visit` on every object of `value` whose `type` is `http`.
-fn for_each_http_step(value: &mut Value, visit: &mut impl FnMut(&mut Value)) {
-    match value {
-        Value::Array(items) => items.iter_mut().for_each(|v| for_each_http_step(v, visit)),
-        Value::Object(map) => {
-            if map.get("type").and_then(Value::as_str) == Some("http") {
-                visit(value);
-                if let Value::Object(map) = value {
-                    map.values_mut().for_each(|v| for_each_http_step(v, visit));
+/// The keys of a step (and of a definition) that hold lists of steps.
+const STEP_LISTS: [&str; 4] = ["steps", "then", "else", "onError"];
+
+/// Calls `visit` on every http step in the step lists of `node` (a
+/// definition or a step at JSON pointer `at`), with its pointer; values
+/// that are not steps (inputs, templates, bodies) are never looked into.
+fn for_each_http_step(node: &mut Value, at: String, visit: &mut impl FnMut(&str, &mut Value)) {
+    let Value::Object(map) = node else {
+        return;
+    };
+    for key in STEP_LISTS {
+        if let Some(Value::Array(steps)) = map.get_mut(key) {
+            for (i, step) in steps.iter_mut().enumerate() {
+                let here = format!("{at}/{key}/{i}");
+                if step.get("type").and_then(Value::as_str) == Some("http") {
+                    visit(&here, step);
                 }
-            } else {
-                map.values_mut().for_each(|v| for_each_http_step(v, visit));
+                for_each_http_step(step, here, visit);
             }
         }
-        _ => {}
     }
 }
 
-/// The http step `id` of `definition`, at any depth.
-fn http_step<'v>(definition: &'v Value, id: &str) -> Option<&'v Value> {
-    match definition {
-        Value::Array(items) => items.iter().find_map(|v| http_step(v, id)),
-        Value::Object(map) => {
-            let found = map.get("type").and_then(Value::as_str) == Some("http")
-                && map.get("id").and_then(Value::as_str) == Some(id);
-            if found {
-                Some(definition)
-            } else {
-                map.values().find_map(|v| http_step(v, id))
-            }
-        }
-        _ => None,
-    }
+/// Whether `stored` is the http step `step` with the same id, method and URL.
+fn same_call(stored: &Value, step: &Value) -> bool {
+    stored.get("type").and_then(Value::as_str) == Some("http")
+        && ["id", "method", "url"]
+            .iter()
+            .all(|key| stored.get(key) == step.get(key))
 }
 
 /// A step's secrets, named `signingSecret` or `headers.<name>`.
@@ -161,6 +161,19 @@ mod tests {
         let mut changed = definition("new", "Bearer t0ken");
         restore_secrets(&mut changed, Some(&stored), "w").unwrap();
         assert_eq!(changed["steps"][0]["then"][0]["signingSecret"], "new");
+        // A step sent elsewhere, or an http-looking value that is not a
+        // step, gets nothing.
+        let mut moved = exported.clone();
+        moved["steps"][0]["then"][0]["url"] = json!("https://attacker.test");
+        let refused = restore_secrets(&mut moved, Some(&stored), "w").unwrap_err();
+        assert_eq!(refused.field, "w.steps.call.headers.Authorization");
+        let mut smuggled = json!({ "steps": [{ "id": "t", "type": "transform", "output": {
+            "x": { "id": "call", "type": "http", "signingSecret": "[REDACTED]" } } }] });
+        restore_secrets(&mut smuggled, Some(&stored), "w").unwrap();
+        assert_eq!(
+            smuggled["steps"][0]["output"]["x"]["signingSecret"],
+            "[REDACTED]"
+        );
         // A target without the step refuses the mark.
         let refused = restore_secrets(&mut exported, None, "workflows[0].draft").unwrap_err();
         assert_eq!(

@@ -23,7 +23,7 @@ use sea_orm::{
 
 use crate::json_rows::{compact, write_object};
 use crate::replicas::{Replica, Target, settle};
-use crate::{PgStore, map_err, map_sqlx, rows};
+use crate::{PgStore, map_err, rows};
 
 pub(crate) use catalog::Catalog;
 pub(crate) use changes::changes_sql;
@@ -89,7 +89,7 @@ impl PgStore {
             sql,
             params,
             found: Found {
-                json: bounded(json_of(&row)?, context)?,
+                json: json_of(&row)?,
                 total: rows::column(&row, "total")?,
             },
         })
@@ -135,17 +135,6 @@ fn built_by_postgres(read: &Read<'_>) -> bool {
     }
 }
 
-/// `json`, unless it passes the caller's `data.max_answer_bytes` (the rows
-/// were counted as PostgreSQL built them; this adds the commas).
-fn bounded(json: Option<String>, context: &Context) -> Result<Option<String>, StoreError> {
-    match json {
-        Some(text) if text.len() as u64 > context.max_answer_bytes => {
-            Err(StoreError::AnswerTooLarge)
-        }
-        json => Ok(json),
-    }
-}
-
 /// The JSON PostgreSQL built in column `body`, compact.
 fn json_of(row: &QueryResult) -> Result<Option<String>, StoreError> {
     let body: Option<String> = rows::column(row, "body")?;
@@ -175,7 +164,7 @@ impl PgStore {
             .row(conn, statement)
             .await?
             .ok_or_else(|| StoreError::Internal("a read answered no row".into()))?;
-        let json = bounded(json_of(&row)?, context)?;
+        let json = json_of(&row)?;
         Ok(match read {
             // One row: the object itself, or nothing.
             Read::One { .. } => Found {
@@ -209,34 +198,37 @@ impl PgStore {
         }
         let rows = Rows::of(read);
         let (sql, values) = rows.sql(table, context, false, on);
-        let found = lane.rows(&sql, values).await.map_err(map_sqlx)?;
+        let (keys, cells) = rows.layout();
+        let list = matches!(read, Read::List(_));
+        let mut out = String::with_capacity(1024);
+        out.push('[');
+        // Each row is written as it arrives, and the read stops as soon as
+        // the answer passes the ceiling: the instance holds at most the
+        // ceiling and one row of it (API.md 17).
+        let found = lane
+            .each(&sql, values, &mut |row| {
+                if out.len() > 1 {
+                    out.push(',');
+                }
+                write_object(&mut out, &row, &keys, &cells)?;
+                match out.len() as u64 > context.max_answer_bytes {
+                    true => Err(StoreError::AnswerTooLarge),
+                    false => Ok(()),
+                }
+            })
+            .await?;
         // A replica's statement fails on stale state rather than finding nothing.
-        if found.is_empty() && replica.is_none() && self.read_versions().await? != context.versions
-        {
+        if found == 0 && replica.is_none() && self.read_versions().await? != context.versions {
             return Err(StoreError::Stale);
         }
-        let list = matches!(read, Read::List(_));
-        if found.is_empty() && !list {
+        if found == 0 && !list {
             return Ok(Found::default());
         }
-        let (keys, cells) = rows.layout();
-        let mut out = String::with_capacity(2 + found.len() * 32 * keys.len().max(1));
-        if list {
-            out.push('[');
-        }
-        for (i, row) in found.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            write_object(&mut out, row, &keys, &cells)?;
-            // Related rows were counted as PostgreSQL built them; the
-            // answer stops growing as soon as it passes the ceiling.
-            if out.len() as u64 > context.max_answer_bytes {
-                return Err(StoreError::AnswerTooLarge);
-            }
-        }
-        if list {
-            out.push(']');
+        out.push(']');
+        if !list {
+            // One row: the object itself.
+            out.remove(0);
+            out.pop();
         }
         Ok(Found {
             json: Some(out),
@@ -384,17 +376,17 @@ impl DataStore for PgStore {
         Ok(tables)
     }
 
-    async fn answer_max_bytes(&self) -> Result<u64, StoreError> {
-        Ok(self.versioned_settings().await?.0.data_max_answer_bytes())
-    }
-
     async fn import_max_bytes(&self) -> Result<u64, StoreError> {
         Ok(self.versioned_settings().await?.0.data_import_max_bytes())
     }
 
-    async fn system_timezone(&self) -> Result<(Option<String>, i64), StoreError> {
+    async fn statement_settings(&self) -> Result<data::StatementSettings, StoreError> {
         let (settings, version) = self.versioned_settings().await?;
-        Ok((settings.system_timezone().map(str::to_owned), version))
+        Ok(data::StatementSettings {
+            timezone: settings.system_timezone().map(str::to_owned),
+            version,
+            max_answer_bytes: settings.data_max_answer_bytes(),
+        })
     }
 
     async fn read(

@@ -288,13 +288,7 @@ impl Sql<'_> {
             select.expr_as(inner.output(output), Alias::new(&output.column.name));
         }
         for nested in &embed.embeds {
-            let value = inner.embed(nested, depth + 1);
-            let value = if embed.many && nests_many(nested) {
-                settled(value)
-            } else {
-                value
-            };
-            select.expr_as(value, Alias::new(nested.alias));
+            select.expr_as(inner.embed(nested, depth + 1), Alias::new(nested.alias));
         }
         let object = if embed.select.is_empty() && embed.embeds.is_empty() {
             select.expr(Expr::cust("1"));
@@ -303,24 +297,34 @@ impl Sql<'_> {
             format!("row_to_json(\"{rows}\")")
         };
         self.related(&inner, embed, &mut select);
+        // Each value holding related rows adds its own bytes to the
+        // answer's count as it is built (`svc.answer_piece`, API.md 17):
+        // its length less the values inside it counted already, so every
+        // byte counts once and nesting cannot make a statement hold more
+        // than the ceiling.
+        let counted = counted_inside(embed, &rows);
+        let cap = self.context.max_answer_bytes;
         let answer = if embed.many {
             for key in embed.table.key_columns() {
                 select.order_by_expr(inner.col(key), Order::Asc);
             }
             select.limit(u64::from(EMBED_ROWS_MAX));
-            // Each array of related rows counts toward the answer's
-            // ceiling as it is built (`svc.answer_piece`, API.md 17), so
-            // nesting cannot make a statement hold more than it.
-            format!(
-                "svc.answer_piece(coalesce(json_agg({object}), '[]'::json), {})",
-                self.context.max_answer_bytes
+            Expr::cust_with_exprs(
+                format!(
+                    "svc.answer_piece(coalesce(json_agg({object}), '[]'::json), \
+                     coalesce(sum($1), 0)::bigint, {cap})"
+                ),
+                [counted],
             )
+        } else if nests_many(embed) {
+            select.limit(1);
+            Expr::cust_with_exprs(format!("svc.answer_piece({object}, $1, {cap})"), [counted])
         } else {
             select.limit(1);
-            object
+            Expr::cust(object)
         };
         let wrapped = Query::select()
-            .expr(Expr::cust(answer))
+            .expr(answer)
             .from_subquery(select, Alias::new(rows))
             .to_owned();
         Expr::SubQuery(None, Box::new(wrapped.into()))
@@ -396,17 +400,29 @@ const EMBED_ALIASES: [&str; 5] = ["r", "e1", "e2", "e3", "e4"];
 pub(super) const JSON_ARRAY: &str =
     "'[' || string_agg(row_to_json(\"tessera:x\")::text, ',') || ']'";
 
+/// `body`, a whole answer, refused (TS413) past `cap` bytes by
+/// PostgreSQL before it sends a byte of it (API.md 17).
+pub(super) fn whole(body: &str, cap: u64) -> String {
+    format!("svc.answer_whole({body}, {cap})")
+}
+
 /// Whether `embed` holds to-many related rows at some depth (counted
 /// arrays).
 fn nests_many(embed: &Embed<'_>) -> bool {
     embed.many || embed.embeds.iter().any(nests_many)
 }
 
-/// `embed`'s array placed in a row of an array that is counted whole: its
-/// own count is taken back (`svc.answer_settle`), so that every byte of
-/// nested related rows counts once.
-fn settled(embed: Expr) -> Expr {
-    Expr::cust_with_exprs("svc.answer_settle($1)", [embed])
+/// The bytes of the values in a row of `embed` (relation `rows`) that
+/// were counted as they were built: its embeds holding related rows.
+fn counted_inside(embed: &Embed<'_>, rows: &str) -> Expr {
+    let mut counted = Expr::val(0i64);
+    for nested in embed.embeds.iter().filter(|e| nests_many(e)) {
+        let value = Expr::col((Alias::new(rows), Alias::new(nested.alias)));
+        let length =
+            Func::cust(Alias::new("octet_length")).arg(Func::cast_as(value, Alias::new("text")));
+        counted = counted.add(Func::coalesce([length.into(), Expr::val(0i64)]));
+    }
+    counted
 }
 
 /// Where a statement runs, for its check of the shared state.
@@ -611,7 +627,8 @@ impl Rows<'_, '_> {
             let _ = write!(out, " LIMIT {limit} OFFSET {offset}");
             return out.into_parts();
         }
-        let _ = write!(out, "SELECT {JSON_ARRAY} AS \"body\", ");
+        let body = whole(JSON_ARRAY, context.max_answer_bytes);
+        let _ = write!(out, "SELECT {body} AS \"body\", ");
         if self.count {
             let count = Query::select()
                 .expr(Expr::cust("count(*)"))
@@ -709,7 +726,8 @@ pub(super) fn aggregate_sql(
     }
     let mut out = SqlWriterValues::new("$", true);
     // Writing to a string cannot fail.
-    let _ = write!(out, "SELECT {JSON_ARRAY} AS \"body\"");
+    let body = whole(JSON_ARRAY, context.max_answer_bytes);
+    let _ = write!(out, "SELECT {body} AS \"body\"");
     if query.count && query.group_by.is_empty() {
         let _ = out.write_str(", 1::bigint AS \"total\"");
     } else if query.count {

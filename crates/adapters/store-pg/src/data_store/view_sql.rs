@@ -14,7 +14,7 @@ use sea_orm::sea_query::{
 use serde_json::{Value, json};
 use views::query::{Computed, ViewQuery};
 
-use super::sql::{JSON_ARRAY, On, Rel, Sql, current, table_ref};
+use super::sql::{JSON_ARRAY, On, Rel, Sql, current, table_ref, whole};
 
 /// The statement of `query` and its bound values.
 pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context, on: On<'_>) -> (String, Values) {
@@ -82,7 +82,8 @@ pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context, on: On<'_>) -> 
     if let Some(limit) = query.view_limit {
         let _ = write!(out, " LIMIT {limit}");
     }
-    let _ = write!(out, ") SELECT {JSON_ARRAY} AS \"body\", ");
+    let body = whole(JSON_ARRAY, context.max_answer_bytes);
+    let _ = write!(out, ") SELECT {body} AS \"body\", ");
     if query.count {
         let count = Query::select()
             .expr(Expr::cust("count(*)"))

@@ -7,7 +7,7 @@ use sea_orm::sea_query::{
     Alias, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, WithClause,
 };
 
-use super::sql::{JSON_ARRAY, On, Rel, Sql, build, current, table_ref};
+use super::sql::{JSON_ARRAY, On, Rel, Sql, build, current, table_ref, whole};
 use crate::json_rows::write_string;
 
 /// The SQL of one write: a data-modifying CTE `w`, the audit entry when a row
@@ -90,12 +90,16 @@ pub(crate) fn write_sql(
     }
     // A row shown by reach comes as one JSON column, `row`; an import
     // shows no row, only how many were written.
+    let cap = context.max_answer_bytes;
     let body = if matches!(write.change, Change::InsertText { .. }) {
-        "count(*)::text"
+        "count(*)::text".to_owned()
     } else if write.returning.reach.is_some() {
-        "'[' || string_agg(\"tessera:x\".\"row\"::text, ',') || ']'"
+        whole(
+            "'[' || string_agg(\"tessera:x\".\"row\"::text, ',') || ']'",
+            cap,
+        )
     } else {
-        JSON_ARRAY
+        whole(JSON_ARRAY, cap)
     };
     let mut answer = Query::select()
         .expr_as(Expr::cust(body), Alias::new("body"))

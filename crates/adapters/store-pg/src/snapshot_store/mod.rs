@@ -7,7 +7,7 @@ mod steps;
 use async_trait::async_trait;
 use audit::AuditEvent;
 use kernel::StoreError;
-use sea_orm::{ConnectionTrait, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, TransactionTrait};
 use serde_json::{Value as Json, json};
 use std::collections::BTreeSet;
 
@@ -21,11 +21,16 @@ const LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout
 
 /// The lower-case names of the roles with admin access, and the emails of
 /// the active users in one (who hold administrator power).
+/// Which of the role names (`$1`) and user emails (`$2`) a plan names are
+/// an administrators' role and an active administrator, looked up as
+/// applying them does.
 const ADMIN_POWER_SQL: &str = "SELECT \
-    coalesce((SELECT array_agg(lower(name)) FROM svc.roles WHERE admin_access), '{}') AS roles, \
-    coalesce((SELECT array_agg(DISTINCT lower(u.email)) FROM svc.users u \
-        JOIN svc.role_members m ON m.user_id = u.id JOIN svc.roles r ON r.id = m.role_id \
-        WHERE r.admin_access AND u.active), '{}') AS users";
+    coalesce((SELECT array_agg(c) FROM unnest($1::text[]) AS c WHERE EXISTS ( \
+        SELECT 1 FROM svc.roles r WHERE lower(r.name) = lower(c) AND r.admin_access)), '{}') AS roles, \
+    coalesce((SELECT array_agg(c) FROM unnest($2::text[]) AS c WHERE EXISTS ( \
+        SELECT 1 FROM svc.users u JOIN svc.role_members m ON m.user_id = u.id \
+        JOIN svc.roles r ON r.id = m.role_id \
+        WHERE lower(u.email) = lower(c) AND u.active AND r.admin_access)), '{}') AS users";
 
 #[async_trait]
 impl SnapshotStore for PgStore {
@@ -46,6 +51,64 @@ impl SnapshotStore for PgStore {
         execute: bool,
         event: AuditEvent,
     ) -> Result<Vec<StepReport>, StoreError> {
+        let planned = self.run_plan(desired, consent, execute).await;
+        if !execute {
+            // A diff changes nothing, and is audited all the same, refused
+            // or not.
+            let planned = match planned {
+                Ok((txn, reports, _)) => {
+                    txn.rollback().await.map_err(map_err)?;
+                    Ok(reports)
+                }
+                Err(error) => Err(error),
+            };
+            let details = match &planned {
+                Ok(reports) => {
+                    let steps: Vec<Json> = reports.iter().map(StepReport::to_json).collect();
+                    json!({ "steps": steps })
+                }
+                Err(_) => json!({ "failed": true }),
+            };
+            crate::write_audit(&self.db, event.with_details(details), self.now()).await?;
+            return planned;
+        }
+        let (txn, reports, current) = planned?;
+        // Rows inserted with their published definition move no version by
+        // trigger: every instance must still see the new configuration on
+        // its next request.
+        txn.execute_unprepared(
+            "UPDATE svc.cache_version SET catalog = catalog + 1; SELECT pg_notify('tessera_catalog', '')",
+        )
+        .await
+        .map_err(map_err)?;
+        let steps: Vec<Json> = reports.iter().map(StepReport::to_json).collect();
+        let mut details = json!({ "steps": steps });
+        // Trusting a provider's unverified emails is named in the audit, as
+        // a settings change names it.
+        if let Some(oauth) = desired.settings.get("auth.oauth") {
+            let stored = current.settings.get("auth.oauth").unwrap_or(&Json::Null);
+            let trusted = kernel::settings::trust_email_changes(stored, oauth);
+            if !trusted.is_empty() {
+                details["trustEmail"] = Json::Object(trusted);
+            }
+        }
+        self.commit_catalog_change(txn, event.with_details(details))
+            .await?;
+        Ok(reports)
+    }
+}
+
+impl PgStore {
+    /// Plans `desired` against this instance in a new transaction, checks
+    /// the consent it needs, and runs its steps (`execute`) or plans each
+    /// from the catalog alone; answers the transaction, the reports and
+    /// the configuration it started from.
+    async fn run_plan(
+        &self,
+        desired: &Snapshot,
+        consent: Consent,
+        execute: bool,
+    ) -> Result<(DatabaseTransaction, Vec<StepReport>, Snapshot), StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
         // One snapshot at a time: the plan holds until the commit.
         txn.execute_raw(stmt(
@@ -55,10 +118,17 @@ impl SnapshotStore for PgStore {
         .await
         .map_err(map_err)?;
         txn.execute_unprepared(LIMITS).await.map_err(map_err)?;
+        if !execute {
+            // A diff moves no shared-state version (nor locks its row).
+            txn.execute_unprepared("SET LOCAL tessera.dry_run = 'on'")
+                .await
+                .map_err(map_err)?;
+        }
         let current = export::export(&txn).await?;
         let mut planned = snapshot::diff(&current, desired)?;
+        let (roles, users) = snapshot::admin_candidates(&planned);
         let power = txn
-            .query_one_raw(stmt(ADMIN_POWER_SQL, []))
+            .query_one_raw(stmt(ADMIN_POWER_SQL, [roles.into(), users.into()]))
             .await
             .map_err(map_err)?
             .ok_or_else(|| StoreError::Internal("no administrators' row".into()))?;
@@ -129,29 +199,6 @@ impl SnapshotStore for PgStore {
                 ..StepReport::of(step)
             });
         }
-        if !execute {
-            txn.rollback().await.map_err(map_err)?;
-            // A diff changes nothing, and is audited all the same.
-            let steps: Vec<Json> = reports.iter().map(StepReport::to_json).collect();
-            crate::write_audit(
-                &self.db,
-                event.with_details(json!({ "steps": steps })),
-                self.now(),
-            )
-            .await?;
-            return Ok(reports);
-        }
-        // Rows inserted with their published definition move no version by
-        // trigger: every instance must still see the new configuration on
-        // its next request.
-        txn.execute_unprepared(
-            "UPDATE svc.cache_version SET catalog = catalog + 1; SELECT pg_notify('tessera_catalog', '')",
-        )
-        .await
-        .map_err(map_err)?;
-        let steps: Vec<Json> = reports.iter().map(StepReport::to_json).collect();
-        let event = event.with_details(json!({ "steps": steps }));
-        self.commit_catalog_change(txn, event).await?;
-        Ok(reports)
+        Ok((txn, reports, current))
     }
 }

@@ -249,3 +249,21 @@ impl Settings {
         }
     }
 }
+
+/// The providers whose `trustEmail` goes from `stored` to `new` (two values
+/// of `auth.oauth`, `new` naming only the providers it changes), with the
+/// new value: what the audit names when a provider's unverified emails
+/// become trusted, or stop being.
+pub fn trust_email_changes(stored: &Value, new: &Value) -> Map<String, Value> {
+    let Value::Object(providers) = new else {
+        return Map::new();
+    };
+    providers
+        .iter()
+        .filter_map(|(provider, fields)| {
+            let trusted = fields["trustEmail"] == Value::Bool(true);
+            let was = stored[provider.as_str()]["trustEmail"] == Value::Bool(true);
+            (trusted != was).then(|| (provider.clone(), Value::Bool(trusted)))
+        })
+        .collect()
+}
