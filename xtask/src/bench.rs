@@ -266,7 +266,9 @@ fn member_token(port: u16, admin: &str, email: &str, role: &str) -> Result<(Stri
         port,
         "/admin/api/users",
         admin,
-        &format!(r#"{{"email":"{email}","password":"{ADMIN_PASSWORD}","roleIds":["{role}"]}}"#),
+        &format!(
+            r#"{{"email":"{email}","password":"{ADMIN_PASSWORD}","emailVerified":true,"roleIds":["{role}"]}}"#
+        ),
     )?;
     let user = json_string(&user, "id").ok_or(format!("no user id: {user}"))?;
     let session = login(port, email, ADMIN_PASSWORD)?;
@@ -1104,7 +1106,7 @@ fn peer_token(database: &str, port: u16, admin: &str) -> Result<String> {
         "/admin/api/users",
         admin,
         &format!(
-            r#"{{"email":"peer@example.com","password":"{ADMIN_PASSWORD}","roleIds":["{role}"]}}"#
+            r#"{{"email":"peer@example.com","password":"{ADMIN_PASSWORD}","emailVerified":true,"roleIds":["{role}"]}}"#
         ),
     )?;
     let session = login(port, "peer@example.com", ADMIN_PASSWORD)?;

@@ -88,7 +88,7 @@ pub(super) fn related() -> Result {
         "/admin/api/users",
         &admin,
         &format!(
-            r#"{{"email":"related@example.com","password":"{ADMIN_PASSWORD}","roleIds":["{role}"]}}"#
+            r#"{{"email":"related@example.com","password":"{ADMIN_PASSWORD}","emailVerified":true,"roleIds":["{role}"]}}"#
         ),
     )?;
     let bearer = token(
