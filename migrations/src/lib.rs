@@ -74,6 +74,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0023_answers_and_dry_diffs",
         include_str!("../sql/0023_answers_and_dry_diffs.sql"),
     ),
+    (
+        "m0024_measured_rows",
+        include_str!("../sql/0024_measured_rows.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

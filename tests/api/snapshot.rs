@@ -903,6 +903,14 @@ async fn snapshot_diffs_show_values_and_mark_administrator_power() {
     assert_eq!(steps[0]["new"], 12);
     assert!(steps[0]["old"].is_number(), "{steps:?}");
     assert!(steps[0].get("adminPower").is_none());
+    // So is opening registration to the role new accounts get today.
+    let mut opened = desired.clone();
+    opened["settings"]["auth.registration_enabled"] = json!(true);
+    let steps = diff_of(&app, &admin, &opened).await;
+    assert!(
+        steps.iter().all(|s| s.get("adminPower").is_none()),
+        "{steps:?}"
+    );
     // Anyone who registers would be an administrator: marked, and refused
     // without consent; a secret is shown redacted.
     desired["settings"]["auth.registration_role_id"] = json!("Administrators");
@@ -952,7 +960,7 @@ async fn snapshot_diffs_show_values_and_mark_administrator_power() {
         .get("/admin/api/audit?action=snapshot.diff", &admin)
         .await;
     let entries = audit.data().as_array().unwrap();
-    assert_eq!(entries.len(), 2, "{:?}", audit.body);
+    assert_eq!(entries.len(), 3, "{:?}", audit.body);
     assert!(!audit.body.to_string().contains("very-secret"));
     // Trusting a provider's emails is named in the apply's audit, as a
     // settings change names it.
@@ -965,6 +973,16 @@ async fn snapshot_diffs_show_values_and_mark_administrator_power() {
         "{:?}",
         applies.body
     );
+    // The role new accounts get has admin access now (registration off):
+    // turning registration on is judged with it, and marked.
+    let mut opened = desired.clone();
+    opened["settings"]["auth.registration_enabled"] = json!(true);
+    let steps = diff_of(&app, &admin, &opened).await;
+    let registration = steps
+        .iter()
+        .find(|s| s["name"] == "auth.registration_enabled")
+        .expect("the registration step");
+    assert_eq!(registration["adminPower"], true, "{steps:?}");
     // A diff that is refused is audited too.
     let mut broken = desired.clone();
     broken["grants"] = json!([{ "role": "No such role", "action": "read", "resource": "app.x" }]);

@@ -455,9 +455,10 @@ impl PasskeyService {
                 match webauthn.finish_passkey_authentication(&answer, &state) {
                     // The ceremony checked the counter the passkey had when
                     // it began; one that did not move past the stored count
-                    // since (a cloned authenticator) is refused here.
+                    // since (a cloned authenticator, or one that went back to
+                    // zero) is refused here.
                     Ok(checked)
-                        if checked.counter() != 0
+                        if (checked.counter() != 0 || stored.sign_count != 0)
                             && i64::from(checked.counter()) <= stored.sign_count =>
                     {
                         None

@@ -148,28 +148,50 @@ pub const CREDENTIAL_SETTINGS: [&str; 5] = [
 ];
 
 /// The names a plan's steps would resolve to give administrator power:
-/// the roles `auth.registration_role_id` names and the users workflows
-/// run as, as written. The store answers which of them are an
+/// the role new accounts get once the plan is applied over `current`
+/// (when it sets that role or turns registration on) and the users
+/// workflows run as, as written. The store answers which of them are an
 /// administrators' role or an active administrator, by the lookup applying
 /// them uses.
-pub fn admin_candidates(steps: &[Step]) -> (Vec<String>, Vec<String>) {
+pub fn admin_candidates(steps: &[Step], current: &Snapshot) -> (Vec<String>, Vec<String>) {
     let (mut roles, mut users) = (Vec::new(), Vec::new());
     for step in steps {
-        match &step.operation {
-            Operation::SetSetting(key, Value::String(role))
-                if key == "auth.registration_role_id" =>
-            {
-                roles.push(role.clone());
-            }
-            Operation::PutWorkflow(workflow, _) => users.extend(
+        if opens_registration(step)
+            && let Some(role) = registration_role(steps, current)
+        {
+            roles.push(role.to_owned());
+        }
+        if let Operation::PutWorkflow(workflow, _) = &step.operation {
+            users.extend(
                 runs_as(workflow)
                     .into_iter()
                     .map(|(_, user)| user.to_owned()),
-            ),
-            _ => {}
+            );
         }
     }
     (roles, users)
+}
+
+/// Whether `step` sets the role new accounts get or turns registration on.
+fn opens_registration(step: &Step) -> bool {
+    match &step.operation {
+        Operation::SetSetting(key, value) => {
+            key == "auth.registration_role_id"
+                || (key == "auth.registration_enabled" && value == &Value::Bool(true))
+        }
+        _ => false,
+    }
+}
+
+/// The role (by name) new accounts get once `steps` are applied over
+/// `current`.
+fn registration_role<'a>(steps: &'a [Step], current: &'a Snapshot) -> Option<&'a str> {
+    let set = steps.iter().find_map(|step| match &step.operation {
+        Operation::SetSetting(key, value) if key == "auth.registration_role_id" => Some(value),
+        _ => None,
+    });
+    set.or_else(|| current.settings.get("auth.registration_role_id"))?
+        .as_str()
 }
 
 /// Where each definition of `workflow` names the user it runs as.
@@ -186,24 +208,26 @@ fn runs_as(workflow: &Workflow) -> Vec<(&'static str, &str)> {
 }
 
 /// Marks the steps that give administrator power (API.md 17): a setting
-/// naming a role with admin access (`admin_roles`, of the names
-/// [`admin_candidates`] found), a workflow that runs as an administrator
-/// (`admin_users`, likewise) and a change to one of
-/// [`CREDENTIAL_SETTINGS`]. Snapshots carry neither a role's admin access
-/// nor memberships, so no other step can.
+/// that leaves registration open to a role with admin access
+/// (`admin_roles`, of the names [`admin_candidates`] found over
+/// `current`), a workflow that runs as an administrator (`admin_users`,
+/// likewise) and a change to one of [`CREDENTIAL_SETTINGS`]. Snapshots
+/// carry neither a role's admin access nor memberships, so no other step
+/// can.
 pub fn mark_admin_power(
     steps: &mut [Step],
+    current: &Snapshot,
     admin_roles: &BTreeSet<String>,
     admin_users: &BTreeSet<String>,
 ) {
-    for step in steps {
+    let admin_registration =
+        registration_role(steps, current).is_some_and(|role| admin_roles.contains(role));
+    for step in steps.iter_mut() {
         step.admin_power = match &step.operation {
             Operation::SetSetting(key, _) if CREDENTIAL_SETTINGS.contains(&key.as_str()) => {
                 Some(format!("settings.{key}"))
             }
-            Operation::SetSetting(key, Value::String(role))
-                if key == "auth.registration_role_id" && admin_roles.contains(role) =>
-            {
+            Operation::SetSetting(key, _) if admin_registration && opens_registration(step) => {
                 Some(format!("settings.{key}"))
             }
             Operation::PutWorkflow(workflow, path) => runs_as(workflow)

@@ -55,7 +55,8 @@ pub fn restore_secrets(
         Some(field) => Err(FieldError::new(
             field,
             "is [REDACTED] but this instance has no value to keep for it \
-             (no http step here with this id, method and url): give the value",
+             (no http step here with this id, method and url, or a url whose host \
+             is a template): give the value",
         )),
         None => Ok(()),
     }
@@ -84,12 +85,28 @@ fn for_each_http_step(node: &mut Value, at: String, visit: &mut impl FnMut(&str,
     }
 }
 
-/// Whether `stored` is the http step `step` with the same id, method and URL.
+/// Whether `stored` is the http step `step` with the same id, method and
+/// URL, and that URL names its host outright.
 fn same_call(stored: &Value, step: &Value) -> bool {
     stored.get("type").and_then(Value::as_str) == Some("http")
         && ["id", "method", "url"]
             .iter()
             .all(|key| stored.get(key) == step.get(key))
+        && step
+            .get("url")
+            .and_then(Value::as_str)
+            .is_some_and(written_host)
+}
+
+/// Whether `url` writes its scheme, host and port with no template: a
+/// host taken from an input or an earlier step could send the same step,
+/// unchanged, elsewhere once other steps change.
+fn written_host(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    !scheme.contains("{{") && !authority.contains("{{") && !authority.is_empty()
 }
 
 /// A step's secrets, named `signingSecret` or `headers.<name>`.
@@ -174,6 +191,29 @@ mod tests {
             smuggled["steps"][0]["output"]["x"]["signingSecret"],
             "[REDACTED]"
         );
+        // A step whose host is a template (an input or an earlier step's
+        // output, which a snapshot can change) gets nothing, even unchanged.
+        for url in [
+            "https://{{input.host}}/hook",
+            "{{input.url}}",
+            "https://a.test{{x}}",
+        ] {
+            let mut templated = stored.clone();
+            templated["steps"][0]["then"][0]["url"] = json!(url);
+            let mut applied = templated.clone();
+            redact_secrets(&mut applied);
+            assert!(
+                restore_secrets(&mut applied, Some(&templated), "w").is_err(),
+                "{url}"
+            );
+        }
+        let mut path_only = stored.clone();
+        path_only["steps"][0]["then"][0]["url"] =
+            json!("https://x.test/{{input.id}}?q={{input.q}}");
+        let mut applied = path_only.clone();
+        redact_secrets(&mut applied);
+        restore_secrets(&mut applied, Some(&path_only), "w").unwrap();
+        assert_eq!(applied, path_only);
         // A target without the step refuses the mark.
         let refused = restore_secrets(&mut exported, None, "workflows[0].draft").unwrap_err();
         assert_eq!(

@@ -396,14 +396,53 @@ pub(super) fn build(
 /// The relation of the listed rows, then of each embed depth.
 const EMBED_ALIASES: [&str; 5] = ["r", "e1", "e2", "e3", "e4"];
 
-/// A compact JSON array of the rows, NULL when there are none.
-pub(super) const JSON_ARRAY: &str =
-    "'[' || string_agg(row_to_json(\"tessera:x\")::text, ',') || ']'";
+/// The JSON text of a row of relation `"tessera:x"`.
+pub(super) const ROW_JSON: &str = "row_to_json(\"tessera:x\")::text";
 
-/// `body`, a whole answer, refused (TS413) past `cap` bytes by
-/// PostgreSQL before it sends a byte of it (API.md 17).
-pub(super) fn whole(body: &str, cap: u64) -> String {
-    format!("svc.answer_whole({body}, {cap})")
+/// The bytes of the answer through each row of `"tessera:rows"`: the
+/// rows' JSON and a comma each, summed as the rows arrive.
+const RUNNING_BYTES: &str = "sum(octet_length(\"tessera:t\") + 1) OVER (ROWS UNBOUNDED PRECEDING)";
+
+/// A whole answer of relation `"tessera:rows"` ([`open_rows`] or
+/// [`measured_rows`]): a compact JSON array of its rows, NULL when there
+/// are none. The row that would take the array past `cap` bytes fails the
+/// statement (TS413) as it is added, so PostgreSQL never holds more than
+/// the ceiling of it (API.md 17).
+pub(super) fn answer(cap: u64) -> String {
+    format!(
+        "'[' || string_agg(CASE WHEN \"tessera:n\" < {cap} THEN \"tessera:t\" \
+         ELSE svc.answer_over() END, ',') || ']'"
+    )
+}
+
+/// Opens `"tessera:rows"`: the relation written next, aliased
+/// `"tessera:x"` by [`ROWS_CLOSE`], each row as its JSON `text` and the
+/// answer's running size. `OFFSET 0` keeps each row's JSON built once.
+pub(super) fn open_rows(text: &str) -> String {
+    format!(
+        "(SELECT \"tessera:t\", {RUNNING_BYTES} AS \"tessera:n\" \
+         FROM (SELECT {text} AS \"tessera:t\" FROM "
+    )
+}
+
+/// Closes what [`open_rows`] opened.
+pub(super) const ROWS_CLOSE: &str =
+    " AS \"tessera:x\" OFFSET 0) AS \"tessera:y\") AS \"tessera:rows\"";
+
+/// `"tessera:rows"` of [`open_rows`] over `rows`, for a statement built
+/// whole by sea-query.
+pub(super) fn measured_rows(rows: SelectStatement, text: &'static str) -> (SelectStatement, Alias) {
+    let each = Query::select()
+        .expr_as(Expr::cust(text), Alias::new("tessera:t"))
+        .from_subquery(rows, Alias::new("tessera:x"))
+        .offset(0)
+        .to_owned();
+    let measured = Query::select()
+        .column(Alias::new("tessera:t"))
+        .expr_as(Expr::cust(RUNNING_BYTES), Alias::new("tessera:n"))
+        .from_subquery(each, Alias::new("tessera:y"))
+        .to_owned();
+    (measured, Alias::new("tessera:rows"))
 }
 
 /// Whether `embed` holds to-many related rows at some depth (counted
@@ -627,7 +666,7 @@ impl Rows<'_, '_> {
             let _ = write!(out, " LIMIT {limit} OFFSET {offset}");
             return out.into_parts();
         }
-        let body = whole(JSON_ARRAY, context.max_answer_bytes);
+        let body = answer(context.max_answer_bytes);
         let _ = write!(out, "SELECT {body} AS \"body\", ");
         if self.count {
             let count = Query::select()
@@ -641,9 +680,9 @@ impl Rows<'_, '_> {
         } else {
             let _ = out.write_str("NULL::bigint");
         }
-        let _ = out.write_str(" AS \"total\" FROM (");
+        let _ = write!(out, " AS \"total\" FROM {}(", open_rows(ROW_JSON));
         PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
-        let _ = write!(out, " LIMIT {limit} OFFSET {offset}) AS \"tessera:x\"");
+        let _ = write!(out, " LIMIT {limit} OFFSET {offset}){ROWS_CLOSE}");
         out.into_parts()
     }
 
@@ -726,7 +765,7 @@ pub(super) fn aggregate_sql(
     }
     let mut out = SqlWriterValues::new("$", true);
     // Writing to a string cannot fail.
-    let body = whole(JSON_ARRAY, context.max_answer_bytes);
+    let body = answer(context.max_answer_bytes);
     let _ = write!(out, "SELECT {body} AS \"body\"");
     if query.count && query.group_by.is_empty() {
         let _ = out.write_str(", 1::bigint AS \"total\"");
@@ -744,11 +783,11 @@ pub(super) fn aggregate_sql(
         PostgresQueryBuilder.prepare_select_statement(&counted, &mut out);
         let _ = out.write_str(") AS \"g\") AS \"total\"");
     }
-    let _ = out.write_str(" FROM (");
+    let _ = write!(out, " FROM {}(", open_rows(ROW_JSON));
     PostgresQueryBuilder.prepare_select_statement(&groups, &mut out);
     let _ = write!(
         out,
-        " LIMIT {} OFFSET {}) AS \"tessera:x\"",
+        " LIMIT {} OFFSET {}){ROWS_CLOSE}",
         query.limit, query.offset
     );
     out.into_parts()

@@ -14,7 +14,7 @@ use sea_orm::sea_query::{
 use serde_json::{Value, json};
 use views::query::{Computed, ViewQuery};
 
-use super::sql::{JSON_ARRAY, On, Rel, Sql, current, table_ref, whole};
+use super::sql::{On, ROW_JSON, ROWS_CLOSE, Rel, Sql, answer, current, open_rows, table_ref};
 
 /// The statement of `query` and its bound values.
 pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context, on: On<'_>) -> (String, Values) {
@@ -82,7 +82,7 @@ pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context, on: On<'_>) -> 
     if let Some(limit) = query.view_limit {
         let _ = write!(out, " LIMIT {limit}");
     }
-    let body = whole(JSON_ARRAY, context.max_answer_bytes);
+    let body = answer(context.max_answer_bytes);
     let _ = write!(out, ") SELECT {body} AS \"body\", ");
     if query.count {
         let count = Query::select()
@@ -96,11 +96,11 @@ pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context, on: On<'_>) -> 
     } else {
         let _ = out.write_str("NULL::bigint AS \"total\"");
     }
-    let _ = out.write_str(" FROM (");
+    let _ = write!(out, " FROM {}(", open_rows(ROW_JSON));
     PostgresQueryBuilder.prepare_select_statement(&page, &mut out);
     let _ = write!(
         out,
-        " LIMIT {} OFFSET {}) AS \"tessera:x\"",
+        " LIMIT {} OFFSET {}){ROWS_CLOSE}",
         query.limit, query.offset
     );
     out.into_parts()

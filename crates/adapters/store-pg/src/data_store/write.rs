@@ -7,7 +7,7 @@ use sea_orm::sea_query::{
     Alias, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, WithClause,
 };
 
-use super::sql::{JSON_ARRAY, On, Rel, Sql, build, current, table_ref, whole};
+use super::sql::{On, ROW_JSON, Rel, Sql, answer, build, current, measured_rows, table_ref};
 use crate::json_rows::write_string;
 
 /// The SQL of one write: a data-modifying CTE `w`, the audit entry when a row
@@ -90,21 +90,25 @@ pub(crate) fn write_sql(
     }
     // A row shown by reach comes as one JSON column, `row`; an import
     // shows no row, only how many were written.
-    let cap = context.max_answer_bytes;
-    let body = if matches!(write.change, Change::InsertText { .. }) {
-        "count(*)::text".to_owned()
-    } else if write.returning.reach.is_some() {
-        whole(
-            "'[' || string_agg(\"tessera:x\".\"row\"::text, ',') || ']'",
-            cap,
-        )
+    let mut answer = if matches!(write.change, Change::InsertText { .. }) {
+        Query::select()
+            .expr_as(Expr::cust("count(*)::text"), Alias::new("body"))
+            .from_subquery(rows, Alias::new("tessera:x"))
+            .to_owned()
     } else {
-        whole(JSON_ARRAY, cap)
+        let text = match write.returning.reach {
+            Some(_) => "\"tessera:x\".\"row\"::text",
+            None => ROW_JSON,
+        };
+        let (measured, alias) = measured_rows(rows, text);
+        Query::select()
+            .expr_as(
+                Expr::cust(answer(context.max_answer_bytes)),
+                Alias::new("body"),
+            )
+            .from_subquery(measured, alias)
+            .to_owned()
     };
-    let mut answer = Query::select()
-        .expr_as(Expr::cust(body), Alias::new("body"))
-        .from_subquery(rows, Alias::new("tessera:x"))
-        .to_owned();
     if mark {
         for column in ["mark_lsn", "mark_xid"] {
             answer.expr_as(

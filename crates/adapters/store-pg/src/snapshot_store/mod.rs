@@ -119,14 +119,17 @@ impl PgStore {
         .map_err(map_err)?;
         txn.execute_unprepared(LIMITS).await.map_err(map_err)?;
         if !execute {
-            // A diff moves no shared-state version (nor locks its row).
-            txn.execute_unprepared("SET LOCAL tessera.dry_run = 'on'")
-                .await
-                .map_err(map_err)?;
+            // A diff moves no shared-state version (nor locks its row): it
+            // marks its own transaction by id.
+            txn.execute_unprepared(
+                "SELECT set_config('tessera.dry_run', pg_current_xact_id()::text, true)",
+            )
+            .await
+            .map_err(map_err)?;
         }
         let current = export::export(&txn).await?;
         let mut planned = snapshot::diff(&current, desired)?;
-        let (roles, users) = snapshot::admin_candidates(&planned);
+        let (roles, users) = snapshot::admin_candidates(&planned, &current);
         let power = txn
             .query_one_raw(stmt(ADMIN_POWER_SQL, [roles.into(), users.into()]))
             .await
@@ -138,7 +141,7 @@ impl PgStore {
         let users: BTreeSet<String> = crate::rows::column::<Vec<String>>(&power, "users")?
             .into_iter()
             .collect();
-        snapshot::mark_admin_power(&mut planned, &roles, &users);
+        snapshot::mark_admin_power(&mut planned, &current, &roles, &users);
         if !consent.admin_power
             && let Some((step, field)) = planned
                 .iter()
