@@ -32,7 +32,7 @@ async fn tree(app: &TestApp, admin: &str, d_bytes: usize) {
         resources.push(create_table(app, admin, "app", table, columns).await);
     }
     for resource in &resources {
-        expose(app, admin, resource, &["GET"]).await;
+        expose(app, admin, resource, &["GET", "POST"]).await;
     }
     for statement in [
         "INSERT INTO app.a SELECT n, 'author ' || n FROM generate_series(1, 1000) n".to_owned(),
@@ -140,6 +140,32 @@ async fn answers_past_the_ceiling_are_refused_while_they_are_built() {
             .await;
         assert_eq!(under.status, StatusCode::OK, "{count}: {:?}", under.body);
     }
+    // Aggregate groups too: a thousand groups of 2 KB each.
+    let groups = app
+        .get(
+            "/api/data/app/d?aggregate=n:count()&groupBy=id,body&limit=1000",
+            &admin,
+        )
+        .await;
+    assert_too_large(&groups, "aggregate groups");
+    // The rows a write answers too: refused, and nothing written.
+    app.db
+        .sql("ALTER TABLE app.d ALTER COLUMN body SET DEFAULT repeat('y', 5000)")
+        .await;
+    let rows: Vec<Value> = (0..300)
+        .map(|n| json!({ "id": 100_000 + n, "c_id": 1 }))
+        .collect();
+    let written = app
+        .post("/api/data/app/d", &admin, json!({ "data": rows }))
+        .await;
+    assert_too_large(&written, "rows a write answers");
+    assert_eq!(
+        app.db
+            .sql("SELECT count(*)::text FROM app.d WHERE id >= 100000")
+            .await
+            .as_deref(),
+        Some("0")
+    );
     // A row read by key is bounded the same way.
     let one = app
         .get(&format!("/api/data/app/a/1?select={deep}"), &admin)

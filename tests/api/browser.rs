@@ -13,8 +13,8 @@ use serde_json::json;
 use testkit::{TestApp, spawn_app};
 
 /// A headless Chromium session through its own chromedriver.
-struct Browser {
-    client: Client,
+pub(crate) struct Browser {
+    pub(crate) client: Client,
     _driver: Driver,
 }
 
@@ -33,7 +33,7 @@ impl Drop for Driver {
 }
 
 impl Browser {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -97,7 +97,7 @@ impl Browser {
 
     /// What the page's console said at the level SEVERE (errors, failed
     /// loads) since the last call.
-    async fn console_errors(&self) -> Vec<String> {
+    pub(crate) async fn console_errors(&self) -> Vec<String> {
         let log = self.client.issue_cmd(BrowserLog).await.unwrap();
         log.as_array()
             .unwrap()
@@ -139,13 +139,13 @@ impl Browser {
             .unwrap();
     }
 
-    async fn fill(&self, id: &str, value: &str) {
+    pub(crate) async fn fill(&self, id: &str, value: &str) {
         let input = self.client.find(Locator::Id(id)).await.unwrap();
         input.clear().await.unwrap();
         input.send_keys(value).await.unwrap();
     }
 
-    async fn submit(&self) {
+    pub(crate) async fn submit(&self) {
         self.client
             .find(Locator::Css("form button[type=submit]"))
             .await
@@ -156,7 +156,7 @@ impl Browser {
     }
 
     /// Waits up to 15 s for an element matching `css` and answers it.
-    async fn wait_for(&self, css: &str) -> fantoccini::elements::Element {
+    pub(crate) async fn wait_for(&self, css: &str) -> fantoccini::elements::Element {
         let deadline = std::time::Instant::now() + Duration::from_secs(15);
         loop {
             if let Ok(found) = self.client.find(Locator::Css(css)).await {
@@ -174,7 +174,7 @@ impl Browser {
     /// Waits for the status line to show `class` and answers its text.
     /// Waits until the page shows a `class` status containing `text`; an
     /// earlier status still on the page does not count.
-    async fn expect_status(&self, class: &str, text: &str) {
+    pub(crate) async fn expect_status(&self, class: &str, text: &str) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let mut seen = String::new();
         while std::time::Instant::now() < deadline {
@@ -911,7 +911,7 @@ async fn status_shows(browser: &Browser, text: &str) {
     panic!("the status never showed {text:?} (last: {seen:?})");
 }
 
-async fn click(browser: &Browser, css: &str) {
+pub(crate) async fn click(browser: &Browser, css: &str) {
     browser.wait_for(css).await.click().await.unwrap();
 }
 
@@ -1142,7 +1142,7 @@ async fn the_rows_page_shows_related_rows_groups_searches_and_imports() {
 }
 
 /// Waits up to 10 s for the element at `css` to contain `text`.
-async fn wait_for_text(browser: &Browser, css: &str, text: &str) {
+pub(crate) async fn wait_for_text(browser: &Browser, css: &str, text: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut seen = String::new();
     while std::time::Instant::now() < deadline {
@@ -2115,7 +2115,7 @@ async fn a_code_sent_by_email_is_typed_into_the_sign_in_page() {
 /// WebDriver's virtual authenticator (WebAuthn Level 2, section 11): a
 /// CTAP2 platform authenticator with resident keys that verifies its user.
 #[derive(Debug)]
-struct VirtualAuthenticator;
+pub(crate) struct VirtualAuthenticator;
 
 impl WebDriverCompatibleCommand for VirtualAuthenticator {
     fn endpoint(

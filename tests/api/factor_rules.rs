@@ -7,30 +7,27 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use testkit::{Answer, TestApp, spawn_app, spawn_app_with_clock};
 
-use crate::mfa::{base32_decode, code};
-use crate::passkeys::{ORIGIN, passkey_session, registered};
+use crate::mfa::{
+    ask_code, base32_decode, challenge, code, emailed_code, next_email, post_public as public,
+};
+use crate::passkeys::{ORIGIN, SoftPasskey, passkey_session, registered};
 
-async fn public(app: &TestApp, path: &str, body: Value) -> Answer {
-    let response = app
-        .client
-        .post(format!("{}{path}", app.address))
-        .json(&body)
-        .send()
-        .await
-        .expect("sent");
-    TestApp::answer(response).await
-}
-
-/// Signs in with the right password of an account held at a challenge:
-/// the challenge.
-async fn challenge(app: &TestApp, email: &str) -> String {
-    let answer = app.login_answer(email, "password-1").await;
-    assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{:?}", answer.body);
-    assert_eq!(answer.code(), "MFA_REQUIRED");
-    answer.body["errors"][0]["challenge"]
-        .as_str()
-        .expect("challenge")
-        .to_owned()
+/// An administrator `email` (password `password-1`) with a passkey and no
+/// TOTP: the first administrator's session and an ADMIN token, the
+/// session that registered the passkey, and the passkey.
+async fn passkey_admin(app: &TestApp, email: &str) -> (String, String, String, SoftPasskey) {
+    let admin_session = app.admin_session().await;
+    let admin = app.create_token(&admin_session, "ADMIN").await;
+    app.create_user(
+        &admin,
+        email,
+        "password-1",
+        Some(vec![crate::ADMINS_ROLE.into()]),
+    )
+    .await;
+    let first = app.login(email, "password-1").await;
+    let (passkey, _) = registered(app, &first, "Key").await;
+    (admin_session, admin, first, passkey)
 }
 
 /// The passkey options of `challenge`.
@@ -67,17 +64,7 @@ fn assert_refused(answer: &Answer, code: &str, what: &str) {
 #[tokio::test]
 async fn an_administrators_passkey_is_the_second_step_of_a_password_sign_in() {
     let app = spawn_app().await;
-    let admin_session = app.admin_session().await;
-    let admin = app.create_token(&admin_session, "ADMIN").await;
-    app.create_user(
-        &admin,
-        "boss@example.com",
-        "password-1",
-        Some(vec![crate::ADMINS_ROLE.into()]),
-    )
-    .await;
-    let first = app.login("boss@example.com", "password-1").await;
-    let (mut passkey, _) = registered(&app, &first, "Key").await;
+    let (admin_session, admin, first, mut passkey) = passkey_admin(&app, "boss@example.com").await;
     // Control: the passkey signs in on its own, and while the rule is off
     // the password alone makes a session (it proved no factor).
     passkey_session(&app, &mut passkey).await;
@@ -283,4 +270,73 @@ async fn every_401_names_the_bearer_scheme() {
     let admin = app.admin_session().await;
     let missing = app.get("/admin/api/users/not-an-id", &admin).await;
     assert!(missing.headers.get("www-authenticate").is_none());
+}
+
+/// A passkey-only administrator who signs in with an emailed code is held
+/// at a challenge like a password sign-in, and finishes it with the
+/// passkey; the audit says the session was made by an email code and
+/// proved the passkey.
+#[tokio::test]
+async fn an_email_code_sign_in_of_a_passkey_only_administrator_finishes_with_the_passkey() {
+    let app = spawn_app().await;
+    let (admin_session, admin, _, mut passkey) = passkey_admin(&app, "keyholder@example.com").await;
+    let settings = app
+        .patch(
+            "/admin/api/settings",
+            &admin_session,
+            json!({ "data": { "auth.email_code_enabled": true } }),
+        )
+        .await;
+    assert_eq!(settings.status, StatusCode::OK, "{:?}", settings.body);
+    // Control: while the rule is off, the code alone signs in.
+    let mail = ask_code(&app, "keyholder@example.com").await;
+    let typed = json!({ "email": "keyholder@example.com", "code": emailed_code(&mail.text) });
+    let alone = public(&app, "/api/auth/email-code/verify", typed).await;
+    assert_eq!(alone.status, StatusCode::OK, "{:?}", alone.body);
+
+    let on = app
+        .patch(
+            "/admin/api/settings",
+            &admin_session,
+            json!({ "data": { "auth.mfa_required_for_admins": true } }),
+        )
+        .await;
+    assert_eq!(on.status, StatusCode::OK, "{:?}", on.body);
+    let count = app.smtp.emails().len();
+    let mail = {
+        let asked = public(
+            &app,
+            "/api/auth/email-code",
+            json!({ "email": "keyholder@example.com" }),
+        )
+        .await;
+        assert_eq!(asked.status, StatusCode::NO_CONTENT);
+        next_email(&app, count).await
+    };
+    let typed = json!({ "email": "keyholder@example.com", "code": emailed_code(&mail.text) });
+    let held = public(&app, "/api/auth/email-code/verify", typed).await;
+    assert_eq!(held.status, StatusCode::UNAUTHORIZED, "{:?}", held.body);
+    assert_eq!(held.code(), "MFA_REQUIRED");
+    let pending = held.body["errors"][0]["challenge"]
+        .as_str()
+        .expect("challenge")
+        .to_owned();
+    let options = passkey_options(&app, &pending).await;
+    let signed_in = verify_with(&app, &pending, &passkey.assert(&options, ORIGIN)).await;
+    assert_eq!(signed_in.status, StatusCode::OK, "{:?}", signed_in.body);
+    let session = signed_in.data()["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        app.get("/admin/api/users", &session).await.status,
+        StatusCode::OK
+    );
+    let audit = app
+        .get("/admin/api/audit?action=auth.login&limit=50", &admin)
+        .await;
+    assert!(
+        audit.data().as_array().unwrap().iter().any(|e| {
+            e["details"]["mfa"] == "passkey" && e["details"]["method"] == "email_code"
+        }),
+        "{:?}",
+        audit.body
+    );
 }

@@ -27,6 +27,7 @@ mod login;
 mod login_limits;
 mod mcp;
 mod mfa;
+mod notes_app;
 mod oauth;
 mod openapi;
 mod passkeys;

@@ -45,7 +45,7 @@ async fn verify(address: &str, app: &TestApp, challenge: &str, code: &str) -> An
 }
 
 /// Signs in with the right password: the challenge of the MFA_REQUIRED answer.
-async fn challenge(app: &TestApp, email: &str) -> String {
+pub(crate) async fn challenge(app: &TestApp, email: &str) -> String {
     let answer = app.login_answer(email, "password-1").await;
     assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{:?}", answer.body);
     assert_eq!(answer.code(), "MFA_REQUIRED");
@@ -407,12 +407,12 @@ async fn administrators_without_a_second_factor_only_enroll_while_it_is_required
 }
 
 /// The six digits an emailed code's text carries.
-fn emailed_code(text: &str) -> String {
+pub(crate) fn emailed_code(text: &str) -> String {
     let at = text.find("code is ").expect("the code's sentence") + "code is ".len();
     text[at..at + 6].to_owned()
 }
 
-async fn post_public(app: &TestApp, path: &str, body: Value) -> Answer {
+pub(crate) async fn post_public(app: &TestApp, path: &str, body: Value) -> Answer {
     app.call(Method::POST, path, None, Some(body)).await
 }
 
@@ -539,7 +539,7 @@ async fn email_codes_sign_in_once_while_enabled() {
 }
 
 /// The first email received after the `count` before it.
-async fn next_email(app: &TestApp, count: usize) -> testkit::ReceivedEmail {
+pub(crate) async fn next_email(app: &TestApp, count: usize) -> testkit::ReceivedEmail {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         if let Some(email) = app.smtp.emails().get(count) {
@@ -672,7 +672,7 @@ async fn an_email_code_claims_an_account_its_owner_never_verified() {
 }
 
 /// Asks for a sign-in code for `email` and waits for its email.
-async fn ask_code(app: &TestApp, email: &str) -> testkit::ReceivedEmail {
+pub(crate) async fn ask_code(app: &TestApp, email: &str) -> testkit::ReceivedEmail {
     let asked = post_public(app, "/api/auth/email-code", json!({ "email": email })).await;
     assert_eq!(asked.status, StatusCode::NO_CONTENT);
     app.smtp

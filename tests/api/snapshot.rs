@@ -4,7 +4,7 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use testkit::{TestApp, spawn_app};
+use testkit::{Answer, TestApp, spawn_app};
 
 use crate::USERS_ROLE;
 
@@ -197,25 +197,18 @@ async fn a_staging_configuration_reaches_a_fresh_instance_and_comes_back_identic
             .iter()
             .any(|s| s["kind"] == "workflow" && s["adminPower"] == true)
     );
-    let unconsented = production
-        .post(
-            "/admin/api/snapshot/apply",
-            &prod_admin,
-            json!({ "data": { "snapshot": snapshot } }),
-        )
-        .await;
+    let unconsented = apply(&production, &prod_admin, json!({ "snapshot": snapshot })).await;
     assert_eq!(unconsented.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         unconsented.body["errors"][0]["field"],
         "workflows[0].published.trigger.executeAs"
     );
-    let applied = production
-        .post(
-            "/admin/api/snapshot/apply",
-            &prod_admin,
-            json!({ "data": { "snapshot": snapshot, "allowAdminPower": true } }),
-        )
-        .await;
+    let applied = apply(
+        &production,
+        &prod_admin,
+        json!({ "snapshot": snapshot, "allowAdminPower": true }),
+    )
+    .await;
     assert_eq!(applied.status, StatusCode::OK, "{:?}", applied.body);
     assert_eq!(
         applied.data()["steps"].as_array().unwrap().len(),
@@ -238,13 +231,7 @@ async fn a_staging_configuration_reaches_a_fresh_instance_and_comes_back_identic
         json!([]),
         "applying twice changes nothing more"
     );
-    let twice = production
-        .post(
-            "/admin/api/snapshot/apply",
-            &prod_admin,
-            json!({ "data": { "snapshot": snapshot } }),
-        )
-        .await;
+    let twice = apply(&production, &prod_admin, json!({ "snapshot": snapshot })).await;
     assert_eq!(twice.data()["steps"], json!([]));
 
     // The promoted configuration works: the public webhook writes a row
@@ -347,13 +334,7 @@ async fn destructive_steps_wait_for_consent_and_refusals_change_nothing() {
         Some("drop table shop.orders"),
         "{kinds:?}"
     );
-    let refused = app
-        .post(
-            "/admin/api/snapshot/apply",
-            &admin,
-            json!({ "data": { "snapshot": smaller } }),
-        )
-        .await;
+    let refused = apply(&app, &admin, json!({ "snapshot": smaller })).await;
     assert_eq!(refused.status, StatusCode::CONFLICT, "{:?}", refused.body);
     assert_eq!(
         exported(&app, &admin).await.1,
@@ -439,13 +420,12 @@ async fn destructive_steps_wait_for_consent_and_refusals_change_nothing() {
         "refusals change nothing"
     );
 
-    let consented = app
-        .post(
-            "/admin/api/snapshot/apply",
-            &admin,
-            json!({ "data": { "snapshot": smaller, "allowDestructive": true } }),
-        )
-        .await;
+    let consented = apply(
+        &app,
+        &admin,
+        json!({ "snapshot": smaller, "allowDestructive": true }),
+    )
+    .await;
     assert_eq!(consented.status, StatusCode::OK, "{:?}", consented.body);
     assert_eq!(
         app.get("/api/data/shop/orders", &admin).await.status,
@@ -636,13 +616,7 @@ async fn random_table_histories_survive_export_apply_and_export() {
         let (snapshot, text) = exported(&source, &admin).await;
         let target = spawn_app().await;
         let target_admin = target.admin_session().await;
-        let applied = target
-            .post(
-                "/admin/api/snapshot/apply",
-                &target_admin,
-                json!({ "data": { "snapshot": snapshot } }),
-            )
-            .await;
+        let applied = apply(&target, &target_admin, json!({ "snapshot": snapshot })).await;
         assert_eq!(
             applied.status,
             StatusCode::OK,
@@ -838,13 +812,7 @@ async fn a_snapshot_removes_a_check_with_its_message_and_changes_a_default() {
         "{:?}",
         diff.body
     );
-    let applied = app
-        .post(
-            "/admin/api/snapshot/apply",
-            &admin,
-            json!({ "data": { "snapshot": snapshot } }),
-        )
-        .await;
+    let applied = apply(&app, &admin, json!({ "snapshot": snapshot })).await;
     assert_eq!(applied.status, StatusCode::OK, "{:?}", applied.body);
     let (after, _) = exported(&app, &admin).await;
     let amount = after["tables"]
@@ -869,6 +837,12 @@ async fn a_snapshot_removes_a_check_with_its_message_and_changes_a_default() {
         .await;
     assert_eq!(again.data()["steps"], json!([]));
     app.db.destroy().await;
+}
+
+/// `POST /admin/api/snapshot/apply` with `body` as its `data`.
+async fn apply(app: &TestApp, admin: &str, body: Value) -> Answer {
+    app.post("/admin/api/snapshot/apply", admin, json!({ "data": body }))
+        .await
 }
 
 /// A snapshot of `app`'s configuration as JSON.
@@ -932,13 +906,7 @@ async fn snapshot_diffs_show_values_and_mark_administrator_power() {
             .unwrap()
             .contains("very-secret")
     );
-    let refused = app
-        .post(
-            "/admin/api/snapshot/apply",
-            &admin,
-            json!({ "data": { "snapshot": desired } }),
-        )
-        .await;
+    let refused = apply(&app, &admin, json!({ "snapshot": desired })).await;
     assert_eq!(
         refused.status,
         StatusCode::BAD_REQUEST,
@@ -947,13 +915,12 @@ async fn snapshot_diffs_show_values_and_mark_administrator_power() {
     );
     assert_eq!(refused.code(), "INVALID_PAYLOAD");
     assert_eq!(refused.body["errors"][0]["field"], "settings.auth.oauth");
-    let applied = app
-        .post(
-            "/admin/api/snapshot/apply",
-            &admin,
-            json!({ "data": { "snapshot": desired, "allowAdminPower": true } }),
-        )
-        .await;
+    let applied = apply(
+        &app,
+        &admin,
+        json!({ "snapshot": desired, "allowAdminPower": true }),
+    )
+    .await;
     assert_eq!(applied.status, StatusCode::OK, "{:?}", applied.body);
     // Each diff is audited, and its secrets are not.
     let audit = app
@@ -1029,13 +996,7 @@ async fn exports_hold_no_secret_and_applies_keep_the_targets() {
     assert!(diff_of(&app, &admin, &snapshot).await.is_empty());
     let mut renamed = snapshot.clone();
     renamed["workflows"][0]["name"] = json!("Notify them");
-    let applied = app
-        .post(
-            "/admin/api/snapshot/apply",
-            &admin,
-            json!({ "data": { "snapshot": renamed } }),
-        )
-        .await;
+    let applied = apply(&app, &admin, json!({ "snapshot": renamed })).await;
     assert_eq!(applied.status, StatusCode::OK, "{:?}", applied.body);
     let kept = app
         .db
@@ -1045,13 +1006,7 @@ async fn exports_hold_no_secret_and_applies_keep_the_targets() {
     // An instance without that step has no value to keep.
     let fresh = spawn_app().await;
     let fresh_admin = fresh.admin_session().await;
-    let refused = fresh
-        .post(
-            "/admin/api/snapshot/apply",
-            &fresh_admin,
-            json!({ "data": { "snapshot": snapshot } }),
-        )
-        .await;
+    let refused = apply(&fresh, &fresh_admin, json!({ "snapshot": snapshot })).await;
     assert_eq!(
         refused.status,
         StatusCode::BAD_REQUEST,

@@ -57,6 +57,7 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("realtime") => realtime::realtime(),
         Some("console") => console::console(),
         Some("schema") => schema::schema(),
+        Some("client") => client(),
         None => auth()
             .and_then(|()| data())
             .and_then(|()| related::related())
@@ -66,11 +67,35 @@ pub fn suite(name: Option<&str>) -> Result {
             .and_then(|()| files())
             .and_then(|()| realtime::realtime())
             .and_then(|()| console::console())
-            .and_then(|()| schema::schema()),
+            .and_then(|()| schema::schema())
+            .and_then(|()| client()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, compare, console, data, files, peer, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), compare (two builds, TESSERA_BENCH_BEFORE against TESSERA_BENCH_SERVER), replicas, scale and webhooks are not in the default run)"
+            "unknown benchmark `{other}` (known: auth, client, compare, console, data, files, peer, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), compare (two builds, TESSERA_BENCH_BEFORE against TESSERA_BENCH_SERVER), replicas, scale and webhooks are not in the default run)"
         )),
     }
+}
+
+/// `@tessera/client`: its bundle against supabase-js and the PocketBase
+/// SDK (npm, built the same way), and what it adds to the list route's
+/// time from Node against plain `fetch`, on the release server.
+fn client() -> Result {
+    let server = pg::ensure()?;
+    let binary = server_binary()?;
+    let dir = format!("{}/../clients/js", env!("CARGO_MANIFEST_DIR"));
+    for args in [
+        &["ci", "--no-audit", "--no-fund", "--loglevel=error"][..],
+        &["run", "--silent", "build"],
+    ] {
+        run(Command::new("npm").args(args).current_dir(&dir))?;
+    }
+    for script in ["bench/size.mjs", "bench/overhead.mjs"] {
+        run(Command::new("node")
+            .arg(script)
+            .current_dir(&dir)
+            .env("TESSERA_BIN", &binary)
+            .env("TESSERA_TEST_PG_URL", &server))?;
+    }
+    Ok(())
 }
 
 /// Kills the server when the benchmark ends, however it ends.

@@ -324,6 +324,8 @@ fn test() -> Result {
     package()?;
     run(cargo().args(["build", "-p", "tessera"]))?;
     verify_unit()?;
+    // The example app's browser test loads the library's built module.
+    let client = build_js_client()?;
     let nextest = Command::new("cargo-nextest")
         .arg("--version")
         .output()
@@ -334,7 +336,33 @@ fn test() -> Result {
     } else {
         tests.args(["test", "--workspace"]);
     }
-    run(tests.env("TESSERA_TEST_PG_URL", server))
+    run(tests.env("TESSERA_TEST_PG_URL", &server))?;
+    // The library's own tests, against the binary just built.
+    run(Command::new("npm")
+        .args(["test"])
+        .current_dir(&client)
+        .env("TESSERA_BIN", format!("{}/debug/tessera", target_dir()))
+        .env("TESSERA_TEST_PG_URL", server))
+}
+
+/// Installs `clients/js`'s pinned tools, type-checks the library strictly,
+/// builds it (`dist/`) and type-checks the example app against it;
+/// answers its folder.
+fn build_js_client() -> Result<String> {
+    let xtask_dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    let client = format!("{xtask_dir}/../clients/js");
+    npm_ci(&client)?;
+    for script in ["typecheck", "build"] {
+        run(Command::new("npm")
+            .args(["run", "--silent", script])
+            .current_dir(&client))?;
+    }
+    // The example app, against the declarations just built.
+    run(Command::new(format!("{client}/node_modules/.bin/tsc"))
+        .args(["-p", "../../examples/notes-app"])
+        .current_dir(&client))?;
+    Ok(client)
 }
 
 /// The crates meant for the registry package without a warning (their

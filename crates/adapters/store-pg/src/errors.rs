@@ -80,7 +80,7 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
             }
             // Raised by svc.cache_current: a read was planned on stale cached state.
             "TS412" => return StoreError::Stale,
-            // Raised by svc.answer_piece and svc.answer_whole: the answer passed data.max_answer_bytes.
+            // Raised by svc.answer_piece and svc.answer_over: the answer passed data.max_answer_bytes.
             "TS413" => return StoreError::AnswerTooLarge,
             // Raised by svc.permit: a written row is outside the grants.
             "TS403" => return StoreError::RowDenied,

@@ -100,13 +100,53 @@ fn same_call(stored: &Value, step: &Value) -> bool {
 
 /// Whether `url` writes its scheme, host and port with no template: a
 /// host taken from an input or an earlier step could send the same step,
-/// unchanged, elsewhere once other steps change.
+/// unchanged, elsewhere once other steps change. What precedes the first
+/// template must be `http(s)://host[:port]` then the end or `/`, `?`, `#`,
+/// with no backslash, space or control character anywhere before it (URL
+/// parsers skip or drop those, which would let a template name the host).
 fn written_host(url: &str) -> bool {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let fixed = url.split("{{").next().unwrap_or_default();
+    if fixed
+        .chars()
+        .any(|c| c == '\\' || c.is_whitespace() || c.is_control())
+    {
+        return false;
+    }
+    let lower = fixed.to_ascii_lowercase();
+    let Some(rest) = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+    else {
         return false;
     };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    !scheme.contains("{{") && !authority.contains("{{") && !authority.is_empty()
+    // The authority ends inside the written part: at `/`, `?` or `#`, or
+    // at the end of a URL with no template.
+    let end = match rest.find(['/', '?', '#']) {
+        Some(end) => end,
+        None if fixed.len() == url.len() => rest.len(),
+        None => return false,
+    };
+    let authority = &rest[..end];
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((address, "")) if !address.is_empty() => (address, ""),
+            Some((address, port)) if !address.is_empty() && port.starts_with(':') => {
+                (address, &port[1..])
+            }
+            _ => return false,
+        },
+        None => match authority.split_once(':') {
+            Some((host, port)) => (host, port),
+            None => (authority, ""),
+        },
+    };
+    let host_ok = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':'));
+    let port_ok = port.is_empty()
+        || ((1..=5).contains(&port.len()) && port.chars().all(|c| c.is_ascii_digit()));
+    host_ok && port_ok && (authority.starts_with('[') || !host.contains(':'))
 }
 
 /// A step's secrets, named `signingSecret` or `headers.<name>`.
@@ -197,6 +237,12 @@ mod tests {
             "https://{{input.host}}/hook",
             "{{input.url}}",
             "https://a.test{{x}}",
+            "https://a.test:{{x}}/",
+            "https://\\/{{input.host}}/p",
+            "https://\t/{{input.host}}/p",
+            "https://user@{{x}}/",
+            "https:/{{x}}",
+            "//{{x}}/p",
         ] {
             let mut templated = stored.clone();
             templated["steps"][0]["then"][0]["url"] = json!(url);
@@ -207,13 +253,18 @@ mod tests {
                 "{url}"
             );
         }
-        let mut path_only = stored.clone();
-        path_only["steps"][0]["then"][0]["url"] =
-            json!("https://x.test/{{input.id}}?q={{input.q}}");
-        let mut applied = path_only.clone();
-        redact_secrets(&mut applied);
-        restore_secrets(&mut applied, Some(&path_only), "w").unwrap();
-        assert_eq!(applied, path_only);
+        for url in [
+            "https://x.test/{{input.id}}?q={{input.q}}",
+            "HTTP://X.test:8443?q={{input.q}}",
+            "https://[::1]:8080/{{input.id}}",
+        ] {
+            let mut path_only = stored.clone();
+            path_only["steps"][0]["then"][0]["url"] = json!(url);
+            let mut applied = path_only.clone();
+            redact_secrets(&mut applied);
+            restore_secrets(&mut applied, Some(&path_only), "w").unwrap();
+            assert_eq!(applied, path_only, "{url}");
+        }
         // A target without the step refuses the mark.
         let refused = restore_secrets(&mut exported, None, "workflows[0].draft").unwrap_err();
         assert_eq!(

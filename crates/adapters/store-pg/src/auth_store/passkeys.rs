@@ -262,20 +262,7 @@ impl PasskeyStore for PgStore {
         user_id: Uuid,
         now: DateTime<Utc>,
     ) -> Result<Option<(serde_json::Value, Option<StoredPasskey>)>, StoreError> {
-        let row = self
-            .db
-            .query_one_raw(stmt(
-                TAKE_LOGIN_SQL,
-                [
-                    hash.to_vec().into(),
-                    now.into(),
-                    credential_id.to_vec().into(),
-                    user_id.into(),
-                ],
-            ))
-            .await
-            .map_err(map_err)?;
-        row.map(|row| taken_ceremony(&row)).transpose()
+        take_ceremony(self, TAKE_LOGIN_SQL, hash, (credential_id, user_id), now).await
     }
 
     async fn challenge_passkeys(
@@ -327,20 +314,14 @@ impl PasskeyStore for PgStore {
         credential_id: &[u8],
         now: DateTime<Utc>,
     ) -> Result<Option<(serde_json::Value, Option<StoredPasskey>)>, StoreError> {
-        let row = self
-            .db
-            .query_one_raw(stmt(
-                TAKE_CHALLENGE_SQL,
-                [
-                    hash.to_vec().into(),
-                    now.into(),
-                    credential_id.to_vec().into(),
-                    user_id.into(),
-                ],
-            ))
-            .await
-            .map_err(map_err)?;
-        row.map(|row| taken_ceremony(&row)).transpose()
+        take_ceremony(
+            self,
+            TAKE_CHALLENGE_SQL,
+            hash,
+            (credential_id, user_id),
+            now,
+        )
+        .await
     }
 
     async fn sign_in_with_passkey(
@@ -411,4 +392,29 @@ impl PasskeyStore for PgStore {
         commit_with_audit(txn, event, self.now()).await?;
         Ok(true)
     }
+}
+
+/// Takes the ceremony of `hash` with `sql` (a sign-in's or a challenge's),
+/// with the passkey `credential_id` of `user_id` when the account has it.
+async fn take_ceremony(
+    store: &PgStore,
+    sql: &str,
+    hash: &[u8; 32],
+    (credential_id, user_id): (&[u8], Uuid),
+    now: DateTime<Utc>,
+) -> Result<Option<(serde_json::Value, Option<StoredPasskey>)>, StoreError> {
+    let row = store
+        .db
+        .query_one_raw(stmt(
+            sql,
+            [
+                hash.to_vec().into(),
+                now.into(),
+                credential_id.to_vec().into(),
+                user_id.into(),
+            ],
+        ))
+        .await
+        .map_err(map_err)?;
+    row.map(|row| taken_ceremony(&row)).transpose()
 }

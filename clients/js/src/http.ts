@@ -1,0 +1,121 @@
+import { TesseraError } from "./errors.js";
+import { type AuthChange, type SessionStore, localStorageStore, memoryStore } from "./session.js";
+
+/** How a client is made. */
+export interface ClientOptions {
+  /** Where the session token is kept (a browser: `localStorage`; Node: memory). */
+  store?: SessionStore;
+  /** The `fetch` to use (the global one by default). */
+  fetch?: typeof fetch;
+  /** Headers sent with every request. */
+  headers?: Record<string, string>;
+  /** An IANA zone sent as `X-Service-Timezone`, for `$PERIOD` filters. */
+  timezone?: string;
+}
+
+/** A successful answer: its `data` and `meta`. */
+export interface Answer<T> {
+  data: T;
+  meta: Record<string, unknown> | undefined;
+}
+
+/** What a request sends besides its method and path. */
+export interface RequestOptions {
+  /** Query parameters; `undefined` values are left out. */
+  query?: Record<string, string | number | boolean | undefined>;
+  /** A JSON body (sent as is: wrap it in `{ data }` where the route wants it). */
+  json?: unknown;
+  /** A body sent as is (a file, a CSV stream), with its own content type. */
+  body?: BodyInit;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+  /** Send no credential, even when signed in. */
+  anonymous?: boolean;
+}
+
+type Listener = (change: AuthChange, token: string | null) => void;
+
+/** The connection to one server: the session, and requests in its envelope. */
+export class Transport {
+  readonly url: string;
+  private readonly store: SessionStore;
+  private readonly fetcher: typeof fetch;
+  private readonly headers: Record<string, string>;
+  private readonly listeners = new Set<Listener>();
+
+  constructor(url: string, options: ClientOptions = {}) {
+    this.url = url.replace(/\/+$/, "");
+    const browser = typeof (globalThis as { window?: unknown }).window !== "undefined";
+    this.store = options.store ?? (browser ? localStorageStore() : memoryStore());
+    this.fetcher = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.headers = { ...options.headers };
+    if (options.timezone) this.headers["x-service-timezone"] = options.timezone;
+  }
+
+  /** The session token, if signed in. */
+  async token(): Promise<string | null> {
+    return (await this.store.get()) ?? null;
+  }
+
+  /** Keeps `token` as the session (or forgets it) and tells the listeners. */
+  async setSession(token: string | null, change: AuthChange): Promise<void> {
+    if (token === null) await this.store.remove();
+    else await this.store.set(token);
+    for (const listener of this.listeners) listener(change, token);
+  }
+
+  /** Calls `listener` on every change of the session; answers how to stop. */
+  onAuthChange(listener: Listener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The absolute URL of `path` with `query`. */
+  href(path: string, query?: RequestOptions["query"]): string {
+    const url = new URL(this.url + path);
+    for (const [key, value] of Object.entries(query ?? {})) {
+      if (value !== undefined) url.searchParams.set(key, String(value));
+    }
+    return url.toString();
+  }
+
+  /**
+   * Sends a request and answers the raw response when it succeeded. A
+   * refusal is thrown as a {@link TesseraError}; a 401 to a request that
+   * carried the session ends that session here.
+   */
+  async fetch(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
+    const headers: Record<string, string> = { ...this.headers, ...options.headers };
+    const token = options.anonymous ? null : await this.token();
+    if (token) headers.authorization = `Bearer ${token}`;
+    let body = options.body;
+    if (options.json !== undefined) {
+      headers["content-type"] = "application/json";
+      body = JSON.stringify(options.json);
+    }
+    let response: Response;
+    try {
+      const init: RequestInit & { duplex?: "half" } = { method, headers, body: body ?? null };
+      if (options.signal) init.signal = options.signal;
+      if (body && typeof (body as ReadableStream).getReader === "function") init.duplex = "half";
+      response = await this.fetcher(this.href(path, options.query), init);
+    } catch (cause) {
+      if ((cause as Error)?.name === "AbortError") throw cause;
+      throw new TesseraError(0, "NETWORK_ERROR", `could not reach ${this.url}: ${String(cause)}`);
+    }
+    if (response.ok) return response;
+    const error = TesseraError.fromAnswer(response.status, await response.json().catch(() => null));
+    if (response.status === 401 && token && token === (await this.token())) {
+      await this.setSession(null, "SESSION_ENDED");
+    }
+    throw error;
+  }
+
+  /** Sends a request and answers the envelope's `data` and `meta` (204: `data` null). */
+  async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<Answer<T>> {
+    const response = await this.fetch(method, path, options);
+    if (response.status === 204) return { data: null as T, meta: undefined };
+    const envelope = (await response.json()) as { data: T; meta?: Record<string, unknown> };
+    return { data: envelope.data, meta: envelope.meta };
+  }
+}
