@@ -1,11 +1,12 @@
 // The notes app: plain HTML and @tessera/client's built module, no
-// framework and no build step. The server's address comes from
-// `?server=` (default http://localhost:8080). Checked with `tsc --strict`
-// through the JSDoc types below.
+// framework and no build step. The server's address is in config.js,
+// written by setup.mjs (never taken from the page's address: a link could
+// point the app, and the passwords typed into it, elsewhere). Checked
+// with `tsc --strict` through the JSDoc types below.
 // @ts-check
 import { TesseraError, createClient } from "../../clients/js/dist/index.js";
+import { server } from "./config.js";
 
-const server = new URL(location.href).searchParams.get("server") ?? "http://localhost:8080";
 /**
  * @typedef {{ id: number, title: string, body: string | null, done: boolean, owner_id: string, slug: string | null, attachment_id: string | null }} Note
  * @typedef {{ "app.notes": { Row: Note, Insert: Partial<Note> & { title: string, owner_id: string }, Update: Partial<Note> } }} Database
@@ -53,7 +54,7 @@ async function show() {
     "app.notes",
     { onReset: loadNotes, onError: (error) => { $("#live").hidden = true; failed(error); } },
     (event) => {
-      if (event.type === "delete") document.querySelector(`li[data-id="${event.row.id}"]`)?.remove();
+      if (event.type === "delete") document.querySelector(`li[data-id="${CSS.escape(String(event.row.id))}"]`)?.remove();
       else upsertNote(event.row, true);
     },
   );
@@ -90,7 +91,14 @@ function noteItem(note, arrived) {
     open.textContent = "Attachment";
     open.addEventListener("click", async () => {
       const blob = await tessera.files.download(attachment).catch(failed);
-      if (blob) window.open(URL.createObjectURL(blob), "_blank");
+      if (!blob) return;
+      // Saved, never rendered in the app's origin (an HTML or SVG file
+      // would run beside the session).
+      const link = document.createElement("a");
+      link.href = URL.createObjectURL(new Blob([blob], { type: "application/octet-stream" }));
+      link.download = note.title;
+      link.click();
+      setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
     });
     item.append(open);
   }
@@ -107,7 +115,7 @@ function noteItem(note, arrived) {
  * @param {boolean} arrived
  */
 function upsertNote(note, arrived) {
-  const existing = document.querySelector(`li[data-id="${note.id}"]`);
+  const existing = document.querySelector(`li[data-id="${CSS.escape(String(note.id))}"]`);
   const item = noteItem(note, arrived);
   if (existing) existing.replaceWith(item);
   else $("#notes").prepend(item);

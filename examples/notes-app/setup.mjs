@@ -3,10 +3,13 @@
 // credential: the table `app.notes` (each person's own, by a grant's row
 // filter), a "Writers" role new accounts join, their grants on notes and
 // files, and the settings a browser app on another origin needs (CORS,
-// passkeys). Safe to run twice.
+// passkeys: the app's origin is added to what is set, and email
+// verification is turned on for the instance). Safe to run twice. Writes
+// config.js, the server's address the page reads.
 //
 //   TESSERA_TOKEN=<admin session or ADMIN token> node setup.mjs \
 //     [--server http://localhost:8080] [--app http://localhost:5173]
+import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 
 /**
@@ -35,6 +38,9 @@ export async function setUpNotes(call, appOrigin) {
   await call("PATCH", `/admin/api/resources/${notes.id}`, { exposedMethods: ["GET", "POST", "PATCH", "DELETE"] });
   const roles = await call("GET", "/admin/api/roles");
   const role = roles.find((r) => r.name === "Writers") ?? (await call("POST", "/admin/api/roles", { name: "Writers", apiAccess: true }));
+  // Everyone who signs up joins this role: never a built-in one (the
+  // Administrators' role is built in; no other role can hold admin access).
+  if (role.builtIn) throw new Error('"Writers" is a built-in role here: rename this app\'s role, then run this again');
   const grants = (await call("GET", "/admin/api/grants")).filter((g) => g.roleId === role.id);
   const files = resources.find((r) => r.schema === "svc" && r.table === "files");
   const own = { owner_id: { eq: "$USER.id" } };
@@ -43,18 +49,21 @@ export async function setUpNotes(call, appOrigin) {
     [files.id, ["read", "create", "delete"]],
   ]) {
     for (const action of actions) {
-      if (grants.some((g) => g.resourceId === resource && g.action === action)) continue;
+      const same = (g) => g.resourceId === resource && g.action === action && JSON.stringify(g.filter) === JSON.stringify(own) && !g.columns;
+      if (grants.some(same)) continue;
       await call("POST", "/admin/api/grants", { roleId: role.id, resourceId: resource, action, filter: own });
     }
   }
   const origin = new URL(appOrigin);
+  const settings = await call("GET", "/admin/api/settings");
+  const adding = (list) => [...new Set([...(list ?? []), origin.origin])];
   await call("PATCH", "/admin/api/settings", {
     "auth.registration_enabled": true,
     "auth.registration_role_id": role.id,
     "auth.email_verification_required": true,
-    "security.cors_origins": [origin.origin],
-    "auth.passkey_rp_id": origin.hostname,
-    "auth.passkey_origins": [origin.origin],
+    "security.cors_origins": adding(settings["security.cors_origins"]),
+    "auth.passkey_rp_id": settings["auth.passkey_rp_id"] ?? origin.hostname,
+    "auth.passkey_origins": adding(settings["auth.passkey_origins"]),
   });
   return { resource: notes.id, role: role.id };
 }
@@ -79,7 +88,10 @@ async function main() {
     return body?.data;
   };
   const { role } = await setUpNotes(call, values.app);
-  process.stdout.write(`The notes app is set up on ${values.server}: new accounts join role ${role}.\n`);
+  // The page reads its server from here (config.js, not tracked by git).
+  const config = new URL("./config.js", import.meta.url);
+  await writeFile(config, `// Written by setup.mjs: the Tessera server this app talks to.\nexport const server = ${JSON.stringify(new URL(values.server).origin)};\n`);
+  process.stdout.write(`The notes app is set up on ${values.server} (config.js): new accounts join role ${role}.\n`);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await main();

@@ -101,7 +101,7 @@ async fn the_notes_app_signs_up_shares_live_notes_and_signs_in_with_a_passkey() 
         String::from_utf8_lossy(&setup.stdout),
         String::from_utf8_lossy(&setup.stderr)
     );
-    let page = format!("{origin}/examples/notes-app/?server={server}");
+    let page = format!("{origin}/examples/notes-app/");
 
     let first = Browser::start().await;
     first

@@ -113,8 +113,10 @@ export class AuthApi {
       if (await this.transport.token()) await this.transport.request("POST", "/api/auth/logout");
     } catch (error) {
       if (!(error instanceof TesseraError) || error.status !== 401) throw error;
+    } finally {
+      // Signed out here whatever the server said (a 401 has ended it already).
+      if (await this.transport.token()) await this.transport.setSession(null, "SIGNED_OUT");
     }
-    await this.transport.setSession(null, "SIGNED_OUT");
   }
 
   /** The signed-in person. */
@@ -181,16 +183,17 @@ export class AuthApi {
   async finishProviderSignIn(): Promise<SignIn | null> {
     const url = new URL(location.href);
     const fragment = new URLSearchParams(url.hash.slice(1));
+    if (!["token", "error", "mfa"].some((key) => fragment.has(key))) return null;
+    // Out of the address (and its history entry) first, whoever started it.
     const nonce = url.searchParams.get(NONCE_PARAM);
-    if (!nonce || !["token", "error", "mfa"].some((key) => fragment.has(key))) return null;
-    const expected = sessionStorage.getItem(PROVIDER_NONCE);
-    sessionStorage.removeItem(PROVIDER_NONCE);
     url.searchParams.delete(NONCE_PARAM);
     url.hash = "";
     history.replaceState(history.state, "", url.toString());
-    if (nonce !== expected) return null;
+    const expected = sessionStorage.getItem(PROVIDER_NONCE);
+    sessionStorage.removeItem(PROVIDER_NONCE);
+    if (!nonce || nonce !== expected) return null;
     const error = fragment.get("error");
-    if (error) throw new TesseraError(401, error, `the provider sign-in failed (${error})`);
+    if (error) throw new TesseraError(0, error, `the provider sign-in failed (${error})`);
     const challenge = fragment.get("mfa");
     if (challenge) return { challenge };
     await this.transport.setSession(fragment.get("token"), "SIGNED_IN");
@@ -277,7 +280,7 @@ export class PasskeysApi {
       "/api/auth/passkeys/register/start",
       { json: {} },
     );
-    const made = (await credentials().create({ publicKey: creationOptions(started.data.options) })) as PublicKeyCredential | null;
+    const made = (await ceremony(() => credentials().create({ publicKey: creationOptions(started.data.options) }))) as PublicKeyCredential | null;
     if (!made) throw new TesseraError(0, "PASSKEY_CANCELLED", "no passkey was made");
     const json = { challengeId: started.data.challengeId, credential: credentialJson(made), ...(name ? { name } : {}) };
     return (await this.transport.request<PasskeyInfo>("POST", "/api/auth/passkeys/register/finish", { json })).data;
@@ -307,9 +310,19 @@ export class PasskeysApi {
 
 /** The browser's answer to a passkey request with the server's `options`. */
 async function assert(options: Record<string, unknown>): Promise<Record<string, unknown>> {
-  const answer = (await credentials().get({ publicKey: requestOptions(options) })) as PublicKeyCredential | null;
+  const answer = (await ceremony(() => credentials().get({ publicKey: requestOptions(options) }))) as PublicKeyCredential | null;
   if (!answer) throw new TesseraError(0, "PASSKEY_CANCELLED", "no passkey was used");
   return credentialJson(answer);
+}
+
+/** Runs a WebAuthn ceremony; the person's refusal or a timeout (NotAllowedError) is `null`. */
+async function ceremony(run: () => Promise<Credential | null>): Promise<Credential | null> {
+  try {
+    return await run();
+  } catch (error) {
+    if ((error as DOMException)?.name === "NotAllowedError") return null;
+    throw error;
+  }
 }
 
 /** Posts a sign-in's `body` to `path`: the session kept, or the challenge. */

@@ -1,5 +1,5 @@
 import type { Transport } from "./http.js";
-import { type AnyTable, type TableShape, TableQuery } from "./query.js";
+import { type AnyTable, type TableShape, type TableQuery, tablePath } from "./query.js";
 
 /** One operation of a batch, as the server takes it. */
 interface Operation {
@@ -24,7 +24,9 @@ export class BatchRef {
 
 /** The answer of each operation of a batch that succeeded. */
 export interface BatchAnswer {
+  /** The status the route would have answered. */
   status: number;
+  /** Its `data` (a delete: null). */
   data: unknown;
 }
 
@@ -46,12 +48,6 @@ export class BatchBuilder {
     return new BatchRef(this.operations.length - 1);
   }
 
-  private table(name: string): TableQuery {
-    return new TableQuery(
-      { run: () => Promise.reject(new Error("a batch query is sent by the batch")) },
-      name,
-    );
-  }
 
   /** Lists a page of `query` (built with `client.from(...)`). */
   list<T extends TableShape = AnyTable>(query: TableQuery<T, unknown>): BatchRef {
@@ -60,27 +56,27 @@ export class BatchBuilder {
 
   /** Reads one row of `table` by key (a key may be a {@link BatchRef.ref}). */
   get(table: string, key: string | number): BatchRef {
-    return this.add("GET", this.table(table).path(key), {});
+    return this.add("GET", tablePath(table, key, true), {});
   }
 
   /** Inserts a row or rows into `table`. */
   insert(table: string, rows: unknown): BatchRef {
-    return this.add("POST", this.table(table).path(), {}, { data: rows });
+    return this.add("POST", tablePath(table), {}, { data: rows });
   }
 
   /** Inserts or updates rows of `table` on the unique columns `onConflict`. */
   upsert(table: string, rows: unknown, onConflict: string): BatchRef {
-    return this.add("POST", this.table(table).path(), { onConflict }, { data: rows });
+    return this.add("POST", tablePath(table), { onConflict }, { data: rows });
   }
 
   /** Changes one row of `table` by key. */
   update(table: string, key: string | number, changes: unknown): BatchRef {
-    return this.add("PATCH", this.table(table).path(key), {}, { data: changes });
+    return this.add("PATCH", tablePath(table, key, true), {}, { data: changes });
   }
 
   /** Deletes one row of `table` by key. */
   delete(table: string, key: string | number): BatchRef {
-    return this.add("DELETE", this.table(table).path(key), {});
+    return this.add("DELETE", tablePath(table, key, true), {});
   }
 }
 

@@ -27,7 +27,9 @@ export interface RequestOptions {
   json?: unknown;
   /** A body sent as is (a file, a CSV stream), with its own content type. */
   body?: BodyInit;
+  /** Headers of this request (beside the client's). */
   headers?: Record<string, string>;
+  /** Aborts the request. */
   signal?: AbortSignal;
   /** Send no credential, even when signed in. */
   anonymous?: boolean;
@@ -46,7 +48,8 @@ export class Transport {
   constructor(url: string, options: ClientOptions = {}) {
     this.url = url.replace(/\/+$/, "");
     const browser = typeof (globalThis as { window?: unknown }).window !== "undefined";
-    this.store = options.store ?? (browser ? localStorageStore() : memoryStore());
+    // One key per server: a page that talks to another server never sends it this one's session.
+    this.store = options.store ?? (browser ? localStorageStore(`tessera.session:${new URL(this.url).origin}`) : memoryStore());
     this.fetcher = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.headers = { ...options.headers };
     if (options.timezone) this.headers["x-service-timezone"] = options.timezone;
@@ -85,9 +88,7 @@ export class Transport {
    * carried the session ends that session here.
    */
   async fetch(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
-    const headers: Record<string, string> = { ...this.headers, ...options.headers };
-    const token = options.anonymous ? null : await this.token();
-    if (token) headers.authorization = `Bearer ${token}`;
+    const { headers, token } = await this.credentials(options);
     let body = options.body;
     if (options.json !== undefined) {
       headers["content-type"] = "application/json";
@@ -104,11 +105,21 @@ export class Transport {
       throw new TesseraError(0, "NETWORK_ERROR", `could not reach ${this.url}: ${String(cause)}`);
     }
     if (response.ok) return response;
-    const error = TesseraError.fromAnswer(response.status, await response.json().catch(() => null));
-    if (response.status === 401 && token && token === (await this.token())) {
-      await this.setSession(null, "SESSION_ENDED");
-    }
-    throw error;
+    throw await this.refused(response.status, await response.json().catch(() => null), token);
+  }
+
+  /** The headers of a request (the client's, the request's, the session's) and the token sent. */
+  async credentials(options: Pick<RequestOptions, "headers" | "anonymous"> = {}): Promise<{ headers: Record<string, string>; token: string | null }> {
+    const headers: Record<string, string> = { ...this.headers, ...options.headers };
+    const token = options.anonymous ? null : await this.token();
+    if (token) headers.authorization = `Bearer ${token}`;
+    return { headers, token };
+  }
+
+  /** The error of a refused request; a 401 to one that carried the current session ends it here. */
+  async refused(status: number, body: unknown, token: string | null): Promise<TesseraError> {
+    if (status === 401 && token && token === (await this.token())) await this.setSession(null, "SESSION_ENDED");
+    return TesseraError.fromAnswer(status, body);
   }
 
   /** Sends a request and answers the envelope's `data` and `meta` (204: `data` null). */

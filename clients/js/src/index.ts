@@ -11,7 +11,7 @@
 import { AuthApi } from "./auth.js";
 import { type BatchAnswer, type BatchBuilder, runBatch } from "./batch.js";
 import { type ClientOptions, Transport } from "./http.js";
-import { type AnyTable, type Runner, type TableShape, TableQuery } from "./query.js";
+import { type AnyTable, type Runner, type TableShape, TableQuery, tablePath } from "./query.js";
 import { type ChangeEvent, type SubscribeOptions, type Subscription, subscribe } from "./realtime.js";
 import { FilesApi, ViewsApi, WorkflowsApi } from "./services.js";
 
@@ -22,6 +22,8 @@ export type { ClientOptions } from "./http.js";
 export type { User, SignIn, SessionInfo, TokenInfo, PasskeyInfo, Provider } from "./auth.js";
 export type { Filter, Comparison, Page, TableShape, AnyTable } from "./query.js";
 export { TableQuery } from "./query.js";
+export type { AuthApi, MfaApi, PasskeysApi } from "./auth.js";
+export type { FilesApi, ViewsApi, WorkflowsApi } from "./services.js";
 export type { BatchAnswer, BatchBuilder, BatchRef } from "./batch.js";
 export type { ChangeEvent, SubscribeOptions, Subscription } from "./realtime.js";
 export type { FileInfo, RunOutcome, Dashboard } from "./services.js";
@@ -84,7 +86,7 @@ export class TesseraClient<DB extends Database = Record<string, AnyTable>> {
    * `meta.line` names it, and nothing is inserted.
    */
   async importCsv(table: keyof DB & string, csv: Blob | ReadableStream<Uint8Array> | string): Promise<{ inserted: number }> {
-    const path = new TableQuery(this.runner, table).path();
+    const path = tablePath(table);
     const answer = await this.transport.request<{ inserted: number }>("POST", path, {
       body: csv,
       headers: { "content-type": "text/csv" },

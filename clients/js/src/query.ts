@@ -1,5 +1,3 @@
-import type { Transport } from "./http.js";
-
 /** A comparison of one column (API.md 5, and `search` of API.md 13). */
 export interface Comparison<V = unknown> {
   eq?: V | string;
@@ -42,8 +40,11 @@ export interface AnyTable extends TableShape {
 
 /** A page of rows: the rows, and where they sit. */
 export interface Page<Row> {
+  /** The rows. */
   data: Row[];
+  /** The page's size. */
   limit: number;
+  /** How many rows came before it. */
   offset: number;
   /** The number of matching rows, with {@link TableQuery.count}. */
   total: number | undefined;
@@ -59,6 +60,22 @@ interface ReadParams {
   count?: boolean;
   aggregate?: string;
   groupBy?: string;
+}
+
+/** A batch's reference to a value of an earlier answer: `{{n.data.path}}`. */
+export const REFERENCE = /^\{\{\d+\.data\.[\w.]+\}\}$/;
+
+/**
+ * `/api/data/schema/table` of `table` (`schema.table`), and the path of a
+ * row's `key` under it, encoded; a batch passes `references` to keep a
+ * {@link REFERENCE} as the server reads it.
+ */
+export function tablePath(table: string, key?: string | number, references = false): string {
+  const [schema, name] = table.split(".") as [string, string];
+  const base = `/api/data/${encodeURIComponent(schema)}/${encodeURIComponent(name)}`;
+  if (key === undefined) return base;
+  const text = String(key);
+  return `${base}/${references && REFERENCE.test(text) ? text : encodeURIComponent(text)}`;
 }
 
 /** Runs or collects the requests of a {@link TableQuery}. */
@@ -91,12 +108,7 @@ export class TableQuery<T extends TableShape = AnyTable, Row = T["Row"]> impleme
 
   /** `/api/data/schema/table`, and a row's path under it. */
   path(key?: string | number): string {
-    const [schema, name] = this.table.split(".") as [string, string];
-    const base = `/api/data/${encodeURIComponent(schema)}/${encodeURIComponent(name)}`;
-    if (key === undefined) return base;
-    // A batch's reference to an earlier answer stays as the server reads it.
-    const segment = /^\{\{\d+\.data\.[^{}]+\}\}$/.test(String(key)) ? String(key) : encodeURIComponent(String(key));
-    return `${base}/${segment}`;
+    return tablePath(this.table, key);
   }
 
   /** The columns and related rows to read: `id,title,author:author_id(name)`. */
@@ -167,6 +179,7 @@ export class TableQuery<T extends TableShape = AnyTable, Row = T["Row"]> impleme
     };
   }
 
+  /** Lists the page when the query is awaited. */
   then<A = Page<Row>, B = never>(
     onfulfilled?: ((value: Page<Row>) => A | PromiseLike<A>) | null,
     onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null,

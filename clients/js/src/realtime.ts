@@ -76,9 +76,19 @@ export function subscribe<Row = Record<string, unknown>>(
     if (type !== "insert" && type !== "update" && type !== "delete") return;
     if (id) state.lastEventId = id;
     const body = JSON.parse(data) as { resource: string; row: Row; old?: Row };
-    onEvent({ type, id, resource: body.resource, row: body.row, ...(body.old ? { old: body.old } : {}) });
+    try {
+      onEvent({ type, id, resource: body.resource, row: body.row, ...(body.old ? { old: body.old } : {}) });
+    } catch (error) {
+      // The app's own error: reported, and the stream kept.
+      queueMicrotask(() => {
+        throw error;
+      });
+    }
   };
   const backoff = () => Math.min(MAX_BACKOFF_MS, 500 * 2 ** state.attempt++);
+  /** A refusal that will not change by asking again (not 429). */
+  const final = (error: unknown): error is TesseraError =>
+    error instanceof TesseraError && error.status >= 400 && error.status < 500 && error.status !== 429;
 
   const viaFetch = async () => {
     while (!state.closed) {
@@ -90,7 +100,7 @@ export function subscribe<Row = Record<string, unknown>>(
         await readEvents(response, deliver);
       } catch (error) {
         if (state.closed) return;
-        if (error instanceof TesseraError && error.status >= 400 && error.status < 500 && error.status !== 429) {
+        if (final(error)) {
           fail(error);
           return;
         }
@@ -99,10 +109,11 @@ export function subscribe<Row = Record<string, unknown>>(
     }
   };
 
-  const viaEventSource = async () => {
-    const token = await transport.token();
-    if (state.closed) return;
-    const open = () => {
+  const viaEventSource = () => {
+    const open = async () => {
+      // The session of now: a sign-in since the last attempt is used.
+      const token = await transport.token();
+      if (state.closed) return;
       const q = { ...query, ...(token ? { access_token: token } : {}), ...(state.lastEventId ? { lastEventId: state.lastEventId } : {}) };
       source = new EventSource(transport.href("/api/realtime", q));
       for (const type of ["insert", "update", "delete", "reset"]) {
@@ -120,15 +131,15 @@ export function subscribe<Row = Record<string, unknown>>(
           .fetch("GET", "/api/realtime", { query, headers: { accept: "text/event-stream" }, signal: stop.signal })
           .then((response) => {
             void response.body?.cancel();
-            setTimeout(() => !state.closed && open(), backoff());
+            setTimeout(() => !state.closed && void open(), backoff());
           })
           .catch((error: unknown) => {
-            if (error instanceof TesseraError && error.status >= 400 && error.status < 500 && error.status !== 429) fail(error);
-            else if (!state.closed) setTimeout(() => !state.closed && open(), backoff());
+            if (final(error)) fail(error);
+            else if (!state.closed) setTimeout(() => !state.closed && void open(), backoff());
           });
       };
     };
-    open();
+    void open();
   };
 
   const subscription: Subscription = {

@@ -4,6 +4,7 @@ import type { Filter } from "./query.js";
 
 /** A stored file's record. */
 export interface FileInfo {
+  /** The file's id, for its routes. */
   id: string;
   name: string;
   contentType: string;
@@ -44,11 +45,11 @@ export class FilesApi {
     total: number,
     onProgress: (sent: number, total: number) => void,
   ): Promise<FileInfo> {
-    const token = await this.transport.token();
+    const { headers, token } = await this.transport.credentials();
     return new Promise((resolve, reject) => {
       const request = new XHR();
       request.open("POST", this.transport.href("/api/files"));
-      if (token) request.setRequestHeader("authorization", `Bearer ${token}`);
+      for (const [name, value] of Object.entries(headers)) request.setRequestHeader(name, value);
       request.upload.onprogress = (event) => onProgress(event.loaded, event.lengthComputable ? event.total : total);
       request.onerror = () => reject(new TesseraError(0, "NETWORK_ERROR", "the upload did not reach the server"));
       request.onload = () => {
@@ -59,7 +60,7 @@ export class FilesApi {
           // Not JSON: the error says so by its status.
         }
         if (request.status === 201) resolve((body as { data: FileInfo }).data);
-        else reject(TesseraError.fromAnswer(request.status, body));
+        else void this.transport.refused(request.status, body, token).then(reject);
       };
       request.send(form);
     });
@@ -107,7 +108,16 @@ export class WorkflowsApi {
    */
   async invoke<Result = unknown>(
     slug: string,
-    options: { body?: unknown; query?: Record<string, string>; method?: "POST" | "GET"; wait?: boolean; pollMs?: number; timeoutMs?: number } = {},
+    options: {
+      body?: unknown;
+      query?: Record<string, string>;
+      method?: "POST" | "GET";
+      /** Call a public webhook without the session (its steps could read it). */
+      anonymous?: boolean;
+      wait?: boolean;
+      pollMs?: number;
+      timeoutMs?: number;
+    } = {},
   ): Promise<RunOutcome<Result>> {
     const method = options.method ?? (options.body === undefined && options.query ? "GET" : "POST");
     const path = `/api/workflows/${encodeURIComponent(slug)}/webhook`;
@@ -116,6 +126,7 @@ export class WorkflowsApi {
       const answer = await this.transport.request<RunOutcome<Result> | { run: string }>(method, path, {
         ...(method === "POST" ? { json: options.body ?? {} } : {}),
         ...(options.query ? { query: options.query } : {}),
+        ...(options.anonymous ? { anonymous: true } : {}),
       });
       if (!("run" in answer.data)) return answer.data;
       run = answer.data.run;
@@ -123,7 +134,8 @@ export class WorkflowsApi {
       if (!(error instanceof TesseraError) || error.code !== "WORKFLOW_SYNC_TIMEOUT" || typeof error.meta?.run !== "string") throw error;
       run = error.meta.run;
     }
-    if (options.wait === false) return { id: run, status: "RUNNING", result: null, error: null };
+    // A public webhook's runs have no caller: their results cannot be read.
+    if (options.wait === false || options.anonymous) return { id: run, status: "RUNNING", result: null, error: null };
     return this.waitFor<Result>(run, options);
   }
 

@@ -178,6 +178,9 @@ describe("data", () => {
     await refused(notes.insert({ owner_id: user.id }), 400, "NOT_NULL_VIOLATION");
     await refused(client.from("app.missing").list(), 404, "NOT_FOUND");
     assert.throws(() => client.from("notes"), TypeError);
+    // A key is always one encoded segment: it cannot reach another route.
+    assert.equal(notes.path("{{0.data.a/../../auth/tokens/x?}}"), "/api/data/app/notes/%7B%7B0.data.a%2F..%2F..%2Fauth%2Ftokens%2Fx%3F%7D%7D");
+    await refused(notes.delete("../../auth/me"), 404, "NOT_FOUND");
   });
 
   test("batches with references, all or nothing", async () => {
@@ -188,6 +191,11 @@ describe("data", () => {
       b.insert("app.notes", { title: "b", owner_id: user.id, body: first.ref("title") });
     });
     assert.deepEqual(answers.map((a) => a.status), [201, 200, 201]);
+    // Only a plain reference stays unencoded in a batch's path.
+    await assert.rejects(
+      client.batch((b) => b.delete("app.notes", "{{0.data.x/../../y}}")),
+      (error) => error instanceof TesseraError && [400, 404].includes(error.status),
+    );
     assert.equal(answers[2].data.body, "a");
     await assert.rejects(
       client.batch((b) => {
