@@ -1,29 +1,20 @@
 // The library against a real server: every method at least once, each
 // refusal mapped to a TesseraError with the server's code.
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { TesseraError, createClient, memoryStore } from "../dist/index.js";
-import { startServer, linkToken } from "./harness.mjs";
-import { notesApp, totp } from "./fixtures.mjs";
+import { linkToken } from "./harness.mjs";
+import { notesAppForTests, totp } from "./fixtures.mjs";
 
-let server;
-let fixture;
-
-before(async () => {
-  server = await startServer();
-  fixture = await notesApp(server);
-});
-after(async () => {
-  await server?.stop();
-});
+const app = notesAppForTests();
 
 /** A person registered through the library, email verified, signed in. */
 async function person(email) {
-  const client = createClient(server.url);
+  const client = createClient(app.server.url);
   const user = await client.auth.register({ email, password: "password-1", name: email.split("@")[0] });
   assert.equal(user.email, email);
-  const mail = await server.smtp.waitFor(email, "token=");
+  const mail = await app.server.smtp.waitFor(email, "token=");
   await client.auth.verifyEmail(linkToken(mail.text, "verify"));
   const signedIn = await client.auth.signInWithPassword({ email, password: "password-1" });
   assert.equal(signedIn.user?.email, email);
@@ -55,7 +46,7 @@ describe("auth", () => {
     assert.match(made.token, /^svc_/);
     assert.equal((await client.auth.tokens()).length, 1);
     // A token is a credential of its own, kept in a store the app passes.
-    const viaToken = createClient(server.url, { store: memoryStore() });
+    const viaToken = createClient(app.server.url, { store: memoryStore() });
     await refused(viaToken.auth.me(), 401, "AUTHENTICATION_REQUIRED");
     await client.auth.revokeToken(made.id);
     assert.equal((await client.auth.tokens()).length, 0);
@@ -70,7 +61,7 @@ describe("auth", () => {
 
   test("a session ended elsewhere ends here on its next request", async () => {
     const { client } = await person("bob@example.com");
-    const other = createClient(server.url);
+    const other = createClient(app.server.url);
     await other.auth.signInWithPassword({ email: "bob@example.com", password: "password-1" });
     const mine = (await other.auth.sessions()).find((s) => !s.current);
     const changes = [];
@@ -83,27 +74,27 @@ describe("auth", () => {
 
   test("forgot and reset, resend, email codes", async () => {
     await person("cy@example.com");
-    const client = createClient(server.url);
+    const client = createClient(app.server.url);
     await client.auth.forgotPassword("cy@example.com");
     await client.auth.forgotPassword("nobody@example.com");
-    const mail = await server.smtp.waitFor("cy@example.com", "reset");
+    const mail = await app.server.smtp.waitFor("cy@example.com", "reset");
     await client.auth.resetPassword(linkToken(mail.text, "reset"), "password-3");
     await refused(client.auth.resetPassword(linkToken(mail.text, "reset"), "password-4"), 400, "INVALID_TOKEN");
     assert.ok((await client.auth.signInWithPassword({ email: "cy@example.com", password: "password-3" })).user);
     await client.auth.resendVerification("nobody@example.com");
     // An invitation accepted through the library signs in after.
-    await server.adminCall("POST", "/admin/api/invitations", { email: "ivy@example.com", roleIds: [fixture.role] });
-    const invitation = await server.smtp.waitFor("ivy@example.com", "token=");
+    await app.server.adminCall("POST", "/admin/api/invitations", { email: "ivy@example.com", roleIds: [app.fixture.role] });
+    const invitation = await app.server.smtp.waitFor("ivy@example.com", "token=");
     await client.auth.acceptInvitation(linkToken(invitation.text, "invitation"), "password-5");
     assert.ok((await client.auth.signInWithPassword({ email: "ivy@example.com", password: "password-5" })).user);
     await refused(client.auth.acceptInvitation(linkToken(invitation.text, "invitation"), "password-6"), 400, "INVALID_TOKEN");
     await refused(client.auth.verifyEmail("no-such-token"), 400, "INVALID_TOKEN");
 
-    const count = server.smtp.emails.length;
+    const count = app.server.smtp.emails.length;
     await client.auth.requestEmailCode("cy@example.com");
     let code;
     for (let i = 0; i < 100 && !code; i++) {
-      const mail = server.smtp.emails.slice(count).find((e) => e.to.includes("cy@example.com") && e.text.includes("code is "));
+      const mail = app.server.smtp.emails.slice(count).find((e) => e.to.includes("cy@example.com") && e.text.includes("code is "));
       code = mail && /code is (\d{6})/.exec(mail.text)?.[1];
       if (!code) await new Promise((resolve) => setTimeout(resolve, 200));
     }
@@ -120,7 +111,7 @@ describe("auth", () => {
     await refused(client.auth.mfa.confirmTotp("000000" === totp(secret) ? "111111" : "000000"), 400, "INVALID_MFA_CODE");
     const recovery = await client.auth.mfa.confirmTotp(totp(secret));
     assert.equal(recovery.length, 10);
-    const again = createClient(server.url);
+    const again = createClient(app.server.url);
     const held = await again.auth.signInWithPassword({ email: "dee@example.com", password: "password-1" });
     assert.equal(typeof held.challenge, "string");
     assert.equal(held.user, undefined);
@@ -238,7 +229,7 @@ describe("realtime", () => {
     assert.equal(subscription.lastEventId, events[1].id);
     // Signed out elsewhere: the stream ends, and the next attempt is refused.
     const token = await client.auth.token();
-    await fetch(`${server.url}/api/auth/logout`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
+    await fetch(`${app.server.url}/api/auth/logout`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
     for (let i = 0; i < 100 && !failed; i++) await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal(failed?.status, 401);
     subscription.close();

@@ -2,8 +2,26 @@
 // owned by whoever wrote them, open registration into a "Writers" role,
 // files), with a DataView, a dashboard and two workflows.
 import { createHmac } from "node:crypto";
+import { after, before } from "node:test";
 
 import { setUpNotes } from "../../../examples/notes-app/setup.mjs";
+import { startServer } from "./harness.mjs";
+
+/**
+ * A server with the notes app for the tests of one file: started before
+ * them, stopped after; `server` and `fixture` are set once it is up.
+ */
+export function notesAppForTests() {
+  const app = { server: undefined, fixture: undefined };
+  before(async () => {
+    app.server = await startServer();
+    app.fixture = await notesApp(app.server);
+  });
+  after(async () => {
+    await app.server?.stop();
+  });
+  return app;
+}
 
 /**
  * Sets up the notes app on `server` (the example's own setup), and for

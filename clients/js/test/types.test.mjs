@@ -5,23 +5,13 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { startServer } from "./harness.mjs";
-import { notesApp } from "./fixtures.mjs";
+import { notesAppForTests } from "./fixtures.mjs";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-let server;
-let fixture;
-
-before(async () => {
-  server = await startServer();
-  fixture = await notesApp(server);
-});
-after(async () => {
-  await server?.stop();
-});
+const app = notesAppForTests();
 
 function tsc(dir) {
   try {
@@ -34,8 +24,8 @@ function tsc(dir) {
 
 test("the types of a role's tables type the client, strictly", () => {
   const dir = mkdtempSync(join(tmpdir(), "tessera-types-"));
-  execFileSync(process.execPath, [join(root, "bin/tessera-types.mjs"), "--url", server.url, "--role", fixture.role, "--out", join(dir, "database.ts")], {
-    env: { ...process.env, TESSERA_TOKEN: server.admin },
+  execFileSync(process.execPath, [join(root, "bin/tessera-types.mjs"), "--url", app.server.url, "--role", app.fixture.role, "--out", join(dir, "database.ts")], {
+    env: { ...process.env, TESSERA_TOKEN: app.server.admin },
   });
   writeFileSync(
     join(dir, "tsconfig.json"),
@@ -70,8 +60,8 @@ export async function run(owner: string): Promise<string> {
     writeFileSync(join(dir, "bad.ts"), `${good}\nexport function bad() { ${line} }\n`);
     assert.match(tsc(dir), /error TS/, `${name}: ${line}`);
   }
-  const text = execFileSync(process.execPath, [join(root, "bin/tessera-types.mjs"), "--url", server.url, "--role", fixture.role], {
-    env: { ...process.env, TESSERA_TOKEN: server.admin },
+  const text = execFileSync(process.execPath, [join(root, "bin/tessera-types.mjs"), "--url", app.server.url, "--role", app.fixture.role], {
+    env: { ...process.env, TESSERA_TOKEN: app.server.admin },
     encoding: "utf8",
   });
   assert.match(text, /"app\.notes": \{/);
