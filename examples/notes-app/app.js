@@ -40,15 +40,22 @@ function failed(error) {
   say(error instanceof TesseraError ? `${error.message} (${error.code})` : String(error));
 }
 
+/** Counts calls of show(): a later one wins over one still waiting. */
+let shown = 0;
+
 async function show() {
-  me = (await tessera.auth.token()) ? await tessera.auth.me().catch(() => null) : null;
-  $("#signed-out").hidden = Boolean(me);
-  $("#signed-in").hidden = !me;
+  const turn = ++shown;
   subscription?.close();
   subscription = null;
+  const who = (await tessera.auth.token()) ? await tessera.auth.me().catch(() => null) : null;
+  if (turn !== shown) return;
+  me = who;
+  $("#signed-out").hidden = Boolean(me);
+  $("#signed-in").hidden = !me;
   if (!me) return;
   $("#who").textContent = me.name || me.email;
   await loadNotes();
+  if (turn !== shown) return;
   // Another tab's (or device's) changes arrive here, under the same grants.
   subscription = tessera.subscribe(
     "app.notes",
@@ -132,10 +139,10 @@ async function signedIn(result) {
     say("This account has a second factor: enter a code or use a passkey.");
     return;
   }
+  // Signed in: the library's SIGNED_IN change shows the notes (below).
   pendingChallenge = "";
   $("#second-step").hidden = true;
   say("");
-  await show();
 }
 
 /**
@@ -186,7 +193,22 @@ $("#add-passkey").addEventListener("click", async () => {
   }
 });
 
-$("#sign-out").addEventListener("click", () => tessera.auth.signOut().then(show, failed));
+// A button per provider the server signs in with; the provider sends the
+// browser back to this page, where the sign-in ends (below).
+for (const provider of await tessera.auth.providers().catch(() => [])) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.dataset.provider = provider;
+  button.textContent = `Sign in with ${provider}`;
+  button.addEventListener("click", () => {
+    const back = new URL(location.href);
+    back.hash = "";
+    tessera.auth.signInWithProvider(provider, { redirectTo: back.toString() });
+  });
+  $("#providers").append(button);
+}
+
+$("#sign-out").addEventListener("click", () => tessera.auth.signOut().catch(failed));
 
 $("#new-note").addEventListener("submit", async (event) => {
   event.preventDefault();
@@ -214,12 +236,17 @@ $("#new-note").addEventListener("submit", async (event) => {
   }
 });
 
-// Any session that ends (signed out elsewhere, expired) shows the sign-in.
+// Every change of the session, in this tab or another (signed in or out
+// there, expired or revoked), shows what the person now sees.
 tessera.auth.onAuthChange((change) => {
-  if (change === "SESSION_ENDED") {
-    say("Your session ended: sign in again.");
-    void show();
-  }
+  if (change === "SESSION_ENDED") say("Your session ended: sign in again.");
+  void show();
 });
 
-await show();
+// Back from a provider: signed in, or a second step to take.
+const returned = await tessera.auth.finishProviderSignIn().catch((error) => {
+  failed(error);
+  return null;
+});
+if (returned) await signedIn(returned);
+if (!returned?.user) await show();

@@ -3,8 +3,8 @@
 // credential: the table `app.notes` (each person's own, by a grant's row
 // filter), a "Writers" role new accounts join, their grants on notes and
 // files, and the settings a browser app on another origin needs (CORS,
-// passkeys: the app's origin is added to what is set, and email
-// verification is turned on for the instance). Safe to run twice. Writes
+// passkeys, the return from a provider sign-in: the app's origin is added
+// to what is set, and email verification is turned on for the instance). Safe to run twice. Writes
 // config.js, the server's address the page reads.
 //
 //   TESSERA_TOKEN=<admin session or ADMIN token> node setup.mjs \
@@ -64,6 +64,7 @@ export async function setUpNotes(call, appOrigin) {
     "security.cors_origins": adding(settings["security.cors_origins"]),
     "auth.passkey_rp_id": settings["auth.passkey_rp_id"] ?? origin.hostname,
     "auth.passkey_origins": adding(settings["auth.passkey_origins"]),
+    "auth.redirect_allow_list": adding(settings["auth.redirect_allow_list"]),
   });
   return { resource: notes.id, role: role.id };
 }

@@ -374,3 +374,58 @@ async fn one_caller_holds_at_most_two_export_streams() {
     assert_eq!(again.status(), StatusCode::OK);
     drop(second);
 }
+
+/// Related rows are read for the page alone: the rows an offset skips
+/// build no embeds, so they add nothing to the answer's count.
+#[tokio::test]
+async fn rows_an_offset_skips_count_nothing_against_the_ceiling() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    tree(&app, &admin, 10).await;
+    let shape = encode("id,bs:app.b!a_id(id,cs:app.c!b_id(id,body))");
+    let path = format!("/api/data/app/a?select={shape}&sort=id&limit=2&offset=900");
+    let page = app.get(&path, &admin).await;
+    assert_eq!(page.status, StatusCode::OK, "{:?}", page.body);
+    let ids: Vec<_> = page
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!(901), json!(902)]);
+    assert_eq!(page.data()[1]["bs"][4]["cs"].as_array().unwrap().len(), 5);
+    // The page is about 11 kB, under the least ceiling there is (1 MiB);
+    // the 900 rows before it would be 5 MB.
+    let bytes = page.data().to_string().len() as u64;
+    assert!((10_000..100_000).contains(&bytes), "{bytes}");
+    assert_eq!(
+        set_cap(&app, &admin, 1_048_576).await.status,
+        StatusCode::OK
+    );
+    let capped = app.get(&path, &admin).await;
+    assert_eq!(capped.status, StatusCode::OK, "{:?}", capped.body);
+    assert_eq!(capped.data(), page.data());
+    // Control: without the offset, the ceiling refuses the first 900 rows.
+    let from_start = format!("/api/data/app/a?select={shape}&sort=id&limit=902");
+    assert_too_large(&app.get(&from_start, &admin).await, "902 rows");
+    // Descending and with a filter, the page is the same rows the plain
+    // list names.
+    let filtered = format!(
+        "/api/data/app/a?select={shape}&sort=-id&limit=3&offset=10&filter={}",
+        encode(r#"{"id":{"lt":500}}"#)
+    );
+    let plain = format!(
+        "/api/data/app/a?select=id&sort=-id&limit=3&offset=10&filter={}",
+        encode(r#"{"id":{"lt":500}}"#)
+    );
+    let with_embeds = app.get(&filtered, &admin).await;
+    let ids: Vec<_> = with_embeds
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| json!({ "id": r["id"] }))
+        .collect();
+    assert_eq!(json!(ids), *app.get(&plain, &admin).await.data());
+}

@@ -507,19 +507,24 @@ async fn the_pages_work_under_the_path_tessera_is_mounted_at() {
     browser.client.close().await.unwrap();
 }
 
-#[tokio::test]
-async fn sign_in_with_a_provider_in_the_browser() {
-    // The provider sends the browser to the public URL: make it this server's.
+/// A server whose public URL is its own address, at `host`: a provider
+/// sends the browser to the public URL.
+pub(crate) async fn spawn_app_at_public_url(host: &str) -> TestApp {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let app = testkit::spawn_app_with(|c| {
+    testkit::spawn_app_with(|c| {
         c.bind = format!("127.0.0.1:{port}");
-        c.public_url = format!("http://127.0.0.1:{port}");
+        c.public_url = format!("http://{host}:{port}");
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn sign_in_with_a_provider_in_the_browser() {
+    let app = spawn_app_at_public_url("127.0.0.1").await;
     let mock = testkit::MockProvider::start().await;
     let admin = app.admin_session().await;
     let set = app

@@ -15,7 +15,10 @@ use crate::passkeys::{ORIGIN, SoftPasskey, passkey_session, registered};
 /// An administrator `email` (password `password-1`) with a passkey and no
 /// TOTP: the first administrator's session and an ADMIN token, the
 /// session that registered the passkey, and the passkey.
-async fn passkey_admin(app: &TestApp, email: &str) -> (String, String, String, SoftPasskey) {
+pub(crate) async fn passkey_admin(
+    app: &TestApp,
+    email: &str,
+) -> (String, String, String, SoftPasskey) {
     let admin_session = app.admin_session().await;
     let admin = app.create_token(&admin_session, "ADMIN").await;
     app.create_user(
@@ -31,7 +34,7 @@ async fn passkey_admin(app: &TestApp, email: &str) -> (String, String, String, S
 }
 
 /// The passkey options of `challenge`.
-async fn passkey_options(app: &TestApp, challenge: &str) -> Value {
+pub(crate) async fn passkey_options(app: &TestApp, challenge: &str) -> Value {
     let options = public(
         app,
         "/api/auth/mfa/passkey",
@@ -42,7 +45,7 @@ async fn passkey_options(app: &TestApp, challenge: &str) -> Value {
     options.data()["options"].clone()
 }
 
-async fn verify_with(app: &TestApp, challenge: &str, credential: &Value) -> Answer {
+pub(crate) async fn verify_with(app: &TestApp, challenge: &str, credential: &Value) -> Answer {
     public(
         app,
         "/api/auth/mfa/verify",
@@ -339,4 +342,81 @@ async fn an_email_code_sign_in_of_a_passkey_only_administrator_finishes_with_the
         "{:?}",
         audit.body
     );
+}
+
+/// Two first factors added at once, from two sessions that proved none:
+/// the gate is read again under the account's lock in the writing
+/// transaction, so one is added and the other refused (API.md 17, rule 3).
+#[tokio::test]
+async fn two_first_factors_at_once_add_one() {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
+    let app = spawn_app_with_clock().await;
+    let admin = app.admin_session().await;
+    app.create_user(&admin, "cy@example.com", "password-1", None)
+        .await;
+    let by_passkey = app.login("cy@example.com", "password-1").await;
+    let by_totp = app.login("cy@example.com", "password-1").await;
+    let start = app
+        .post("/api/auth/passkeys/register/start", &by_passkey, json!({}))
+        .await;
+    let (_, credential) = SoftPasskey::register(&start.data()["options"], ORIGIN);
+    let started = app.post("/api/auth/mfa/totp", &by_totp, json!({})).await;
+    let secret = base32_decode(started.data()["secret"].as_str().unwrap());
+
+    // Both requests pass the gate read at the request, then wait for the
+    // account's row, which this transaction holds.
+    let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
+    let lock = db.begin().await.unwrap();
+    lock.execute_unprepared("SELECT 1 FROM svc.users WHERE email = 'cy@example.com' FOR UPDATE")
+        .await
+        .unwrap();
+    let release = async {
+        let waiting = "SELECT count(*) FROM pg_stat_activity \
+            WHERE datname = current_database() AND wait_event_type = 'Lock'";
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let row = db
+                .query_one_raw(Statement::from_string(DbBackend::Postgres, waiting))
+                .await
+                .unwrap()
+                .unwrap();
+            if row.try_get_by_index::<i64>(0).unwrap() == 2 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "both enrolments wait for the account's lock"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        lock.rollback().await.unwrap();
+    };
+    let (passkey, totp, ()) = tokio::join!(
+        app.post(
+            "/api/auth/passkeys/register/finish",
+            &by_passkey,
+            json!({ "challengeId": start.data()["challengeId"], "credential": credential, "name": "Mine" }),
+        ),
+        app.post(
+            "/api/auth/mfa/totp/confirm",
+            &by_totp,
+            json!({ "code": code(&app, &secret, 0) }),
+        ),
+        release
+    );
+    let (added, refused) = if passkey.status == StatusCode::CREATED {
+        (passkey, totp)
+    } else {
+        (totp, passkey)
+    };
+    assert!(added.status.is_success(), "{:?}", added.body);
+    assert_refused(&refused, "MFA_REQUIRED", "the second first factor");
+    let me = app.get("/api/auth/me", &by_totp).await;
+    let factors = me.data()["mfa"].clone();
+    assert_eq!(
+        u64::from(factors["totp"] == true) + factors["passkeys"].as_u64().unwrap(),
+        1,
+        "{factors}"
+    );
+    db.close().await.unwrap();
 }

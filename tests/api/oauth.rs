@@ -483,6 +483,50 @@ async fn an_account_with_totp_ends_a_provider_sign_in_at_the_challenge() {
     assert_eq!(done.data()["user"]["email"], "second@example.com");
 }
 
+/// A passkey-only administrator signing in with a provider while
+/// `auth.mfa_required_for_admins` is on is held at a challenge, which the
+/// passkey finishes (API.md 17).
+#[tokio::test]
+async fn a_provider_sign_in_of_a_passkey_only_administrator_finishes_with_the_passkey() {
+    use crate::factor_rules::{passkey_admin, passkey_options, verify_with};
+    let app = spawn_app().await;
+    let mock = MockProvider::start().await;
+    let (_, admin, _, mut passkey) = passkey_admin(&app, "keeper@example.com").await;
+    enable(&app, &mock, "oidc", false).await;
+    mock.set_user(person("4001", "keeper@example.com", true));
+    // Control: while the rule is off, the provider alone signs in.
+    token_of(&app, "oidc").await;
+
+    configure(&app, json!({ "auth.mfa_required_for_admins": true })).await;
+    let (key, challenge) = sign_in(&app, "oidc").await;
+    assert_eq!(key, "mfa", "no session before the passkey");
+    let options = passkey_options(&app, &challenge).await;
+    let credential = passkey.assert(&options, crate::passkeys::ORIGIN);
+    let signed_in = verify_with(&app, &challenge, &credential).await;
+    assert_eq!(signed_in.status, StatusCode::OK, "{:?}", signed_in.body);
+    assert_eq!(signed_in.data()["user"]["email"], "keeper@example.com");
+    let session = signed_in.data()["token"].as_str().unwrap();
+    assert_eq!(
+        app.get("/admin/api/users", session).await.status,
+        StatusCode::OK
+    );
+    // Read with the ADMIN token: the first administrator's password session
+    // is held at enrollment now.
+    let logins = app
+        .get("/admin/api/audit?action=auth.login&limit=50", &admin)
+        .await;
+    assert!(
+        logins
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["details"]["method"] == "provider" && e["details"]["mfa"] == "passkey"),
+        "{:?}",
+        logins.body
+    );
+}
+
 #[tokio::test]
 async fn userinfo_names_new_people_and_trust_email_stands_in_for_a_silent_provider() {
     let app = spawn_app().await;

@@ -162,6 +162,12 @@ export class AuthApi {
     await this.post("/api/auth/invitations/accept", { token, password });
   }
 
+  /** The providers this server signs in with, for the page's buttons. */
+  async providers(): Promise<Provider[]> {
+    const listed = await this.transport.request<{ provider: Provider }[]>("GET", "/api/auth/oauth", { anonymous: true });
+    return listed.data.map((p) => p.provider);
+  }
+
   /**
    * Starts a provider sign-in: the browser leaves for the provider and comes
    * back to `redirectTo`, where {@link finishProviderSignIn} ends it. The

@@ -48,11 +48,17 @@ export class Transport {
   constructor(url: string, options: ClientOptions = {}) {
     this.url = url.replace(/\/+$/, "");
     const browser = typeof (globalThis as { window?: unknown }).window !== "undefined";
-    // One key per server: a page that talks to another server never sends it this one's session.
-    this.store = options.store ?? (browser ? localStorageStore(`tessera.session:${new URL(this.url).origin}`) : memoryStore());
+    // One key per server (its origin and the path it is mounted at): a page
+    // that talks to another server never sends it this one's session.
+    const base = new URL(this.url);
+    this.store = options.store ?? (browser ? localStorageStore(`tessera.session:${base.origin}${base.pathname.replace(/\/+$/, "")}`) : memoryStore());
     this.fetcher = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.headers = { ...options.headers };
     if (options.timezone) this.headers["x-service-timezone"] = options.timezone;
+    // Another tab signed in or out: this one follows.
+    this.store.watch?.((token) => {
+      for (const listener of this.listeners) listener(token === null ? "SIGNED_OUT" : "SIGNED_IN", token);
+    });
   }
 
   /** The session token, if signed in. */

@@ -26,6 +26,8 @@ export interface SubscribeOptions<Row> {
    * what is shown, then changes follow.
    */
   onReset?: () => void;
+  /** Called each time the stream opens (first, then after each reconnection): changes flow from then on. */
+  onOpen?: () => void;
   /** Called once when the stream is refused or ends for good (401, 403, 404...). */
   onError?: (error: TesseraError) => void;
   /** `eventsource` (a browser's default) or `fetch` (Node's, and anywhere streams are). */
@@ -97,6 +99,7 @@ export function subscribe<Row = Record<string, unknown>>(
         if (state.lastEventId) headers["last-event-id"] = state.lastEventId;
         const response = await transport.fetch("GET", "/api/realtime", { query, headers, signal: stop.signal });
         state.attempt = 0;
+        options.onOpen?.();
         await readEvents(response, deliver);
       } catch (error) {
         if (state.closed) return;
@@ -116,6 +119,10 @@ export function subscribe<Row = Record<string, unknown>>(
       if (state.closed) return;
       const q = { ...query, ...(token ? { access_token: token } : {}), ...(state.lastEventId ? { lastEventId: state.lastEventId } : {}) };
       source = new EventSource(transport.href("/api/realtime", q));
+      source.onopen = () => {
+        state.attempt = 0;
+        options.onOpen?.();
+      };
       for (const type of ["insert", "update", "delete", "reset"]) {
         source.addEventListener(type, (event) => {
           state.attempt = 0;

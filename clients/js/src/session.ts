@@ -3,6 +3,8 @@ export interface SessionStore {
   get(): string | null | Promise<string | null>;
   set(token: string): void | Promise<void>;
   remove(): void | Promise<void>;
+  /** Calls `changed` when another tab or window changes the token (optional). */
+  watch?(changed: (token: string | null) => void): void;
 }
 
 /** Why the session changed. */
@@ -22,13 +24,21 @@ export function memoryStore(): SessionStore {
   };
 }
 
-/** A store in `localStorage` under `key`: a browser's default. */
+/**
+ * A store in `localStorage` under `key`: a browser's default. Every tab of
+ * the origin shares it, and hears another's sign-in and sign-out.
+ */
 export function localStorageStore(key = "tessera.session"): SessionStore {
-  const storage = (globalThis as { localStorage?: Storage }).localStorage;
+  const scope = globalThis as { localStorage?: Storage; addEventListener?: Window["addEventListener"] };
+  const storage = scope.localStorage;
   if (!storage) return memoryStore();
   return {
     get: () => storage.getItem(key),
     set: (value) => storage.setItem(key, value),
     remove: () => storage.removeItem(key),
+    watch: (changed) =>
+      scope.addEventListener?.("storage", (event) => {
+        if (event.storageArea === storage && (event.key === key || event.key === null)) changed(event.newValue);
+      }),
   };
 }

@@ -37,6 +37,8 @@ describe("auth", () => {
     client.auth.onAuthChange((change) => changes.push(change));
     const me = await client.auth.me();
     assert.equal(me.id, user.id);
+    // No provider is set up on this server (the example's test signs in with one).
+    assert.deepEqual(await client.auth.providers(), []);
     const renamed = await client.auth.updateMe({ name: "Ann B", timezone: "Europe/Paris" });
     assert.equal(renamed.name, "Ann B");
     await refused(client.auth.updateMe({ timezone: "Mars/Olympus" }), 400, "INVALID_PAYLOAD");
@@ -82,6 +84,20 @@ describe("auth", () => {
     await refused(client.auth.resetPassword(linkToken(mail.text, "reset"), "password-4"), 400, "INVALID_TOKEN");
     assert.ok((await client.auth.signInWithPassword({ email: "cy@example.com", password: "password-3" })).user);
     await client.auth.resendVerification("nobody@example.com");
+    // A verification email asked for again (without a session) is a new
+    // link that verifies the address.
+    await client.auth.register({ email: "dot@example.com", password: "password-1" });
+    const first = await app.server.smtp.waitFor("dot@example.com", "token=");
+    await client.auth.resendVerification("dot@example.com");
+    let again;
+    for (let i = 0; i < 100 && !again; i++) {
+      again = app.server.smtp.emails.find((e) => e !== first && e.to.includes("dot@example.com") && e.text.includes("token="));
+      if (!again) await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    assert.ok(again, "a second verification email");
+    await client.auth.verifyEmail(linkToken(again.text, "verify"));
+    assert.ok((await client.auth.signInWithPassword({ email: "dot@example.com", password: "password-1" })).user);
+    await client.auth.signOut();
     // An invitation accepted through the library signs in after.
     await app.server.adminCall("POST", "/admin/api/invitations", { email: "ivy@example.com", roleIds: [app.fixture.role] });
     const invitation = await app.server.smtp.waitFor("ivy@example.com", "token=");
@@ -219,8 +235,10 @@ describe("realtime", () => {
     const { client, user } = await person("jo@example.com");
     const events = [];
     let failed;
-    const subscription = client.subscribe("app.notes", { onError: (error) => (failed = error) }, (event) => events.push(event));
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    let opened;
+    const open = new Promise((resolve) => (opened = resolve));
+    const subscription = client.subscribe("app.notes", { onOpen: opened, onError: (error) => (failed = error) }, (event) => events.push(event));
+    await open;
     const row = await client.from("app.notes").insert({ title: "live", owner_id: user.id });
     await client.from("app.notes").update(row.id, { title: "live 2" });
     for (let i = 0; i < 50 && events.length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 100));
@@ -238,8 +256,10 @@ describe("realtime", () => {
   test("a resumed subscription replays what it missed", async () => {
     const { client, user } = await person("kit@example.com");
     const first = [];
-    const a = client.subscribe("app.notes", {}, (event) => first.push(event));
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    let opened;
+    const open = new Promise((resolve) => (opened = resolve));
+    const a = client.subscribe("app.notes", { onOpen: opened }, (event) => first.push(event));
+    await open;
     await client.from("app.notes").insert({ title: "one", owner_id: user.id });
     for (let i = 0; i < 50 && first.length < 1; i++) await new Promise((resolve) => setTimeout(resolve, 100));
     a.close();

@@ -165,6 +165,22 @@ pub struct TotpEnrollment {
     pub otpauth_url: String,
 }
 
+impl FactorGate {
+    /// Why API.md 17 refuses a change of factors (`adding` one or not) to
+    /// a caller with this gate: adding one while the email is unverified
+    /// (403 EMAIL_NOT_VERIFIED), and any change, once the account has a
+    /// factor, from a credential that proved none (403 MFA_REQUIRED).
+    pub fn refusal(&self, adding: bool) -> Option<AuthError> {
+        if adding && !self.email_verified {
+            Some(AuthError::EmailNotVerified)
+        } else if self.has_factor && !self.session_factor {
+            Some(AuthError::FactorProofRequired)
+        } else {
+            None
+        }
+    }
+}
+
 impl SignInService {
     /// Refuses a change of the caller's factors that API.md 17 forbids:
     /// adding one while the email is unverified (403 EMAIL_NOT_VERIFIED),
@@ -179,13 +195,7 @@ impl SignInService {
             .store
             .factor_gate(caller.user_id, caller.session_id())
             .await?;
-        if adding && !gate.email_verified {
-            return Err(AuthError::EmailNotVerified);
-        }
-        if gate.has_factor && !gate.session_factor {
-            return Err(AuthError::FactorProofRequired);
-        }
-        Ok(())
+        gate.refusal(adding).map_or(Ok(()), Err)
     }
 
     /// Starts a TOTP enrollment of the caller: a new pending secret,
@@ -265,7 +275,7 @@ impl SignInService {
             target("user", caller.user_id),
             origin.ip.clone(),
         );
-        if self
+        match self
             .store
             .enable_totp(
                 caller.user_id,
@@ -278,9 +288,11 @@ impl SignInService {
             )
             .await?
         {
-            Ok(shown)
-        } else {
-            Err(AuthError::InvalidMfaCode)
+            TotpEnabled::Enabled => Ok(shown),
+            TotpEnabled::PendingChanged => Err(AuthError::InvalidMfaCode),
+            TotpEnabled::Refused(gate) => {
+                Err(gate.refusal(true).unwrap_or(AuthError::InvalidMfaCode))
+            }
         }
     }
 

@@ -655,6 +655,21 @@ pub enum PasskeyAdded {
     Taken,
     /// The registering session ended meanwhile (nothing stored).
     SessionEnded,
+    /// Judged again under the account's lock, API.md 17 forbids adding a
+    /// factor (nothing stored): the gate as read then.
+    Refused(FactorGate),
+}
+
+/// How turning TOTP on went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TotpEnabled {
+    /// On, with the new recovery codes.
+    Enabled,
+    /// The pending secret changed or TOTP was turned on meanwhile.
+    PendingChanged,
+    /// Judged again under the account's lock, API.md 17 forbids adding a
+    /// factor (nothing stored): the gate as read then.
+    Refused(FactorGate),
 }
 
 /// A WebAuthn ceremony waiting for the authenticator's answer.

@@ -239,6 +239,9 @@ impl PasskeyService {
             PasskeyAdded::Added => Ok(info),
             PasskeyAdded::SessionEnded => Err(AuthError::SessionExpired),
             PasskeyAdded::Taken => Err(refused().into()),
+            PasskeyAdded::Refused(gate) => {
+                Err(gate.refusal(true).unwrap_or(AuthError::SessionExpired))
+            }
             PasskeyAdded::TooMany => Err(StoreError::Conflict {
                 field: None,
                 message: format!(

@@ -209,7 +209,7 @@ pub trait MfaStore: Send + Sync {
     /// Turns TOTP on with `secret` while it is still the pending one, its
     /// code of `step` accepted, with these recovery codes (hashes) in place
     /// of older ones; `session_id` counts from then on as made with TOTP.
-    /// False when the pending secret changed.
+    /// The factor gate is read again under the account's lock first.
     #[allow(clippy::too_many_arguments)]
     async fn enable_totp(
         &self,
@@ -220,7 +220,7 @@ pub trait MfaStore: Send + Sync {
         recovery: Vec<[u8; 32]>,
         now: DateTime<Utc>,
         event: AuditEvent,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<TotpEnabled, StoreError>;
     /// Uses `proof` and turns TOTP off with its recovery codes; false
     /// (nothing changed) when the proof was used already.
     async fn disable_totp(

@@ -9,13 +9,14 @@ use audit::AuditEvent;
 use auth::{
     EmailCodeLookup, EmailCodeOutcome, FactorGate, Lockout, MfaChallengeRecord, MfaFailure,
     MfaFinish, MfaProof, MfaSettle, MfaStore, NewMfaChallenge, NewSession, SignInMethod,
-    TotpRecord,
+    TotpEnabled, TotpRecord,
 };
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
 use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait};
 use uuid::Uuid;
 
+use super::gate::{SESSION_FACTOR_SQL, lock_gate, read_gate};
 use super::statements::{USER_SELECT, user_from_row};
 use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
 
@@ -93,21 +94,6 @@ const CODE_ACCOUNT_SQL: &str = "UPDATE svc.users u SET email_verified = true \
         OR ($2 AND EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id) \
             AND EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.roles r ON r.id = m.role_id \
                         WHERE m.user_id = u.id AND r.admin_access)) AS challenge";
-
-/// Whether the account `$1` has a second factor and a verified email, and
-/// whether its live session `$2` proved a factor.
-const FACTOR_GATE_SQL: &str = "SELECT \
-        EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) \
-        OR EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id) AS has_factor, \
-        EXISTS (SELECT 1 FROM svc.sessions s WHERE s.id = $2 AND s.user_id = u.id \
-                AND s.factor IS NOT NULL) AS session_factor, \
-        u.email_verified \
-    FROM svc.users u WHERE u.id = $1";
-
-/// Marks the session `$1` of `$2` as made with the factor `$3`, unless it
-/// proved one already.
-pub(super) const SESSION_FACTOR_SQL: &str =
-    "UPDATE svc.sessions SET factor = $3 WHERE id = $1 AND user_id = $2 AND factor IS NULL";
 
 /// A challenge's TOTP proof (`$4` the step) for `$3` used, as a first
 /// CTE `p` of [`SETTLE_CHALLENGE`].
@@ -248,17 +234,9 @@ impl MfaStore for PgStore {
         user_id: Uuid,
         session_id: Option<Uuid>,
     ) -> Result<FactorGate, StoreError> {
-        let row = self
-            .db
-            .query_one_raw(stmt(FACTOR_GATE_SQL, [user_id.into(), session_id.into()]))
-            .await
-            .map_err(map_err)?
-            .ok_or(StoreError::NotFound)?;
-        Ok(FactorGate {
-            has_factor: rows::column(&row, "has_factor")?,
-            session_factor: rows::column(&row, "session_factor")?,
-            email_verified: rows::column(&row, "email_verified")?,
-        })
+        Ok(read_gate(&self.db, user_id, session_id, self.now())
+            .await?
+            .gate())
     }
 
     async fn set_pending_totp(
@@ -292,8 +270,12 @@ impl MfaStore for PgStore {
         recovery: Vec<[u8; 32]>,
         now: DateTime<Utc>,
         event: AuditEvent,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<TotpEnabled, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
+        let gate = lock_gate(&txn, user_id, session_id, now).await?;
+        if !gate.allows_adding() {
+            return Ok(TotpEnabled::Refused(gate.gate()));
+        }
         let enabled = execute(
             &txn,
             "UPDATE svc.user_totp SET secret = pending_secret, pending_secret = NULL, \
@@ -308,7 +290,7 @@ impl MfaStore for PgStore {
         )
         .await?;
         if enabled == 0 {
-            return Ok(false);
+            return Ok(TotpEnabled::PendingChanged);
         }
         let hashes: Vec<Vec<u8>> = recovery.iter().map(|h| h.to_vec()).collect();
         execute(
@@ -333,7 +315,7 @@ impl MfaStore for PgStore {
             .await?;
         }
         commit_with_audit(txn, event, now).await?;
-        Ok(true)
+        Ok(TotpEnabled::Enabled)
     }
 
     async fn disable_totp(

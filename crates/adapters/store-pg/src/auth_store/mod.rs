@@ -13,6 +13,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+mod gate;
 mod mfa;
 mod passkeys;
 mod statements;

@@ -14,7 +14,8 @@ use kernel::StoreError;
 use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait};
 use uuid::Uuid;
 
-use super::mfa::{SESSION_FACTOR_SQL, record_sql};
+use super::gate::{SESSION_FACTOR_SQL, lock_gate};
+use super::mfa::record_sql;
 use super::statements::user_from_row;
 use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
 
@@ -192,36 +193,23 @@ impl PasskeyStore for PgStore {
         event: AuditEvent,
     ) -> Result<PasskeyAdded, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
-        // The account's row is locked so that two registrations count one
-        // after the other.
-        let held = txn
-            .query_one_raw(stmt(
-                "SELECT (SELECT count(*) FROM svc.passkeys p WHERE p.user_id = u.id) AS held \
-                 FROM svc.users u WHERE u.id = $1 FOR UPDATE OF u",
-                [passkey.user_id.into()],
-            ))
-            .await
-            .map_err(map_err)?
-            .ok_or(StoreError::NotFound)?;
-        if rows::column::<i64>(&held, "held")? >= i64::from(limit) {
-            return Ok(PasskeyAdded::TooMany);
-        }
-        // A statement of its own, after the lock: it sees a claim of the
-        // account that committed while this waited, and the session it ended.
-        let live = txn
-            .query_one_raw(stmt(
-                "SELECT 1 AS live FROM svc.sessions WHERE id = $1 AND user_id = $2 \
-                 AND revoked_at IS NULL AND expires_at > $3",
-                [
-                    passkey.session_id.into(),
-                    passkey.user_id.into(),
-                    passkey.info.created_at.into(),
-                ],
-            ))
-            .await
-            .map_err(map_err)?;
-        if live.is_none() {
+        // Judged under the account's lock: two registrations (or a TOTP
+        // enabled meanwhile) count one after the other.
+        let gate = lock_gate(
+            &txn,
+            passkey.user_id,
+            Some(passkey.session_id),
+            passkey.info.created_at,
+        )
+        .await?;
+        if !gate.session_live {
             return Ok(PasskeyAdded::SessionEnded);
+        }
+        if !gate.allows_adding() {
+            return Ok(PasskeyAdded::Refused(gate.gate()));
+        }
+        if gate.passkeys >= i64::from(limit) {
+            return Ok(PasskeyAdded::TooMany);
         }
         let info = passkey.info;
         let added = execute(

@@ -11,7 +11,7 @@ use kernel::Versions;
 use kernel::filter::{Filter, Op, Operand};
 use permissions::zone::Period;
 use sea_orm::sea_query::{
-    Alias, Cond, Expr, ExprTrait, Func, Order, PostgresQueryBuilder, Query, QueryBuilder,
+    Alias, Asterisk, Cond, Expr, ExprTrait, Func, Order, PostgresQueryBuilder, Query, QueryBuilder,
     SelectStatement, SqlWriterValues,
 };
 use serde_json::Value;
@@ -511,7 +511,8 @@ pub(super) fn current(versions: Versions, raise: bool, on: On<'_>) -> Expr {
 /// the context's versions), in `sort` order, at most `limit` from `offset`.
 /// `LIMIT` and `OFFSET` are written as numbers (checked integers, not input
 /// text): bound, they keep PostgreSQL from costing a reusable plan, so it
-/// plans the statement afresh on every execution.
+/// plans the statement afresh on every execution. The one exception is a
+/// page with embeds past an offset, chosen in a subquery of its own.
 pub(super) struct Rows<'q, 'a> {
     select: &'q [Output<'a>],
     embeds: &'q [Embed<'a>],
@@ -655,15 +656,31 @@ impl Rows<'_, '_> {
             // A row with no column the caller may read: `{}`.
             rows.expr(Expr::cust("1"));
         }
-        rows.from_as(table_ref(table), Alias::new("r"))
-            .and_where(condition.clone());
-        self.order(&sql, &mut rows);
         let (limit, offset) = (self.limit, self.offset);
+        // PostgreSQL builds a row's values before OFFSET skips it: with
+        // embeds, the page's rows are chosen first (`r.*`, in order), so
+        // related rows are read, and counted against the ceiling, for the
+        // page alone.
+        let page = if offset > 0 && !self.embeds.is_empty() {
+            let mut page = Query::select();
+            page.column((Alias::new("r"), Asterisk))
+                .from_as(table_ref(table), Alias::new("r"))
+                .and_where(condition.clone());
+            self.order(&sql, &mut page);
+            page.limit(limit).offset(offset);
+            rows.from_subquery(page, Alias::new("r"));
+            String::new()
+        } else {
+            rows.from_as(table_ref(table), Alias::new("r"))
+                .and_where(condition.clone());
+            format!(" LIMIT {limit} OFFSET {offset}")
+        };
+        self.order(&sql, &mut rows);
         let mut out = SqlWriterValues::new("$", true);
         // Writing to a string cannot fail.
         if !json {
             PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
-            let _ = write!(out, " LIMIT {limit} OFFSET {offset}");
+            let _ = out.write_str(&page);
             return out.into_parts();
         }
         let body = answer(context.max_answer_bytes);
@@ -682,7 +699,7 @@ impl Rows<'_, '_> {
         }
         let _ = write!(out, " AS \"total\" FROM {}(", open_rows(ROW_JSON));
         PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
-        let _ = write!(out, " LIMIT {limit} OFFSET {offset}){ROWS_CLOSE}");
+        let _ = write!(out, "{page}){ROWS_CLOSE}");
         out.into_parts()
     }
 

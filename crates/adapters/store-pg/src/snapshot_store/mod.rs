@@ -16,8 +16,14 @@ use snapshot::{Consent, Operation, Snapshot, SnapshotStore, StepReport};
 
 use crate::{PgStore, map_err, stmt};
 
-/// An apply's limits: a lock waited for at most 5 s, 5 minutes in all.
+/// An apply's limits: a lock waited for at most 5 s, a statement 5 minutes.
 const LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'";
+
+/// A diff's limits: it runs no DDL on a table that exists, so a statement
+/// stops after 30 s. The service rows it writes (and rolls back) are held
+/// until it ends: an administrator's change of the same role, workflow or
+/// setting at that moment waits for the diff (milliseconds).
+const DIFF_LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'";
 
 /// The lower-case names of the roles with admin access, and the emails of
 /// the active users in one (who hold administrator power).
@@ -117,7 +123,8 @@ impl PgStore {
         ))
         .await
         .map_err(map_err)?;
-        txn.execute_unprepared(LIMITS).await.map_err(map_err)?;
+        let limits = if execute { LIMITS } else { DIFF_LIMITS };
+        txn.execute_unprepared(limits).await.map_err(map_err)?;
         if !execute {
             // A diff moves no shared-state version (nor locks its row): it
             // marks its own transaction by id.
@@ -195,7 +202,7 @@ impl PgStore {
             let sql = steps::run(self, &txn, &step.operation, &mut memo, !execute).await?;
             // A table or column step sets its own, shorter statement limit.
             if matches!(step.kind, "table" | "column") {
-                txn.execute_unprepared(LIMITS).await.map_err(map_err)?;
+                txn.execute_unprepared(limits).await.map_err(map_err)?;
             }
             reports.push(StepReport {
                 sql,

@@ -1,0 +1,97 @@
+//! The factor gate of API.md 17 (rule 3): whether an account has a second
+//! factor, whether a session proved one, whether the address is verified.
+//! A factor route reads it at the request; an enrolment reads it again
+//! under the account's lock in the transaction that writes, so two
+//! enrolments at once (on any instances) are judged one after the other.
+
+use auth::FactorGate;
+use chrono::{DateTime, Utc};
+use kernel::StoreError;
+use sea_orm::{ConnectionTrait, FromQueryResult};
+use uuid::Uuid;
+
+use crate::{map_err, rows, stmt};
+
+/// The gate of account `$1` with session `$2` at `$3`, and what an
+/// enrolment counts beside it.
+const GATE_SQL: &str = "SELECT \
+        EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) \
+        OR EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id) AS has_factor, \
+        EXISTS (SELECT 1 FROM svc.sessions s WHERE s.id = $2 AND s.user_id = u.id \
+                AND s.factor IS NOT NULL) AS session_factor, \
+        u.email_verified, \
+        (SELECT count(*) FROM svc.passkeys p WHERE p.user_id = u.id) AS passkeys, \
+        EXISTS (SELECT 1 FROM svc.sessions s WHERE s.id = $2 AND s.user_id = u.id \
+                AND s.revoked_at IS NULL AND s.expires_at > $3) AS session_live \
+    FROM svc.users u WHERE u.id = $1";
+
+/// Marks the session `$1` of `$2` as made with the factor `$3`, unless it
+/// proved one already.
+pub(super) const SESSION_FACTOR_SQL: &str =
+    "UPDATE svc.sessions SET factor = $3 WHERE id = $1 AND user_id = $2 AND factor IS NULL";
+
+/// The gate and the counts an enrolment needs, read in one statement.
+#[derive(FromQueryResult)]
+pub(super) struct GateRow {
+    has_factor: bool,
+    session_factor: bool,
+    email_verified: bool,
+    /// Passkeys the account holds.
+    pub passkeys: i64,
+    /// The session is neither revoked nor expired.
+    pub session_live: bool,
+}
+
+impl GateRow {
+    /// The gate as the domain reads it.
+    pub fn gate(&self) -> FactorGate {
+        FactorGate {
+            has_factor: self.has_factor,
+            session_factor: self.session_factor,
+            email_verified: self.email_verified,
+        }
+    }
+
+    /// Whether a factor may be added: the address verified, and either no
+    /// factor yet or one proved by the session.
+    pub fn allows_adding(&self) -> bool {
+        self.email_verified && (!self.has_factor || self.session_factor)
+    }
+}
+
+/// The gate of `user_id` with `session_id`, read now.
+pub(super) async fn read_gate(
+    db: &impl ConnectionTrait,
+    user_id: Uuid,
+    session_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<GateRow, StoreError> {
+    let row = db
+        .query_one_raw(stmt(
+            GATE_SQL,
+            [user_id.into(), session_id.into(), now.into()],
+        ))
+        .await
+        .map_err(map_err)?
+        .ok_or(StoreError::NotFound)?;
+    rows::row(&row)
+}
+
+/// Locks the account's row for the rest of the transaction, then reads its
+/// gate in a statement of its own, so it sees every factor and session
+/// change that committed while it waited.
+pub(super) async fn lock_gate(
+    txn: &impl ConnectionTrait,
+    user_id: Uuid,
+    session_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<GateRow, StoreError> {
+    txn.query_one_raw(stmt(
+        "SELECT 1 AS locked FROM svc.users WHERE id = $1 FOR NO KEY UPDATE",
+        [user_id.into()],
+    ))
+    .await
+    .map_err(map_err)?
+    .ok_or(StoreError::NotFound)?;
+    read_gate(txn, user_id, session_id, now).await
+}
