@@ -8,7 +8,7 @@
 // config.js, the server's address the page reads.
 //
 //   TESSERA_TOKEN=<admin session or ADMIN token> node setup.mjs \
-//     [--server http://localhost:8080] [--app http://localhost:5173]
+//     --app http://localhost:5173 [--server http://localhost:8080]
 import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 
@@ -71,8 +71,14 @@ export async function setUpNotes(call, appOrigin) {
 
 async function main() {
   const { values } = parseArgs({
-    options: { server: { type: "string", default: "http://localhost:8080" }, app: { type: "string", default: "http://localhost:5173" } },
+    options: { server: { type: "string", default: "http://localhost:8080" }, app: { type: "string" } },
   });
+  if (!values.app) {
+    // Named, never assumed: the app's origin is trusted with sessions
+    // (CORS, passkeys, the return of a provider sign-in).
+    process.stderr.write("set --app to the origin the app is served from, such as http://localhost:5173\n");
+    process.exit(2);
+  }
   const token = process.env.TESSERA_TOKEN;
   if (!token) {
     process.stderr.write("set TESSERA_TOKEN to an administrator's session or ADMIN token\n");

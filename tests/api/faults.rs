@@ -173,7 +173,7 @@ async fn a_stopped_database_is_503_at_once_and_every_acknowledged_write_survives
 /// fail at once then. The releases go on past them to a working one.
 #[tokio::test]
 async fn releases_go_past_connections_of_stopped_threads() {
-    use mail::Outbox;
+    use outbox::Outbox;
     use workflows::WorkflowStore;
 
     const POOL: u32 = 6;

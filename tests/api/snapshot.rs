@@ -1134,3 +1134,111 @@ async fn a_diff_that_would_drop_a_table_blocks_no_writer() {
         Some("39")
     );
 }
+
+/// A diff changes no service row that exists: with a writer holding every
+/// roles, settings, workflows, DataViews, dashboards, grants and resources
+/// row (and the lock of the schema an administrator's change takes), a
+/// diff that changes each of them answers at once with every step; the
+/// same snapshot then applies.
+#[tokio::test]
+async fn a_diff_that_rewrites_service_rows_waits_for_no_writer_of_them() {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    staging(&app, &admin).await;
+    let mut desired = exported_json(&app, &admin).await;
+    let named = |list: &mut Value, key: &str, name: &str| -> usize {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .position(|item| item[key] == name)
+            .unwrap_or_else(|| panic!("{name} in {list}"))
+    };
+    let role = named(&mut desired["roles"], "name", "Editors");
+    desired["roles"][role]["description"] = json!("Edits every order");
+    desired["settings"]["auth.session_ttl_hours"] = json!(12);
+    let workflow = named(&mut desired["workflows"], "slug", "intake");
+    desired["workflows"][workflow]["name"] = json!("Order intake");
+    let view = named(&mut desired["dataviews"], "slug", "per-state");
+    desired["dataviews"][view]["name"] = json!("Orders per state");
+    let dashboard = named(&mut desired["dashboards"], "slug", "sales");
+    desired["dashboards"][dashboard]["name"] = json!("Sales by state");
+    desired["grants"] = json!(desired["grants"].as_array().unwrap()[1..].to_vec());
+    let table = named(&mut desired["tables"], "name", "orders");
+    desired["tables"][table]["columns"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({ "name": "note", "dataType": "text", "nullable": true }));
+    let resource = named(&mut desired["resources"], "table", "orders");
+    desired["resources"][resource]["exposedMethods"] = json!(["GET"]);
+
+    let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
+    let writer = db.begin().await.unwrap();
+    writer
+        .execute_unprepared(
+            "SELECT pg_advisory_xact_lock(hashtext('tessera.schema:shop')); \
+             SELECT 1 FROM svc.roles FOR UPDATE; SELECT 1 FROM svc.settings FOR UPDATE; \
+             SELECT 1 FROM svc.workflows FOR UPDATE; SELECT 1 FROM svc.dataviews FOR UPDATE; \
+             SELECT 1 FROM svc.dashboards FOR UPDATE; SELECT 1 FROM svc.grants FOR UPDATE; \
+             SELECT 1 FROM svc.resources FOR UPDATE",
+        )
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let steps = diff_of(&app, &admin, &desired).await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "the diff waited {:?}",
+        started.elapsed()
+    );
+    let kinds: Vec<String> = steps
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {}",
+                s["action"].as_str().unwrap(),
+                s["kind"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for kind in [
+        "alter role",
+        "alter setting",
+        "alter workflow",
+        "alter dataview",
+        "alter dashboard",
+        "drop grant",
+        "create column",
+        "alter resource",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+    writer.commit().await.unwrap();
+    // Nothing changed; the snapshot applies as the diff said.
+    assert_eq!(
+        app.db
+            .sql("SELECT description FROM svc.roles WHERE name = 'Editors'")
+            .await
+            .as_deref(),
+        Some("Edit orders")
+    );
+    let count = "SELECT count(*)::text FROM svc.grants";
+    let before: usize = app.db.sql(count).await.unwrap().parse().unwrap();
+    let applied = apply(
+        &app,
+        &admin,
+        json!({ "snapshot": desired, "allowDestructive": true, "allowAdminPower": true }),
+    )
+    .await;
+    assert_eq!(applied.status, StatusCode::OK, "{:?}", applied.body);
+    assert_eq!(
+        app.db
+            .sql("SELECT description FROM svc.roles WHERE name = 'Editors'")
+            .await
+            .as_deref(),
+        Some("Edits every order")
+    );
+    let after: usize = app.db.sql(count).await.unwrap().parse().unwrap();
+    assert_eq!(after, before - 1);
+    db.close().await.unwrap();
+}

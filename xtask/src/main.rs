@@ -28,6 +28,7 @@ const DOMAIN_CRATES: &[&str] = &[
     "tessera-outbound",
     "tessera-permissions",
     "tessera-audit",
+    "tessera-outbox",
     "tessera-api-types",
     "tessera-mail",
 ];

@@ -162,6 +162,10 @@ describe("data", () => {
     assert.deepEqual(page.data, [{ id: many[0].id, title: "second" }]);
     assert.equal(page.total, 2);
     assert.equal(page.limit, 1);
+    const next = await notes.select("id,title").where({ done: { eq: false } }).sort("-id").limit(1).offset(1);
+    assert.deepEqual(next.data, [{ id: one.id, title: "first" }]);
+    assert.equal(next.offset, 1);
+    assert.deepEqual(notes.select("id").sort("-id").limit(5).offset(10).query(), { select: "id", sort: "-id", limit: "5", offset: "10" });
     const titles = [];
     for await (const row of notes.select("title").sort("id").all(2)) titles.push(row.title);
     assert.deepEqual(titles, ["first", "second", "third"]);

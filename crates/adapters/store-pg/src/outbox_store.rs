@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kernel::StoreError;
-use mail::{Claimed, Outbox};
+use outbox::{Claimed, Outbox};
 use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult, Value};
 use uuid::Uuid;
 

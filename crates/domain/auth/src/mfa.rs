@@ -290,6 +290,7 @@ impl SignInService {
         {
             TotpEnabled::Enabled => Ok(shown),
             TotpEnabled::PendingChanged => Err(AuthError::InvalidMfaCode),
+            TotpEnabled::SessionEnded => Err(AuthError::SessionExpired),
             TotpEnabled::Refused(gate) => {
                 Err(gate.refusal(true).unwrap_or(AuthError::InvalidMfaCode))
             }

@@ -667,6 +667,8 @@ pub enum TotpEnabled {
     Enabled,
     /// The pending secret changed or TOTP was turned on meanwhile.
     PendingChanged,
+    /// The confirming session ended meanwhile (nothing stored).
+    SessionEnded,
     /// Judged again under the account's lock, API.md 17 forbids adding a
     /// factor (nothing stored): the gate as read then.
     Refused(FactorGate),

@@ -273,6 +273,9 @@ impl MfaStore for PgStore {
     ) -> Result<TotpEnabled, StoreError> {
         let txn = self.db.begin().await.map_err(map_err)?;
         let gate = lock_gate(&txn, user_id, session_id, now).await?;
+        if session_id.is_some() && !gate.session_live {
+            return Ok(TotpEnabled::SessionEnded);
+        }
         if !gate.allows_adding() {
             return Ok(TotpEnabled::Refused(gate.gate()));
         }

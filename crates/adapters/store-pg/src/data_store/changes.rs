@@ -10,7 +10,8 @@ use sea_orm::sea_query::{
     Alias, Expr, ExprTrait, Func, PostgresQueryBuilder, QueryBuilder, SqlWriter, SqlWriterValues,
 };
 
-use super::sql::{On, Rel, Sql, current};
+use super::reads::{On, current};
+use super::sql::{Rel, Sql};
 
 /// `SELECT event, new, body` for the events `ids`: each after-image (`new`)
 /// and before-image the view reaches, as compact JSON built by PostgreSQL.

@@ -12,7 +12,7 @@ use sea_orm::sqlx::{self, PgPool, Row as _};
 use sea_query_sqlx::SqlxValues;
 use tokio::sync::{SemaphorePermit, mpsc, oneshot};
 
-use super::sql::{On, Rows};
+use super::reads::{On, Rows};
 use crate::replicas::{Target, settle};
 use crate::{PgStore, map_sqlx};
 

@@ -4,9 +4,11 @@
 //! Reads select rows in binary and write the JSON in Rust (`json_rows`);
 //! writes and counted lists have their JSON built by PostgreSQL.
 
+mod answer;
 mod catalog;
 mod changes;
 mod export;
+mod reads;
 mod sql;
 mod view_sql;
 mod write;
@@ -27,8 +29,8 @@ use crate::{PgStore, map_err, rows};
 
 pub(crate) use catalog::Catalog;
 pub(crate) use changes::changes_sql;
-pub(crate) use sql::On;
-use sql::{Rows, aggregate_sql};
+pub(crate) use reads::On;
+use reads::{Rows, aggregate_sql};
 use view_sql::{params_json, view_sql};
 use write::write_sql;
 

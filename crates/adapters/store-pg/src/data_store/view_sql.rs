@@ -14,7 +14,9 @@ use sea_orm::sea_query::{
 use serde_json::{Value, json};
 use views::query::{Computed, ViewQuery};
 
-use super::sql::{On, ROW_JSON, ROWS_CLOSE, Rel, Sql, answer, current, open_rows, table_ref};
+use super::answer::{ROW_JSON, ROWS_CLOSE, answer, open_rows};
+use super::reads::{On, current};
+use super::sql::{Rel, Sql, table_ref};
 
 /// The statement of `query` and its bound values.
 pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context, on: On<'_>) -> (String, Values) {

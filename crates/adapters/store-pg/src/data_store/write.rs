@@ -7,7 +7,9 @@ use sea_orm::sea_query::{
     Alias, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, WithClause,
 };
 
-use super::sql::{On, ROW_JSON, Rel, Sql, answer, build, current, measured_rows, table_ref};
+use super::answer::{ROW_JSON, answer, measured_rows};
+use super::reads::{On, current};
+use super::sql::{Rel, Sql, build, table_ref};
 use crate::json_rows::write_string;
 
 /// The SQL of one write: a data-modifying CTE `w`, the audit entry when a row

@@ -248,15 +248,18 @@ pub(crate) async fn refresh_resource(
 }
 
 /// Plans and runs a change of one column in `txn`; answers the plan. With
-/// `ddl` false (a snapshot's diff) the table itself is left alone: no lock
-/// on it, nothing run on it.
+/// `ddl` false (a snapshot's diff) the change is only planned and checked:
+/// no lock on the table or its schema, nothing run on it, no service row
+/// changed.
 pub(crate) async fn change_column(
     txn: &DatabaseTransaction,
     (schema, table, column): (&str, &str, &str),
     change: &ColumnChange,
     ddl: bool,
 ) -> Result<Plan, StoreError> {
-    lock_schema(txn, schema).await?;
+    if ddl {
+        lock_schema(txn, schema).await?;
+    }
     let facts = facts(txn, schema, table).await?;
     let current = facts.column(column).ok_or(StoreError::NotFound)?;
     let plan = match change {
@@ -290,9 +293,10 @@ pub(crate) async fn change_column(
         }
     }
     confirm(txn, &plan).await?;
-    if ddl {
-        run_reported(txn, &plan).await?;
+    if !ddl {
+        return Ok(plan);
     }
+    run_reported(txn, &plan).await?;
     let grants_sql = match renamed {
         Some(_) => {
             "UPDATE svc.grants SET columns = array_replace(columns, $3, $4) \

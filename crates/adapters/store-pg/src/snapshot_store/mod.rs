@@ -19,10 +19,8 @@ use crate::{PgStore, map_err, stmt};
 /// An apply's limits: a lock waited for at most 5 s, a statement 5 minutes.
 const LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'";
 
-/// A diff's limits: it runs no DDL on a table that exists, so a statement
-/// stops after 30 s. The service rows it writes (and rolls back) are held
-/// until it ends: an administrator's change of the same role, workflow or
-/// setting at that moment waits for the diff (milliseconds).
+/// A diff's limits: it runs no DDL on a table that exists and changes no
+/// row that exists, so a statement stops after 30 s.
 const DIFF_LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'";
 
 /// The lower-case names of the roles with admin access, and the emails of

@@ -84,10 +84,14 @@ fn column_input(c: &Column) -> ColumnInput {
 }
 
 /// Runs one step; answers the SQL of a schema step. With `dry` (a diff),
-/// nothing takes a lock on a table that exists: its DDL is planned and
-/// checked against the catalog but not run, new tables are made without
-/// their foreign keys, and no event trigger is set; the service tables'
-/// rows are written (and rolled back) so that later steps find the names.
+/// nothing takes a lock another session could wait on: a table that
+/// exists gets no DDL (it is planned and checked against the catalog),
+/// new tables are made without their foreign keys, no event trigger is
+/// set, no schema lock is taken, and no row of the service tables that
+/// exists is changed or deleted. New rows (roles, resources, workflows,
+/// DataViews, grants) are written, and rolled back with the diff, so that
+/// later steps find the names; what earlier steps would change in rows
+/// that exist (settings, a DataView's columns) is kept in the [`Memo`].
 pub(super) async fn run(
     store: &PgStore,
     txn: &DatabaseTransaction,
@@ -98,10 +102,20 @@ pub(super) async fn run(
     // Grants run one after another with nothing changing between them;
     // anything else may change what the memo holds.
     if !matches!(operation, Operation::CreateGrant(..)) {
-        *memo = Memo::default();
+        memo.forget_lookups();
     }
     match operation {
-        Operation::PutRole(role) => put_role(txn, role).await.map(|()| None),
+        Operation::PutRole(role) => put_role(txn, role, dry).await.map(|()| None),
+        // A diff deletes nothing: no later step needs a row gone.
+        Operation::DropRole(_)
+        | Operation::DropWorkflow(_)
+        | Operation::DropDataView(_)
+        | Operation::DropDashboard(_)
+        | Operation::DropGrant(_)
+            if dry =>
+        {
+            Ok(None)
+        }
         Operation::DropRole(name) => {
             execute(
                 txn,
@@ -131,7 +145,9 @@ pub(super) async fn run(
             Ok(Some(format!("{sql};")))
         }
         Operation::AddColumn(schema, table, column, path) => {
-            lock_schema(txn, schema).await?;
+            if !dry {
+                lock_schema(txn, schema).await?;
+            }
             let existing: Vec<String> = facts(txn, schema, table)
                 .await?
                 .columns
@@ -141,9 +157,24 @@ pub(super) async fn run(
             let plan = schema::add_column(schema, table, &column_input(column), &existing)
                 .map_err(|e| at(path, e))?;
             confirm(txn, &plan).await.map_err(within(path))?;
-            if !dry {
-                run_plan(txn, &plan).await.map_err(within(path))?;
+            if dry {
+                // Registered when it is not; a registration is left alone.
+                execute(
+                    txn,
+                    "INSERT INTO svc.resources (id, schema_name, table_name, check_messages, created_at) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (schema_name, table_name) DO NOTHING",
+                    vec![
+                        new_id().into(),
+                        schema.clone().into(),
+                        table.clone().into(),
+                        check_messages(&plan),
+                        store.now().into(),
+                    ],
+                )
+                .await?;
+                return Ok(Some(plan.sql()));
             }
+            run_plan(txn, &plan).await.map_err(within(path))?;
             store
                 .insert_resource(
                     txn,
@@ -224,13 +255,28 @@ pub(super) async fn run(
                 .filter(|m| resource.exposed_methods.iter().any(|e| e == *m))
                 .map(|m| (*m).to_owned())
                 .collect();
-            let found = execute(
-                txn,
-                "UPDATE svc.resources SET exposed_methods = $3 WHERE schema_name = $1 AND table_name = $2",
-                vec![resource.schema.clone().into(), resource.table.clone().into(), methods.into()],
-            )
-            .await?;
-            if found == 0 {
+            let found = if dry {
+                let registered = "SELECT EXISTS (SELECT 1 FROM svc.resources \
+                    WHERE schema_name = $1 AND table_name = $2) AS ok";
+                crate::schema_store::scalar_bool(
+                    txn,
+                    registered,
+                    vec![
+                        resource.schema.clone().into(),
+                        resource.table.clone().into(),
+                    ],
+                )
+                .await?
+            } else {
+                execute(
+                    txn,
+                    "UPDATE svc.resources SET exposed_methods = $3 WHERE schema_name = $1 AND table_name = $2",
+                    vec![resource.schema.clone().into(), resource.table.clone().into(), methods.into()],
+                )
+                .await?
+                    > 0
+            };
+            if !found {
                 return Err(FieldError::new(
                     format!("resources.{}", resource.qualified()),
                     "names a table that neither the snapshot nor this instance has",
@@ -239,9 +285,9 @@ pub(super) async fn run(
             }
             Ok(None)
         }
-        Operation::PutWorkflow(workflow, path) => {
-            put_workflow(txn, workflow, path, dry).await.map(|()| None)
-        }
+        Operation::PutWorkflow(workflow, path) => put_workflow(txn, workflow, path, dry, memo)
+            .await
+            .map(|()| None),
         Operation::DropWorkflow(slug) => {
             execute(
                 txn,
@@ -251,7 +297,9 @@ pub(super) async fn run(
             .await?;
             Ok(None)
         }
-        Operation::PutDataView(view, path) => put_dataview(txn, view, path).await.map(|()| None),
+        Operation::PutDataView(view, path) => put_dataview(txn, view, path, dry, memo)
+            .await
+            .map(|()| None),
         Operation::DropDataView(slug) => {
             execute(
                 txn,
@@ -261,9 +309,9 @@ pub(super) async fn run(
             .await?;
             Ok(None)
         }
-        Operation::PutDashboard(dashboard, path) => {
-            put_dashboard(txn, dashboard, path).await.map(|()| None)
-        }
+        Operation::PutDashboard(dashboard, path) => put_dashboard(txn, dashboard, path, dry, memo)
+            .await
+            .map(|()| None),
         Operation::DropDashboard(slug) => {
             execute(
                 txn,
@@ -297,11 +345,13 @@ pub(super) async fn run(
             .await?;
             Ok(None)
         }
-        Operation::SetSetting(key, value) => set_setting(txn, key, value).await.map(|()| None),
+        Operation::SetSetting(key, value) => {
+            set_setting(txn, key, value, dry, memo).await.map(|()| None)
+        }
     }
 }
 
-async fn put_role(txn: &DatabaseTransaction, role: &Role) -> Result<(), StoreError> {
+async fn put_role(txn: &DatabaseTransaction, role: &Role, dry: bool) -> Result<(), StoreError> {
     let path = format!("roles.{}", role.name);
     let name = kernel::validate::short_text(&role.name, "name", 200).map_err(|e| at(&path, e))?;
     let built_in =
@@ -310,11 +360,23 @@ async fn put_role(txn: &DatabaseTransaction, role: &Role) -> Result<(), StoreErr
         return Err(FieldError::new(path, "is a built-in role, which every instance has").into());
     }
     // Never administrator power: a snapshot's roles reach the Data API only.
+    let on_taken = if dry {
+        "DO NOTHING"
+    } else {
+        "DO UPDATE SET description = EXCLUDED.description, api_access = EXCLUDED.api_access"
+    };
     execute(
         txn,
-        "INSERT INTO svc.roles (id, name, description, api_access) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT ((lower(name))) DO UPDATE SET description = EXCLUDED.description, api_access = EXCLUDED.api_access",
-        vec![new_id().into(), name.into(), role.description.clone().into(), role.api_access.into()],
+        &format!(
+            "INSERT INTO svc.roles (id, name, description, api_access) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT ((lower(name))) {on_taken}"
+        ),
+        vec![
+            new_id().into(),
+            name.into(),
+            role.description.clone().into(),
+            role.api_access.into(),
+        ],
     )
     .await?;
     Ok(())
@@ -332,7 +394,9 @@ async fn create_table(
         columns: table.columns.iter().map(column_input).collect(),
     };
     let plan = schema::create_table(&table.schema, &input).map_err(|e| at(path, e))?;
-    lock_schema(txn, &plan.schema).await?;
+    if !dry {
+        lock_schema(txn, &plan.schema).await?;
+    }
     confirm(txn, &plan).await.map_err(within(path))?;
     if dry {
         // A foreign key locks the table it references against writes: a
@@ -384,9 +448,11 @@ async fn create_index(
             .await
             .map_err(|e| within(path)(reported(e, field)))?;
     }
-    let filter = plan.filter.as_ref().map(|f| (plan.name.as_str(), f));
-    let recorded = schema::Plan::nothing(schema, table);
-    refresh_resource(txn, &recorded, filter).await?;
+    if !dry {
+        let filter = plan.filter.as_ref().map(|f| (plan.name.as_str(), f));
+        let recorded = schema::Plan::nothing(schema, table);
+        refresh_resource(txn, &recorded, filter).await?;
+    }
     Ok(format!("{sql};"))
 }
 
@@ -421,11 +487,12 @@ async fn put_workflow(
     workflow: &Workflow,
     path: &str,
     dry: bool,
+    memo: &Memo,
 ) -> Result<(), StoreError> {
     let slug = kernel::validate::slug(&workflow.slug, "slug").map_err(|e| at(path, e))?;
     let name =
         kernel::validate::short_text(&workflow.name, "name", 200).map_err(|e| at(path, e))?;
-    let settings = current_settings(txn).await?;
+    let settings = current_settings(txn, memo).await?;
     let max_wait = settings
         .value("workflows.max_sync_wait_ms")
         .as_u64()
@@ -493,28 +560,34 @@ async fn put_workflow(
         PgStore::capture_events(txn, *resource).await?;
     }
     let (resource, kinds) = target.map_or((None, Vec::new()), |(r, k)| (Some(r), k));
+    let on_taken = if dry { "DO NOTHING" } else { WORKFLOW_UPDATE };
     execute(
         txn,
-        "INSERT INTO svc.workflows (id, slug, name, enabled, draft, published, published_at, event_resource_id, event_kinds, schedule_next_at) \
+        &format!("INSERT INTO svc.workflows (id, slug, name, enabled, draft, published, published_at, event_resource_id, event_kinds, schedule_next_at) \
          VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $6::jsonb IS NULL THEN NULL ELSE now() END, $7, $8, $9) \
-         ON CONFLICT (slug) DO UPDATE SET name = EXCLUDED.name, enabled = EXCLUDED.enabled, draft = EXCLUDED.draft, \
-         published = EXCLUDED.published, \
-         published_at = CASE WHEN svc.workflows.published IS NOT DISTINCT FROM EXCLUDED.published THEN svc.workflows.published_at ELSE EXCLUDED.published_at END, \
-         event_resource_id = EXCLUDED.event_resource_id, event_kinds = EXCLUDED.event_kinds, \
-         schedule_next_at = CASE WHEN EXCLUDED.schedule_next_at IS NULL THEN NULL \
-           WHEN svc.workflows.published IS NOT DISTINCT FROM EXCLUDED.published \
-             THEN coalesce(svc.workflows.schedule_next_at, EXCLUDED.schedule_next_at) \
-           ELSE EXCLUDED.schedule_next_at END, updated_at = now()",
+         ON CONFLICT (slug) {on_taken}"),
         vec![new_id().into(), slug.into(), name.into(), workflow.enabled.into(), draft.into(), published.into(), resource.into(), kinds.into(), first_tick.into()],
     )
     .await?;
     Ok(())
 }
 
+/// A stored workflow replaced by the snapshot's.
+const WORKFLOW_UPDATE: &str = "DO UPDATE SET name = EXCLUDED.name, enabled = EXCLUDED.enabled, draft = EXCLUDED.draft, \
+         published = EXCLUDED.published, \
+         published_at = CASE WHEN svc.workflows.published IS NOT DISTINCT FROM EXCLUDED.published THEN svc.workflows.published_at ELSE EXCLUDED.published_at END, \
+         event_resource_id = EXCLUDED.event_resource_id, event_kinds = EXCLUDED.event_kinds, \
+         schedule_next_at = CASE WHEN EXCLUDED.schedule_next_at IS NULL THEN NULL \
+           WHEN svc.workflows.published IS NOT DISTINCT FROM EXCLUDED.published \
+             THEN coalesce(svc.workflows.schedule_next_at, EXCLUDED.schedule_next_at) \
+           ELSE EXCLUDED.schedule_next_at END, updated_at = now()";
+
 async fn put_dataview(
     txn: &DatabaseTransaction,
     view: &DataView,
     path: &str,
+    dry: bool,
+    memo: &mut Memo,
 ) -> Result<(), StoreError> {
     let slug = kernel::validate::slug(&view.slug, "slug").map_err(|e| at(path, e))?;
     let name = kernel::validate::short_text(&view.name, "name", 200).map_err(|e| at(path, e))?;
@@ -531,17 +604,62 @@ async fn put_dataview(
             .map_err(|e| at(&at_definition, e))?;
         source_columns(txn, &parsed, &at_definition).await?;
     }
+    let on_taken = if dry {
+        // Later steps read the columns the snapshot gives it.
+        let shown = view.published.as_ref().unwrap_or(&view.draft);
+        memo.view_columns.insert(slug.clone(), output_names(shown));
+        "DO NOTHING"
+    } else {
+        "DO UPDATE SET name = EXCLUDED.name, draft = EXCLUDED.draft, published = EXCLUDED.published, \
+         published_at = CASE WHEN svc.dataviews.published IS NOT DISTINCT FROM EXCLUDED.published THEN svc.dataviews.published_at ELSE EXCLUDED.published_at END, \
+         updated_at = now()"
+    };
     execute(
         txn,
-        "INSERT INTO svc.dataviews (id, slug, name, draft, published, published_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, CASE WHEN $5::jsonb IS NULL THEN NULL ELSE now() END, now(), now()) \
-         ON CONFLICT (slug) DO UPDATE SET name = EXCLUDED.name, draft = EXCLUDED.draft, published = EXCLUDED.published, \
-         published_at = CASE WHEN svc.dataviews.published IS NOT DISTINCT FROM EXCLUDED.published THEN svc.dataviews.published_at ELSE EXCLUDED.published_at END, \
-         updated_at = now()",
+        &format!(
+            "INSERT INTO svc.dataviews (id, slug, name, draft, published, published_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, CASE WHEN $5::jsonb IS NULL THEN NULL ELSE now() END, now(), now()) \
+             ON CONFLICT (slug) {on_taken}"
+        ),
         vec![new_id().into(), slug.into(), name.into(), view.draft.clone().into(), view.published.clone().into()],
     )
     .await?;
     Ok(())
+}
+
+/// The output column names of a DataView definition.
+fn output_names(definition: &Json) -> Vec<String> {
+    definition["columns"]
+        .as_array()
+        .map(|columns| {
+            columns
+                .iter()
+                .filter_map(|c| c["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The output columns of the DataView `slug`: what an earlier step of
+/// this diff gives it, else what is stored (None: no such DataView).
+async fn view_outputs(
+    txn: &DatabaseTransaction,
+    memo: &Memo,
+    slug: &str,
+) -> Result<Option<Vec<String>>, StoreError> {
+    if let Some(columns) = memo.view_columns.get(slug) {
+        return Ok(Some(columns.clone()));
+    }
+    let row = txn
+        .query_one_raw(stmt(
+            "SELECT ARRAY(SELECT c ->> 'name' FROM jsonb_array_elements(coalesce(published, draft) -> 'columns') c) AS names \
+             FROM svc.dataviews WHERE slug = $1",
+            [slug.into()],
+        ))
+        .await
+        .map_err(map_err)?;
+    row.map(|r| rows::column::<Vec<String>>(&r, "names"))
+        .transpose()
 }
 
 /// Checks that a DataView's source is a table with the columns it names.
@@ -581,13 +699,17 @@ async fn put_dashboard(
     txn: &DatabaseTransaction,
     dashboard: &Dashboard,
     path: &str,
+    dry: bool,
+    memo: &Memo,
 ) -> Result<(), StoreError> {
     let slug = kernel::validate::slug(&dashboard.slug, "slug").map_err(|e| at(path, e))?;
     let name =
         kernel::validate::short_text(&dashboard.name, "name", 200).map_err(|e| at(path, e))?;
     let mut widgets = Vec::with_capacity(dashboard.widgets.len());
+    let mut views = Vec::with_capacity(dashboard.widgets.len());
     for (i, widget) in dashboard.widgets.iter().enumerate() {
         let mut widget = widget.clone();
+        views.push(widget["dataView"].as_str().unwrap_or_default().to_owned());
         if let Some(fields) = widget.as_object_mut()
             && let Some(view) = fields.remove("dataView")
         {
@@ -605,18 +727,8 @@ async fn put_dashboard(
     let widgets = Json::Array(widgets);
     let parsed = views::dashboard::parse_widgets(Some(&widgets)).map_err(|e| at(path, e))?;
     for (i, widget) in parsed.iter().enumerate() {
-        let row = txn
-            .query_one_raw(stmt(
-                "SELECT ARRAY(SELECT c ->> 'name' FROM jsonb_array_elements(coalesce(published, draft) -> 'columns') c) AS names \
-                 FROM svc.dataviews WHERE id = $1",
-                [widget.data_view_id.into()],
-            ))
-            .await
-            .map_err(map_err)?;
-        let outputs: Vec<String> = row
-            .map(|r| rows::column(&r, "names"))
-            .transpose()?
-            .unwrap_or_default();
+        let slug = views.get(i).map_or("", String::as_str);
+        let outputs = view_outputs(txn, memo, slug).await?.unwrap_or_default();
         widget.check_columns(i, &outputs).map_err(|e| at(path, e))?;
     }
     if dashboard
@@ -630,10 +742,17 @@ async fn put_dashboard(
     let refresh = dashboard
         .refresh_seconds
         .map(|s| i32::try_from(s).unwrap_or(i32::MAX));
+    let on_taken = if dry {
+        "DO NOTHING"
+    } else {
+        "DO UPDATE SET name = EXCLUDED.name, refresh_seconds = EXCLUDED.refresh_seconds, widgets = EXCLUDED.widgets, updated_at = now()"
+    };
     execute(
         txn,
-        "INSERT INTO svc.dashboards (id, slug, name, refresh_seconds, widgets, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, now(), now()) \
-         ON CONFLICT (slug) DO UPDATE SET name = EXCLUDED.name, refresh_seconds = EXCLUDED.refresh_seconds, widgets = EXCLUDED.widgets, updated_at = now()",
+        &format!(
+            "INSERT INTO svc.dashboards (id, slug, name, refresh_seconds, widgets, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, now(), now()) ON CONFLICT (slug) {on_taken}"
+        ),
         vec![new_id().into(), slug.into(), name.into(), refresh.into(), widgets.into()],
     )
     .await
@@ -641,14 +760,28 @@ async fn put_dashboard(
     Ok(())
 }
 
-/// Ids and table columns found during a run of grant steps.
+/// Ids and table columns found during a run of grant steps; in a diff,
+/// what earlier steps would change in rows that exist (a diff changes
+/// none): settings, and DataViews' output columns.
 #[derive(Default)]
 pub(super) struct Memo {
     ids: std::collections::HashMap<(&'static str, String), Uuid>,
     columns: std::collections::HashMap<String, Vec<String>>,
+    /// Settings as a diff's earlier steps would set them.
+    settings: Map<String, Json>,
+    /// DataViews (by slug) with the output columns a diff's earlier steps
+    /// give them.
+    view_columns: std::collections::HashMap<String, Vec<String>>,
 }
 
 impl Memo {
+    /// Forgets the ids and columns found, which any step but a grant may
+    /// change.
+    fn forget_lookups(&mut self) {
+        self.ids.clear();
+        self.columns.clear();
+    }
+
     async fn id(
         &mut self,
         txn: &DatabaseTransaction,
@@ -720,17 +853,7 @@ async fn checked_grant(
     };
     let known: Option<Vec<String>> = match (&grant.resource, &grant.data_view) {
         (Some(resource), _) => Some(memo.columns(txn, resource, path).await?),
-        (None, Some(view)) => {
-            let row = txn
-                .query_one_raw(stmt(
-                    "SELECT ARRAY(SELECT c ->> 'name' FROM jsonb_array_elements(coalesce(published, draft) -> 'columns') c) AS names FROM svc.dataviews WHERE slug = $1",
-                    [view.clone().into()],
-                ))
-                .await
-                .map_err(map_err)?;
-            row.map(|r| rows::column::<Vec<String>>(&r, "names"))
-                .transpose()?
-        }
+        (None, Some(view)) => view_outputs(txn, memo, view).await?,
         _ => None,
     };
     if let Some(filter) = &grant.filter {
@@ -822,8 +945,9 @@ pub(super) async fn create_grants(
     Ok(())
 }
 
-async fn current_settings(txn: &DatabaseTransaction) -> Result<Settings, StoreError> {
-    let stored: Map<String, Json> = txn
+/// The settings stored, with a diff's earlier steps' values over them.
+async fn current_settings(txn: &DatabaseTransaction, memo: &Memo) -> Result<Settings, StoreError> {
+    let mut stored: Map<String, Json> = txn
         .query_all_raw(stmt("SELECT key, value FROM svc.settings", []))
         .await
         .map_err(map_err)?
@@ -835,10 +959,17 @@ async fn current_settings(txn: &DatabaseTransaction) -> Result<Settings, StoreEr
             ))
         })
         .collect::<Result<_, StoreError>>()?;
+    stored.extend(memo.settings.clone());
     Ok(Settings::from_stored(stored))
 }
 
-async fn set_setting(txn: &DatabaseTransaction, key: &str, value: &Json) -> Result<(), StoreError> {
+async fn set_setting(
+    txn: &DatabaseTransaction,
+    key: &str,
+    value: &Json,
+    dry: bool,
+    memo: &mut Memo,
+) -> Result<(), StoreError> {
     let path = format!("settings.{key}");
     if kernel::settings::session_only(key) {
         return Err(FieldError::new(
@@ -853,11 +984,15 @@ async fn set_setting(txn: &DatabaseTransaction, key: &str, value: &Json) -> Resu
     } else {
         value.clone()
     };
-    let current = current_settings(txn).await?;
+    let current = current_settings(txn, memo).await?;
     let mut body = Map::new();
     body.insert(key.to_owned(), value);
     let patch = SettingsPatch::parse(&body, &current)
         .map_err(|e| FieldError::new(format!("settings.{}", e.field), e.message))?;
+    if dry {
+        memo.settings.extend(patch.values);
+        return Ok(());
+    }
     for (key, value) in patch.values {
         execute(
             txn,
