@@ -2,7 +2,7 @@
 //! `TESSERA_BENCH_BEFORE` names and the one `TESSERA_BENCH_SERVER` names
 //! (else the workspace's) each serve a database of their own, seeded alike;
 //! every scenario of the Data API benchmark (list, key read, POST, the
-//! peer workload in variants A and B) then runs in short wrk bursts,
+//! peer workload in variants A and B) and `/api/auth/me` with a session then runs in short wrk bursts,
 //! alternating the two servers and which goes first, so a drift of the
 //! host falls on both sides. Medians of each side and of the per-pair
 //! ratios are printed. `TESSERA_BENCH_ONLY` (a part of a scenario's name)
@@ -27,6 +27,8 @@ struct Side {
     database: String,
     rows: RowsFixture,
     peer_token: String,
+    /// The administrator's session.
+    admin: String,
     /// The POST's wrk script.
     insert: std::path::PathBuf,
 }
@@ -50,6 +52,7 @@ fn side(binary: &str, name: &str, dir: &Path) -> Result<Side> {
         database,
         rows,
         peer_token,
+        admin,
         insert,
     })
 }
@@ -83,7 +86,7 @@ pub fn compare() -> Result {
         "{:<48} {:>12} {:>12} {:>9} {:>14}",
         "scenario", "before req/s", "after req/s", "medians", "pair ratios"
     );
-    let scenarios: [Scenario; 5] = [
+    let scenarios: [Scenario; 6] = [
         ("GET 100 rows, $USER row filter, API token", |s| {
             (
                 "/api/data/app/bench_rows?limit=100".into(),
@@ -104,6 +107,9 @@ pub fn compare() -> Result {
                 &s.rows.api_token,
                 Some(&s.insert),
             )
+        }),
+        ("GET /api/auth/me, session", |s| {
+            ("/api/auth/me".into(), &s.admin, None)
         }),
         ("peer workload, variant A", |s| {
             (PEER_PATH.into(), &s.peer_token, None)
