@@ -5,7 +5,6 @@ use chrono::{DateTime, Utc};
 use kernel::validate::Email;
 use uuid::Uuid;
 
-
 /// A role as seen from a user record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoleRef {

@@ -6,7 +6,6 @@ use uuid::Uuid;
 
 use super::{NewSession, SignInMethod, User};
 
-
 /// A second factor a session proved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecondFactor {

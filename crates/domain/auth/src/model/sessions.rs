@@ -8,7 +8,6 @@ use uuid::Uuid;
 
 use super::SecondFactor;
 
-
 /// What sign-in needs to know about the account behind an email.
 #[derive(Debug, Clone)]
 pub struct LoginCandidate {
