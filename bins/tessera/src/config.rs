@@ -14,10 +14,6 @@ pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/tesse
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 /// The default tracing filter.
 pub const DEFAULT_LOG: &str = "info,sqlx=warn";
-/// The default sender of emails.
-pub const DEFAULT_SMTP_FROM: &str = "Tessera <no-reply@localhost>";
-/// How often the email outbox is looked at.
-pub const DEFAULT_MAIL_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 /// The default body size limit (1 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1_048_576;
 
@@ -150,17 +146,8 @@ impl Overrides {
     }
 }
 
-/// Default size of the connection pool.
-const DEFAULT_DATABASE_POOL_SIZE: u32 = 32;
-
-/// Default lease of a workflow run, in seconds.
-const DEFAULT_WORKFLOW_LEASE_SECONDS: u64 = 30;
-
 /// Default grace of a stopping instance, in seconds.
 const DEFAULT_SHUTDOWN_GRACE_SECONDS: u64 = 30;
-
-/// Default lease of a claimed email, in seconds.
-const DEFAULT_OUTBOX_LEASE_SECONDS: u64 = 60;
 
 /// The configuration in force.
 #[derive(Debug, Clone)]
@@ -200,7 +187,7 @@ pub struct Config {
     /// Most connections to PostgreSQL this instance holds.
     pub database_pool_size: u32,
     /// How PostgreSQL plans the prepared statements of this instance.
-    pub database_plan_cache_mode: store_pg::PlanCacheMode,
+    pub database_plan_cache_mode: kernel::store::PlanCacheMode,
     /// Where uploaded files are kept.
     pub files: files::BlobsConfig,
 }
@@ -217,6 +204,10 @@ impl Config {
             listen_for_changes: self.listen_for_changes,
             workflow_lease: self.workflow_lease,
             files: self.files.clone(),
+            smtp_url: self.smtp_url.clone(),
+            smtp_from: self.smtp_from.clone(),
+            mail_poll: self.mail_poll,
+            outbox_lease: self.outbox_lease,
         }
     }
 
@@ -236,6 +227,7 @@ impl Config {
             ..Overrides::default()
         };
         let o = overrides.or(env_fallback).or(from_file);
+        let defaults = services::ServicesConfig::for_database(DEFAULT_DATABASE_URL);
         let bind = o.bind.unwrap_or_else(|| DEFAULT_BIND.to_owned());
         let bootstrap_admin = match (o.bootstrap_admin_email, o.bootstrap_admin_password) {
             (Some(email), Some(password)) => Some((email, password)),
@@ -282,27 +274,19 @@ impl Config {
                 o.shutdown_grace_seconds
                     .unwrap_or(DEFAULT_SHUTDOWN_GRACE_SECONDS),
             ),
-            smtp_from: o.smtp_from.unwrap_or_else(|| DEFAULT_SMTP_FROM.to_owned()),
-            mail_poll: DEFAULT_MAIL_POLL,
+            smtp_from: o.smtp_from.unwrap_or(defaults.smtp_from),
+            mail_poll: defaults.mail_poll,
             log: o.log.unwrap_or_else(|| DEFAULT_LOG.to_owned()),
             listen_for_changes: o.listen_for_changes.unwrap_or(true),
-            workflow_lease: std::time::Duration::from_secs(
-                o.workflow_lease_seconds
-                    .unwrap_or(DEFAULT_WORKFLOW_LEASE_SECONDS)
-                    .max(1),
-            ),
-            outbox_lease: std::time::Duration::from_secs(
-                o.outbox_lease_seconds
-                    .unwrap_or(DEFAULT_OUTBOX_LEASE_SECONDS)
-                    .max(1),
-            ),
+            workflow_lease: seconds(o.workflow_lease_seconds, defaults.workflow_lease),
+            outbox_lease: seconds(o.outbox_lease_seconds, defaults.outbox_lease),
             database_pool_size: o
                 .database_pool_size
-                .unwrap_or(DEFAULT_DATABASE_POOL_SIZE)
+                .unwrap_or(defaults.database_pool_size)
                 .max(2),
             database_plan_cache_mode: match o.database_plan_cache_mode {
                 Some(mode) => mode.parse().map_err(|e: String| anyhow::anyhow!(e))?,
-                None => store_pg::PlanCacheMode::ForceGenericPlan,
+                None => defaults.database_plan_cache_mode,
             },
             files: files_config(
                 o.files_dir,
@@ -317,32 +301,35 @@ impl Config {
 
     /// A configuration for `database_url` with every other value at its default.
     pub fn for_database(database_url: &str) -> Self {
+        let services = services::ServicesConfig::for_database(database_url);
         Self {
-            database_url: database_url.to_owned(),
-            database_read_urls: Vec::new(),
+            database_url: services.database_url,
+            database_read_urls: services.database_read_urls,
             bind: DEFAULT_BIND.to_owned(),
             public_url: format!("http://{DEFAULT_BIND}"),
             bootstrap_admin: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             trusted_proxies: Vec::new(),
-            smtp_url: None,
+            smtp_url: services.smtp_url,
             metrics_bind: None,
             shutdown_grace: std::time::Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECONDS),
-            smtp_from: DEFAULT_SMTP_FROM.to_owned(),
-            mail_poll: DEFAULT_MAIL_POLL,
+            smtp_from: services.smtp_from,
+            mail_poll: services.mail_poll,
             log: DEFAULT_LOG.to_owned(),
-            listen_for_changes: true,
-            workflow_lease: std::time::Duration::from_secs(DEFAULT_WORKFLOW_LEASE_SECONDS),
-            outbox_lease: std::time::Duration::from_secs(DEFAULT_OUTBOX_LEASE_SECONDS),
-            database_pool_size: DEFAULT_DATABASE_POOL_SIZE,
-            database_plan_cache_mode: store_pg::PlanCacheMode::ForceGenericPlan,
-            files: files::BlobsConfig::Local(DEFAULT_FILES_DIR.into()),
+            listen_for_changes: services.listen_for_changes,
+            workflow_lease: services.workflow_lease,
+            outbox_lease: services.outbox_lease,
+            database_pool_size: services.database_pool_size,
+            database_plan_cache_mode: services.database_plan_cache_mode,
+            files: services.files,
         }
     }
 }
 
-/// Where uploads go when no bucket is set.
-pub const DEFAULT_FILES_DIR: &str = "data/files";
+/// `configured` seconds (at least one), else `default`.
+fn seconds(configured: Option<u64>, default: std::time::Duration) -> std::time::Duration {
+    configured.map_or(default, |s| std::time::Duration::from_secs(s.max(1)))
+}
 
 /// The files' storage: the bucket when one is named (with both keys), else the folder.
 fn files_config(
@@ -355,7 +342,8 @@ fn files_config(
 ) -> anyhow::Result<files::BlobsConfig> {
     let Some(bucket) = bucket.filter(|b| !b.is_empty()) else {
         return Ok(files::BlobsConfig::Local(
-            dir.unwrap_or_else(|| DEFAULT_FILES_DIR.to_owned()).into(),
+            dir.unwrap_or_else(|| services::config::DEFAULT_FILES_DIR.to_owned())
+                .into(),
         ));
     };
     let (Some(access_key_id), Some(secret_access_key)) = (access_key_id, secret_access_key) else {
@@ -414,7 +402,7 @@ mod tests {
 
         assert_eq!(
             defaults.database_plan_cache_mode,
-            store_pg::PlanCacheMode::ForceGenericPlan
+            kernel::store::PlanCacheMode::ForceGenericPlan
         );
         let auto = Overrides {
             database_plan_cache_mode: Some("auto".into()),
@@ -424,7 +412,7 @@ mod tests {
             Config::resolve(auto, missing)
                 .unwrap()
                 .database_plan_cache_mode,
-            store_pg::PlanCacheMode::Auto
+            kernel::store::PlanCacheMode::Auto
         );
         let nonsense = Overrides {
             database_plan_cache_mode: Some("fast".into()),

@@ -30,18 +30,8 @@ pub struct Tessera {
     services: Services,
     state: web::Data<AppState>,
     document: web::Data<http::AdminDocument>,
-    smtp_url: Option<String>,
-    smtp_from: String,
-    mail_poll: std::time::Duration,
-    outbox_lease: std::time::Duration,
     shutdown_grace: std::time::Duration,
-    workers: Arc<std::sync::Mutex<Option<Workers>>>,
-}
-
-/// The running background workers of a [`Tessera`].
-struct Workers {
-    stop: tokio::sync::watch::Sender<bool>,
-    mail: tokio::task::JoinHandle<()>,
+    workers: Arc<std::sync::Mutex<Option<services::Workers>>>,
 }
 
 impl Tessera {
@@ -52,10 +42,10 @@ impl Tessera {
     /// place (`https://example.com/backend`).
     pub fn new(config: &Config, services: &Services, base_path: &str) -> anyhow::Result<Self> {
         check_base_path(base_path)?;
-        let store = services.store.clone();
+        let pinged = services.clone();
         let ready: ReadinessCheck = Arc::new(move || {
-            let store = store.clone();
-            Box::pin(async move { store.ping().await })
+            let services = pinged.clone();
+            Box::pin(async move { services.ping().await })
         });
         let mcp_server = mcp::McpServer::new(
             services.data.clone(),
@@ -75,10 +65,6 @@ impl Tessera {
             services: services.clone(),
             document: http::AdminDocument::shared(base_path),
             state,
-            smtp_url: config.smtp_url.clone(),
-            smtp_from: config.smtp_from.clone(),
-            mail_poll: config.mail_poll,
-            outbox_lease: config.outbox_lease,
             shutdown_grace: config.shutdown_grace,
             workers: Arc::default(),
         })
@@ -101,48 +87,33 @@ impl Tessera {
         http::scope(self.state.clone(), self.document.clone())
     }
 
-    /// Starts the email outbox worker and the workflow worker on the
-    /// current Tokio runtime. Call once per process.
+    /// Starts the background workers of `Services::start_workers` (email
+    /// outbox, workflow runs, cache watcher) on the current Tokio runtime.
+    /// Call once per process.
     pub fn start_workers(&self) -> anyhow::Result<()> {
-        let mailer = mail::MailWorker::new(
-            Arc::new(self.services.store.clone()),
-            self.smtp_url.as_deref(),
-            &self.smtp_from,
-            self.mail_poll,
-            self.outbox_lease,
-        )?;
-        if self.smtp_url.is_none() {
-            tracing::warn!("TESSERA_SMTP_URL is not set: emails stay in the outbox and are logged");
-        }
-        let (stop, stopping) = tokio::sync::watch::channel(false);
-        let mail = tokio::spawn(mailer.run(stopping));
-        tokio::spawn(self.services.workflows.clone().work());
-        if let Ok(mut workers) = self.workers.lock() {
-            *workers = Some(Workers { stop, mail });
+        let workers = self.services.start_workers()?;
+        if let Ok(mut slot) = self.workers.lock() {
+            *slot = Some(workers);
         }
         Ok(())
     }
 
-    /// Once the server has stopped taking requests: the email worker
-    /// finishes the email it is sending and hands the rest of its claim
-    /// back; running workflow runs get `shutdown_grace` to end, and those
-    /// still going are released. Either way another instance takes the
-    /// work over at once rather than when the leases expire.
+    /// Once the server has stopped taking requests: stops the workers
+    /// ([`services::Workers::stop`] with `shutdown_grace`), so that another
+    /// instance takes their emails and runs over at once rather than when
+    /// the leases expire.
     pub async fn stop(&self) {
         let workers = self.workers.lock().ok().and_then(|mut w| w.take());
-        let mail = async {
-            if let Some(Workers { stop, mail }) = workers {
-                let _ = stop.send(true);
-                if tokio::time::timeout(self.shutdown_grace, mail)
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!("stopping: an email was still being sent");
-                }
-            }
+        // Without workers, runs that requests started still get their grace.
+        let released = match workers {
+            Some(workers) => workers.stop(self.shutdown_grace).await,
+            None => self
+                .services
+                .workflows
+                .drain(self.shutdown_grace)
+                .await
+                .map_err(anyhow::Error::from),
         };
-        let runs = self.services.workflows.drain(self.shutdown_grace);
-        let ((), released) = tokio::join!(mail, runs);
         match released {
             Ok(released) => tracing::info!(released, "stopped; runs still going were released"),
             Err(error) => tracing::warn!(?error, "stopped; releasing the runs failed"),
@@ -191,7 +162,7 @@ impl Application {
         let metrics = config
             .metrics_bind
             .as_deref()
-            .map(|bind| metrics::serve(bind, services.store.clone()))
+            .map(|bind| metrics::serve(bind, services.clone()))
             .transpose()?;
         let routes = tessera.clone();
         let server = HttpServer::new(move || App::new().service(routes.scope()))

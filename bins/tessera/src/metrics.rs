@@ -10,7 +10,7 @@ use actix_web::dev::Server;
 use actix_web::{App, HttpResponse, HttpServer, web};
 use anyhow::Context;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use store_pg::PgStore;
+use services::Services;
 
 /// Latency buckets of the request histogram, in seconds.
 const LATENCY_BUCKETS: [f64; 12] = [
@@ -19,11 +19,11 @@ const LATENCY_BUCKETS: [f64; 12] = [
 
 struct Scrape {
     handle: PrometheusHandle,
-    store: PgStore,
+    services: Services,
 }
 
 /// Installs the process's recorder and binds the metrics server on `bind`.
-pub fn serve(bind: &str, store: PgStore) -> anyhow::Result<Server> {
+pub fn serve(bind: &str, services: Services) -> anyhow::Result<Server> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(
             Matcher::Full("tessera_http_request_duration_seconds".into()),
@@ -35,7 +35,7 @@ pub fn serve(bind: &str, store: PgStore) -> anyhow::Result<Server> {
     http::record_metrics();
     let listener =
         TcpListener::bind(bind).with_context(|| format!("cannot listen on {bind} for metrics"))?;
-    let scrape = web::Data::new(Scrape { handle, store });
+    let scrape = web::Data::new(Scrape { handle, services });
     Ok(HttpServer::new(move || {
         App::new()
             .app_data(scrape.clone())
@@ -105,7 +105,7 @@ fn describe() {
 
 /// `GET /metrics`: refreshes the database-side gauges, then renders all.
 async fn render(scrape: web::Data<Scrape>) -> HttpResponse {
-    match scrape.store.operations().await {
+    match scrape.services.operations().await {
         Ok(ops) => {
             let pool = |state: &'static str, value: f64| {
                 metrics::gauge!("tessera_db_pool_connections", "state" => state).set(value);

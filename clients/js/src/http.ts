@@ -44,6 +44,8 @@ export class Transport {
   private readonly fetcher: typeof fetch;
   private readonly headers: Record<string, string>;
   private readonly listeners = new Set<Listener>();
+  /** Stops following other tabs' sign-ins and sign-outs. */
+  readonly unwatch: () => void;
 
   constructor(url: string, options: ClientOptions = {}) {
     this.url = url.replace(/\/+$/, "");
@@ -56,9 +58,10 @@ export class Transport {
     this.headers = { ...options.headers };
     if (options.timezone) this.headers["x-service-timezone"] = options.timezone;
     // Another tab signed in or out: this one follows.
-    this.store.watch?.((token) => {
-      for (const listener of this.listeners) listener(token === null ? "SIGNED_OUT" : "SIGNED_IN", token);
-    });
+    this.unwatch =
+      this.store.watch?.((token) => {
+        for (const listener of this.listeners) listener(token === null ? "SIGNED_OUT" : "SIGNED_IN", token);
+      }) ?? (() => {});
   }
 
   /** The session token, if signed in. */
@@ -79,13 +82,17 @@ export class Transport {
     return () => this.listeners.delete(listener);
   }
 
-  /** The absolute URL of `path` with `query`. */
+  /** The absolute URL of `path` with `query` (its keys and values encoded). */
   href(path: string, query?: RequestOptions["query"]): string {
-    const url = new URL(this.url + path);
-    for (const [key, value] of Object.entries(query ?? {})) {
-      if (value !== undefined) url.searchParams.set(key, String(value));
+    let url = this.url + path;
+    let separator = "?";
+    for (const key in query) {
+      const value = query[key];
+      if (value === undefined) continue;
+      url += `${separator}${encodeURIComponent(key)}=${encodeURIComponent(value)}`;
+      separator = "&";
     }
-    return url.toString();
+    return url;
   }
 
   /**
@@ -94,7 +101,10 @@ export class Transport {
    * carried the session ends that session here.
    */
   async fetch(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
-    const { headers, token } = await this.credentials(options);
+    // The store answers at once unless it is asynchronous: no await then.
+    let token = options.anonymous ? null : this.store.get();
+    if (token !== null && typeof token !== "string") token = (await token) ?? null;
+    const headers = this.headersWith(options, token);
     let body = options.body;
     if (options.json !== undefined) {
       headers["content-type"] = "application/json";
@@ -116,10 +126,15 @@ export class Transport {
 
   /** The headers of a request (the client's, the request's, the session's) and the token sent. */
   async credentials(options: Pick<RequestOptions, "headers" | "anonymous"> = {}): Promise<{ headers: Record<string, string>; token: string | null }> {
-    const headers: Record<string, string> = { ...this.headers, ...options.headers };
     const token = options.anonymous ? null : await this.token();
+    return { headers: this.headersWith(options, token), token };
+  }
+
+  /** The client's headers, the request's, and `token`'s. */
+  private headersWith(options: Pick<RequestOptions, "headers">, token: string | null): Record<string, string> {
+    const headers: Record<string, string> = { ...this.headers, ...options.headers };
     if (token) headers.authorization = `Bearer ${token}`;
-    return { headers, token };
+    return headers;
   }
 
   /** The error of a refused request; a 401 to one that carried the current session ends it here. */

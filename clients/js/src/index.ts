@@ -53,8 +53,7 @@ export class TesseraClient<DB extends Database = Record<string, AnyTable>> {
     this.views = new ViewsApi(this.transport);
     const transport = this.transport;
     this.runner = {
-      run: (method, path, query, body) =>
-        transport.request(method, path, { query, ...(body === undefined ? {} : { json: body }) }),
+      run: (method, path, query, body) => transport.request(method, path, body === undefined ? { query } : { query, json: body }),
     };
   }
 
@@ -63,8 +62,17 @@ export class TesseraClient<DB extends Database = Record<string, AnyTable>> {
     return this.transport.url;
   }
 
+  /**
+   * Stops following other tabs' sign-ins and sign-outs (a client made for
+   * a part of a page that goes away); requests still work.
+   */
+  close(): void {
+    this.transport.unwatch();
+  }
+
   /** A query of table `name` (`schema.table`). */
   from<K extends keyof DB & string>(name: K): TableQuery<DB[K]> {
+    tablePath(name); // a name that is not schema.table throws here, not at the first request
     return new TableQuery<DB[K]>(this.runner, name);
   }
 

@@ -68,14 +68,18 @@ export const REFERENCE = /^\{\{\d+\.data\.[\w.]+\}\}$/;
 /**
  * `/api/data/schema/table` of `table` (`schema.table`), and the path of a
  * row's `key` under it, encoded; a batch passes `references` to keep a
- * {@link REFERENCE} as the server reads it.
+ * {@link REFERENCE} as the server reads it. A name that is not
+ * `schema.table` is a TypeError.
  */
 export function tablePath(table: string, key?: string | number, references = false): string {
+  if (!/^[^./]+\.[^./]+$/.test(table)) throw new TypeError(`a table is named schema.table, not "${table}"`);
   const [schema, name] = table.split(".") as [string, string];
   const base = `/api/data/${encodeURIComponent(schema)}/${encodeURIComponent(name)}`;
   if (key === undefined) return base;
   const text = String(key);
-  return `${base}/${references && REFERENCE.test(text) ? text : encodeURIComponent(text)}`;
+  if (references && REFERENCE.test(text)) return `${base}/${text}`;
+  // A key of dots is a name, not a step up the path.
+  return `${base}/${text === "." || text === ".." ? text.replaceAll(".", "%2E") : encodeURIComponent(text)}`;
 }
 
 /** Runs or collects the requests of a {@link TableQuery}. */
@@ -98,7 +102,6 @@ export class TableQuery<T extends TableShape = AnyTable, Row = T["Row"]> impleme
     readonly table: string,
     params: ReadParams = {},
   ) {
-    if (!/^[^./]+\.[^./]+$/.test(table)) throw new TypeError(`a table is named schema.table, not "${table}"`);
     this.params = params;
   }
 

@@ -3,8 +3,11 @@ export interface SessionStore {
   get(): string | null | Promise<string | null>;
   set(token: string): void | Promise<void>;
   remove(): void | Promise<void>;
-  /** Calls `changed` when another tab or window changes the token (optional). */
-  watch?(changed: (token: string | null) => void): void;
+  /**
+   * Calls `changed` when another tab or window changes the token
+   * (optional); answers how to stop.
+   */
+  watch?(changed: (token: string | null) => void): () => void;
 }
 
 /** Why the session changed. */
@@ -29,16 +32,19 @@ export function memoryStore(): SessionStore {
  * the origin shares it, and hears another's sign-in and sign-out.
  */
 export function localStorageStore(key = "tessera.session"): SessionStore {
-  const scope = globalThis as { localStorage?: Storage; addEventListener?: Window["addEventListener"] };
+  const scope = globalThis as { localStorage?: Storage; addEventListener?: Window["addEventListener"]; removeEventListener?: Window["removeEventListener"] };
   const storage = scope.localStorage;
   if (!storage) return memoryStore();
   return {
     get: () => storage.getItem(key),
     set: (value) => storage.setItem(key, value),
     remove: () => storage.removeItem(key),
-    watch: (changed) =>
-      scope.addEventListener?.("storage", (event) => {
+    watch: (changed) => {
+      const heard = (event: StorageEvent) => {
         if (event.storageArea === storage && (event.key === key || event.key === null)) changed(event.newValue);
-      }),
+      };
+      scope.addEventListener?.("storage", heard);
+      return () => scope.removeEventListener?.("storage", heard);
+    },
   };
 }

@@ -192,6 +192,21 @@ describe("data", () => {
     // A key is always one encoded segment: it cannot reach another route.
     assert.equal(notes.path("{{0.data.a/../../auth/tokens/x?}}"), "/api/data/app/notes/%7B%7B0.data.a%2F..%2F..%2Fauth%2Ftokens%2Fx%3F%7D%7D");
     await refused(notes.delete("../../auth/me"), 404, "NOT_FOUND");
+    assert.equal(notes.path(".."), "/api/data/app/notes/%2E%2E");
+  });
+
+  test("a store another tab can change is followed until the client closes", () => {
+    let heard = null;
+    let stopped = 0;
+    const store = { get: () => null, set() {}, remove() {}, watch: (changed) => ((heard = changed), () => stopped++) };
+    const client = createClient("http://127.0.0.1:9", { store });
+    const changes = [];
+    client.auth.onAuthChange((change, token) => changes.push([change, token]));
+    heard("t-1");
+    heard(null);
+    assert.deepEqual(changes, [["SIGNED_IN", "t-1"], ["SIGNED_OUT", null]]);
+    client.close();
+    assert.equal(stopped, 1);
   });
 
   test("batches with references, all or nothing", async () => {

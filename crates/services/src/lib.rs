@@ -3,49 +3,31 @@
 //! (docs/embedding.md). Nothing here knows HTTP: a host that serves no
 //! routes links no web framework.
 
+pub mod config;
 pub mod database;
+mod workers;
 
+pub use config::ServicesConfig;
+pub use workers::Workers;
 /// The domain crates, for a host that calls them through this bundle.
 pub use {
     audit, auth, data, files, kernel, oauth, permissions, realtime, schema, settings, snapshot,
-    sql_console, store_pg, views, workflows,
+    sql_console, views, workflows,
 };
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use kernel::Clock;
-use store_pg::{PgStore, PlanCacheMode, PoolOptions};
-
-/// What the services need to know of the deployment.
-#[derive(Debug, Clone)]
-pub struct ServicesConfig {
-    /// PostgreSQL URL.
-    pub database_url: String,
-    /// Streaming replicas of that database that serve reads (none: the
-    /// primary serves every read).
-    pub database_read_urls: Vec<String>,
-    /// Most connections to PostgreSQL this instance holds.
-    pub database_pool_size: u32,
-    /// How PostgreSQL plans the prepared statements of this instance.
-    pub database_plan_cache_mode: PlanCacheMode,
-    /// Base of links in emails and of OAuth callbacks.
-    pub public_url: String,
-    /// Whether caches are dropped on change notifications (they are checked
-    /// by version regardless).
-    pub listen_for_changes: bool,
-    /// How long a workflow run's lease lasts without renewal.
-    pub workflow_lease: Duration,
-    /// Where uploaded files are kept.
-    pub files: files::BlobsConfig,
-}
+use store_pg::{PgStore, PoolOptions};
 
 /// The services of one process, over one pool.
 #[derive(Clone)]
 pub struct Services {
     /// The store behind every service.
-    pub store: PgStore,
+    store: PgStore,
+    /// The configuration the services were built with, for their workers.
+    config: Arc<ServicesConfig>,
     /// Credentials, sign-in, sessions and tokens.
     pub sign_in: auth::SignInService,
     /// Accounts and their administration.
@@ -134,9 +116,6 @@ impl Services {
     ) -> anyhow::Result<Self> {
         database::migrate(&db).await?;
         let store = PgStore::new(db, clock.clone()).with_replicas(Self::replicas(config).await?);
-        if config.listen_for_changes {
-            store.watch_caches();
-        }
         store.watch_replicas();
         let settings = settings::SettingsService::new(Arc::new(store.clone()));
         // One hashing pool for the process: sign-in and accounts share it.
@@ -218,7 +197,19 @@ impl Services {
             passkeys,
             settings,
             store,
+            config: Arc::new(config.clone()),
         })
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> bool {
+        self.store.ping().await
+    }
+
+    /// What an operator watches, read in one statement: the outbox, the
+    /// workflow queue and the connection pool.
+    pub async fn operations(&self) -> Result<kernel::store::Operations, kernel::StoreError> {
+        self.store.operations().await
     }
 
     /// Creates the configured administrator when no active administrator exists.

@@ -83,47 +83,10 @@ impl Default for PoolOptions {
     }
 }
 
-/// PostgreSQL's `plan_cache_mode` for the prepared statements of the pool.
-///
-/// Every statement is prepared once per connection. In PostgreSQL's `auto`
-/// mode the planner keeps planning it anew for each execution whenever its
-/// estimate of a plan for the given values is a little lower than of the
-/// reusable plan, which for the Data API's indexed reads is nearly always:
-/// the planning then costs about a third of PostgreSQL's time for the read.
-/// `ForceGenericPlan` plans each statement once per connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlanCacheMode {
-    /// PostgreSQL's default choice between the two.
-    Auto,
-    /// Plan once, reuse for every value.
-    ForceGenericPlan,
-    /// Plan every execution for its values.
-    ForceCustomPlan,
-}
-
-impl PlanCacheMode {
-    /// The setting's value as PostgreSQL names it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::ForceGenericPlan => "force_generic_plan",
-            Self::ForceCustomPlan => "force_custom_plan",
-        }
-    }
-}
-
-impl std::str::FromStr for PlanCacheMode {
-    type Err = String;
-
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        [Self::Auto, Self::ForceGenericPlan, Self::ForceCustomPlan]
-            .into_iter()
-            .find(|mode| mode.as_str() == value)
-            .ok_or_else(|| {
-                format!("unknown plan cache mode {value:?} (auto, force_generic_plan or force_custom_plan)")
-            })
-    }
-}
+/// How PostgreSQL plans the pool's prepared statements, and what an
+/// operator watches (kernel types, so that hosts name them without this
+/// crate).
+pub use kernel::store::{Operations, PlanCacheMode};
 
 /// Opens a pool on `url`.
 pub async fn connect(url: &str, options: PoolOptions) -> Result<DatabaseConnection, DbErr> {
@@ -211,8 +174,8 @@ impl PgStore {
     /// Starts the task that drops the caches (settings, resources and
     /// grants) as soon as any instance announces a change. Without it they
     /// stay correct (checked against `svc.cache_version`), reloaded a little
-    /// later.
-    pub fn watch_caches(&self) {
+    /// later. Answers the task, to abort when the process stops.
+    pub fn watch_caches(&self) -> tokio::task::JoinHandle<()> {
         tokio::spawn(cache::watch(
             self.db.clone(),
             vec![
@@ -225,7 +188,7 @@ impl PgStore {
                     self.catalog.clone() as Arc<dyn cache::Invalidate>,
                 ),
             ],
-        ));
+        ))
     }
 
     /// Reads the shared state's current versions and heeds them.
@@ -281,23 +244,6 @@ impl PgStore {
             pool_idle: pool.num_idle(),
         })
     }
-}
-
-/// A snapshot for the metrics endpoint.
-#[derive(Debug, Clone, Copy)]
-pub struct Operations {
-    /// Emails not sent yet.
-    pub outbox_waiting: i64,
-    /// Age of the oldest of them, in seconds (0 when none waits).
-    pub outbox_oldest_seconds: f64,
-    /// Workflow runs RUNNING on any instance.
-    pub runs_running: i64,
-    /// Row events no run has been started for yet.
-    pub row_events_waiting: i64,
-    /// Connections this instance's pool holds.
-    pub pool_size: u32,
-    /// Of which idle.
-    pub pool_idle: usize,
 }
 
 /// Runs a raw statement with bound values.

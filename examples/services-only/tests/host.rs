@@ -1,5 +1,7 @@
-//! The reporting job reads through the domain services what the token's
-//! owner may read through the Data API, and nothing more.
+//! The services-only host: the report reads through the domain services
+//! what the token's owner may read through the Data API, and nothing more;
+//! its own workers send an invitation and run a scheduled workflow, with
+//! no HTTP server in the process.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -8,6 +10,7 @@
 )]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::json;
@@ -92,5 +95,79 @@ async fn the_report_holds_the_rows_the_token_owner_may_read() {
     // A credential that is no token reads nothing.
     let refused =
         services_only_example::report(&services, "tsr_not-a-token", ("app", "notes"), 10).await;
+    assert!(refused.is_err());
+}
+
+#[tokio::test]
+async fn the_hosts_workers_send_an_invitation_and_run_a_schedule() {
+    let db = testkit::TestDatabase::create().await;
+    let smtp = testkit::SmtpSink::start().await;
+    let mut config = services::ServicesConfig::for_database(&db.url);
+    config.smtp_url = Some(smtp.url());
+    config.mail_poll = Duration::from_millis(100);
+    config.files = services::files::BlobsConfig::Local(
+        std::env::temp_dir()
+            .join("tessera-test-files")
+            .join(&db.name),
+    );
+    let services = services::Services::start(&config, Arc::new(services::kernel::SystemClock))
+        .await
+        .unwrap();
+    services
+        .bootstrap_admin("owner@example.com", "owner-password-1")
+        .await
+        .unwrap();
+    let origin = services::auth::Origin {
+        ip: None,
+        user_agent: None,
+    };
+    let (admin, _) = services
+        .sign_in
+        .login("owner@example.com", "owner-password-1", origin)
+        .await
+        .unwrap();
+    let workers = services.start_workers().unwrap();
+
+    services_only_example::invite(&services, &admin, "new@example.com")
+        .await
+        .unwrap();
+    let email = smtp
+        .wait_for(
+            "new@example.com",
+            "accept-invitation",
+            Duration::from_secs(20),
+        )
+        .await;
+    assert!(email.token("accept-invitation").is_some(), "{}", email.text);
+
+    let id = services_only_example::schedule(&services, &admin, "heartbeat", "*/1 * * * * *")
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let runs = loop {
+        let runs = services.workflows.runs(id, 10, 0).await.unwrap();
+        if runs.len() >= 2 || tokio::time::Instant::now() > deadline {
+            break runs;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(runs.len() >= 2, "the schedule ran {} times", runs.len());
+    for run in &runs {
+        assert!(run.scheduled_at.is_some());
+        assert_eq!(run.input["scheduledAt"], run.result, "{run:?}");
+    }
+    // Stopped, the workers start nothing more.
+    workers.stop(Duration::from_secs(5)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = services.workflows.runs(id, 100, 0).await.unwrap().len();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        services.workflows.runs(id, 100, 0).await.unwrap().len(),
+        after
+    );
+
+    // An account that is no administrator schedules nothing.
+    let refused =
+        services_only_example::schedule(&services, "tsr_not-a-token", "x", "* * * * * *").await;
     assert!(refused.is_err());
 }

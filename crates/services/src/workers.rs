@@ -1,0 +1,77 @@
+//! The background work of one process, on Tokio alone: the email outbox,
+//! scheduled and database-event workflow runs with their sweeps (orphaned
+//! runs, purges), and the cache watcher. A host that serves no HTTP starts
+//! them as the server does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::Services;
+
+/// The running workers of a [`Services`] ([`Services::start_workers`]).
+/// Dropped without [`Workers::stop`], they keep running until the runtime
+/// ends, and their claims come back to other instances when the leases
+/// expire.
+pub struct Workers {
+    stop: watch::Sender<bool>,
+    mail: JoinHandle<()>,
+    runs: JoinHandle<()>,
+    caches: Option<JoinHandle<()>>,
+    workflows: workflows::WorkflowService,
+}
+
+impl Services {
+    /// Starts the workers on the current Tokio runtime: the email outbox
+    /// (SMTP at `config.smtp_url`, else emails are logged), the workflow
+    /// worker (schedules, row events, orphaned runs, purges) and, with
+    /// `config.listen_for_changes`, the cache watcher. Once per process.
+    pub fn start_workers(&self) -> anyhow::Result<Workers> {
+        let config = &self.config;
+        let mailer = mail::MailWorker::new(
+            Arc::new(self.store.clone()),
+            config.smtp_url.as_deref(),
+            &config.smtp_from,
+            config.mail_poll,
+            config.outbox_lease,
+        )
+        .context("cannot build the email worker")?;
+        if config.smtp_url.is_none() {
+            tracing::warn!("no SMTP server is set: emails stay in the outbox and are logged");
+        }
+        let (stop, stopping) = watch::channel(false);
+        Ok(Workers {
+            stop,
+            mail: tokio::spawn(mailer.run(stopping)),
+            runs: tokio::spawn(self.workflows.clone().work()),
+            caches: config.listen_for_changes.then(|| self.store.watch_caches()),
+            workflows: self.workflows.clone(),
+        })
+    }
+}
+
+impl Workers {
+    /// Stops the workers and hands their work over: the email worker
+    /// finishes the email it is sending and gives the rest of its claim
+    /// back; running workflow runs get `grace` to end, and those still
+    /// going are released, so another instance takes both over at once
+    /// rather than when the leases expire. Answers how many runs were
+    /// released.
+    pub async fn stop(self, grace: Duration) -> anyhow::Result<u64> {
+        let _ = self.stop.send(true);
+        let mail = async {
+            if tokio::time::timeout(grace, self.mail).await.is_err() {
+                tracing::warn!("stopping: an email was still being sent");
+            }
+        };
+        let ((), released) = tokio::join!(mail, self.workflows.drain(grace));
+        self.runs.abort();
+        if let Some(caches) = self.caches {
+            caches.abort();
+        }
+        Ok(released?)
+    }
+}
