@@ -174,7 +174,7 @@ async fn a_stopped_database_is_503_at_once_and_every_acknowledged_write_survives
 #[tokio::test]
 async fn releases_go_past_connections_of_stopped_threads() {
     use outbox::Outbox;
-    use workflows::WorkflowStore;
+    use workflows::store::WorkerStore;
 
     const POOL: u32 = 6;
     let db = testkit::TestDatabase::create().await;

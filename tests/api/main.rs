@@ -35,6 +35,7 @@ mod processes;
 mod realtime;
 mod related;
 mod replicas;
+mod restore;
 mod schema;
 mod schema_evolution;
 mod security;

@@ -88,7 +88,7 @@ fn client() -> Result {
     ] {
         run(Command::new("npm").args(args).current_dir(&dir))?;
     }
-    for script in ["bench/size.mjs", "bench/overhead.mjs"] {
+    for script in ["bench/size.mjs", "bench/hot-path.mjs", "bench/overhead.mjs"] {
         run(Command::new("node")
             .arg(script)
             .current_dir(&dir)

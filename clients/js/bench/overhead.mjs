@@ -1,7 +1,9 @@
 // What the library adds to the list route's time, measured from Node in
 // one run: the same page (100 rows of app.notes under a grant's row
 // filter) read with plain `fetch` and with `from(...)`, in alternating
-// rounds; the median of the per-round ratios. TESSERA_BIN names the
+// rounds of TESSERA_BENCH_REQUESTS (2,000: shorter rounds measure the
+// host's scheduling more than the library); the median of the per-round
+// ratios. TESSERA_BIN names the
 // server (cargo xtask bench client passes the release build).
 import { performance } from "node:perf_hooks";
 
@@ -10,7 +12,7 @@ import { notesApp } from "../test/fixtures.mjs";
 import { linkToken, startServer } from "../test/harness.mjs";
 
 const ROUNDS = Number(process.env.TESSERA_BENCH_ROUNDS ?? 11);
-const REQUESTS = 400;
+const REQUESTS = Number(process.env.TESSERA_BENCH_REQUESTS ?? 2000);
 const CONCURRENCY = 8;
 
 const server = await startServer();

@@ -178,7 +178,7 @@ export class AuthApi {
     sessionStorage.setItem(PROVIDER_NONCE, nonce);
     const back = new URL(options.redirectTo);
     back.searchParams.set(NONCE_PARAM, nonce);
-    location.assign(this.transport.href(`/api/auth/oauth/${provider}`, { redirect_to: back.toString() }));
+    location.assign(this.transport.href(`/api/auth/oauth/${encodeURIComponent(provider)}`, { redirect_to: back.toString() }));
   }
 
   /**

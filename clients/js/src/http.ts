@@ -86,8 +86,8 @@ export class Transport {
   href(path: string, query?: RequestOptions["query"]): string {
     let url = this.url + path;
     let separator = "?";
-    for (const key in query) {
-      const value = query[key];
+    for (const key of query ? Object.keys(query) : []) {
+      const value = query?.[key];
       if (value === undefined) continue;
       url += `${separator}${encodeURIComponent(key)}=${encodeURIComponent(value)}`;
       separator = "&";

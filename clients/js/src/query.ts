@@ -69,7 +69,7 @@ export const REFERENCE = /^\{\{\d+\.data\.[\w.]+\}\}$/;
  * `/api/data/schema/table` of `table` (`schema.table`), and the path of a
  * row's `key` under it, encoded; a batch passes `references` to keep a
  * {@link REFERENCE} as the server reads it. A name that is not
- * `schema.table` is a TypeError.
+ * `schema.table`, or a key `.` or `..`, is a TypeError.
  */
 export function tablePath(table: string, key?: string | number, references = false): string {
   if (!/^[^./]+\.[^./]+$/.test(table)) throw new TypeError(`a table is named schema.table, not "${table}"`);
@@ -78,8 +78,9 @@ export function tablePath(table: string, key?: string | number, references = fal
   if (key === undefined) return base;
   const text = String(key);
   if (references && REFERENCE.test(text)) return `${base}/${text}`;
-  // A key of dots is a name, not a step up the path.
-  return `${base}/${text === "." || text === ".." ? text.replaceAll(".", "%2E") : encodeURIComponent(text)}`;
+  // URLs read a segment of dots, encoded or not, as a step up the path.
+  if (text === "." || text === "..") throw new TypeError(`"${text}" is not a key`);
+  return `${base}/${encodeURIComponent(text)}`;
 }
 
 /** Runs or collects the requests of a {@link TableQuery}. */

@@ -192,7 +192,8 @@ describe("data", () => {
     // A key is always one encoded segment: it cannot reach another route.
     assert.equal(notes.path("{{0.data.a/../../auth/tokens/x?}}"), "/api/data/app/notes/%7B%7B0.data.a%2F..%2F..%2Fauth%2Ftokens%2Fx%3F%7D%7D");
     await refused(notes.delete("../../auth/me"), 404, "NOT_FOUND");
-    assert.equal(notes.path(".."), "/api/data/app/notes/%2E%2E");
+    assert.throws(() => notes.path(".."), TypeError);
+    await assert.rejects(notes.delete("."), TypeError);
   });
 
   test("a store another tab can change is followed until the client closes", () => {

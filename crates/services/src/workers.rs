@@ -13,13 +13,14 @@ use tokio::task::JoinHandle;
 use crate::Services;
 
 /// The running workers of a [`Services`] ([`Services::start_workers`]).
-/// Dropped without [`Workers::stop`], they keep running until the runtime
-/// ends, and their claims come back to other instances when the leases
-/// expire.
+/// [`Workers::stop`] hands their work over; dropped without it, they stop
+/// at once and their claims come back to other instances only when the
+/// leases expire.
+#[must_use = "the workers stop when dropped: keep them, and call stop on shutdown"]
 pub struct Workers {
     stop: watch::Sender<bool>,
-    mail: JoinHandle<()>,
-    runs: JoinHandle<()>,
+    mail: Option<JoinHandle<()>>,
+    runs: Option<JoinHandle<()>>,
     caches: Option<JoinHandle<()>>,
     workflows: workflows::WorkflowService,
 }
@@ -45,8 +46,8 @@ impl Services {
         let (stop, stopping) = watch::channel(false);
         Ok(Workers {
             stop,
-            mail: tokio::spawn(mailer.run(stopping)),
-            runs: tokio::spawn(self.workflows.clone().work()),
+            mail: Some(tokio::spawn(mailer.run(stopping))),
+            runs: Some(tokio::spawn(self.workflows.clone().work())),
             caches: config.listen_for_changes.then(|| self.store.watch_caches()),
             workflows: self.workflows.clone(),
         })
@@ -54,24 +55,39 @@ impl Services {
 }
 
 impl Workers {
-    /// Stops the workers and hands their work over: the email worker
-    /// finishes the email it is sending and gives the rest of its claim
-    /// back; running workflow runs get `grace` to end, and those still
-    /// going are released, so another instance takes both over at once
-    /// rather than when the leases expire. Answers how many runs were
-    /// released.
-    pub async fn stop(self, grace: Duration) -> anyhow::Result<u64> {
+    /// Stops the workers and hands their work over: the workflow worker
+    /// claims nothing more; the email worker finishes the email it is
+    /// sending and gives the rest of its claim back; running workflow runs
+    /// get `grace` to end, and those still going are released, so another
+    /// instance takes both over at once rather than when the leases
+    /// expire. Answers how many runs were released.
+    pub async fn stop(mut self, grace: Duration) -> anyhow::Result<u64> {
+        // First: a pass under way would claim runs after their release.
+        if let Some(runs) = self.runs.take() {
+            runs.abort();
+            let _ = runs.await;
+        }
         let _ = self.stop.send(true);
+        let mail = self.mail.take();
         let mail = async {
-            if tokio::time::timeout(grace, self.mail).await.is_err() {
+            if let Some(mail) = mail
+                && tokio::time::timeout(grace, mail).await.is_err()
+            {
                 tracing::warn!("stopping: an email was still being sent");
             }
         };
         let ((), released) = tokio::join!(mail, self.workflows.drain(grace));
-        self.runs.abort();
-        if let Some(caches) = self.caches {
-            caches.abort();
-        }
         Ok(released?)
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for task in [self.runs.take(), self.mail.take(), self.caches.take()]
+            .into_iter()
+            .flatten()
+        {
+            task.abort();
+        }
     }
 }

@@ -90,6 +90,20 @@ impl TestDatabase {
         Self { name, url }
     }
 
+    /// A new empty database (no schema of Tessera's), as a new machine has
+    /// before a restore.
+    pub async fn empty() -> Self {
+        let admin = maintenance().await;
+        let name = format!("tessera_test_{}", uuid::Uuid::now_v7().simple());
+        admin
+            .execute_unprepared(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create database");
+        admin.close().await.expect("close");
+        let url = format!("{}/{name}", server_url());
+        Self { name, url }
+    }
+
     /// Runs `sql` in this database (for arranging states no route can reach)
     /// and answers the first column of the first row as text, if any.
     pub async fn sql(&self, sql: &str) -> Option<String> {

@@ -166,8 +166,31 @@ async fn the_hosts_workers_send_an_invitation_and_run_a_schedule() {
         after
     );
 
-    // An account that is no administrator schedules nothing.
-    let refused =
-        services_only_example::schedule(&services, "tsr_not-a-token", "x", "* * * * * *").await;
+    // A person who is no administrator schedules and invites nothing.
+    let person = services::auth::CreateUser {
+        email: "person@example.com".into(),
+        name: None,
+        password: Some("person-password-1".into()),
+        role_ids: None,
+        email_verified: Some(true),
+        timezone: None,
+    };
+    services
+        .accounts
+        .create_user(services::audit::Actor::SYSTEM, person, None)
+        .await
+        .unwrap();
+    let origin = services::auth::Origin {
+        ip: None,
+        user_agent: None,
+    };
+    let (session, _) = services
+        .sign_in
+        .login("person@example.com", "person-password-1", origin)
+        .await
+        .unwrap();
+    let refused = services_only_example::schedule(&services, &session, "x", "* * * * * *").await;
+    assert!(refused.is_err());
+    let refused = services_only_example::invite(&services, &session, "other@example.com").await;
     assert!(refused.is_err());
 }

@@ -88,8 +88,9 @@ impl MailWorker {
         })
     }
 
-    /// Runs rounds until `stop` turns true; spawn it. Stopped, it finishes
-    /// the email it is sending and hands the rest of its claim back.
+    /// Runs rounds until `stop` turns true or its sender is gone; spawn it.
+    /// Stopped, it finishes the email it is sending and hands the rest of
+    /// its claim back.
     pub async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
         while !*stop.borrow() {
             match self.deliver_due(&stop).await {
@@ -99,7 +100,7 @@ impl MailWorker {
             }
             tokio::select! {
                 () = tokio::time::sleep(self.poll) => {}
-                _ = stop.changed() => {}
+                changed = stop.changed() => if changed.is_err() { return },
             }
         }
     }

@@ -8,11 +8,12 @@ use kernel::StoreError;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait,
-    FromQueryResult, QueryFilter, QueryOrder, Set, TransactionTrait,
+    FromQueryResult, QueryFilter, QueryOrder, Set,
 };
 use uuid::Uuid;
 
 use crate::entity::{email_outbox, invitation, one_time_token, session, user};
+use crate::query::{Begin, Query};
 use crate::{add_memberships, commit_with_audit, map_err, rows, stmt};
 
 /// An email template's texts.
@@ -38,13 +39,12 @@ pub(crate) async fn insert_mail(
     let t = mail.token;
     // A new sign-in code ends the older ones of its user.
     if let (Some(_), Some(user_id)) = (t.code_hash, t.user_id) {
-        conn.execute_raw(stmt(
+        conn.run(stmt(
             "UPDATE svc.one_time_tokens SET used_at = $2 \
              WHERE user_id = $1 AND kind = 'code' AND used_at IS NULL",
             [user_id.into(), t.created_at.into()],
         ))
-        .await
-        .map_err(map_err)?;
+        .await?;
     }
     one_time_token::ActiveModel {
         id: Set(t.id),
@@ -63,12 +63,11 @@ pub(crate) async fn insert_mail(
     .map_err(map_err)?;
     let e = mail.email;
     let template = conn
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             "SELECT subject, body_text, body_html FROM svc.email_templates WHERE kind = $1",
             [e.kind.into()],
         ))
-        .await
-        .map_err(map_err)?
+        .await?
         .ok_or_else(|| StoreError::Internal(format!("no email template of kind {}", e.kind)))?;
     let template = rows::row::<TemplateRow>(&template)?;
     let rendered = e.render(&EmailTemplate {
@@ -105,13 +104,12 @@ pub(crate) async fn token_live(
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
     let row = conn
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             "SELECT 1 AS live FROM svc.one_time_tokens \
              WHERE token_hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3",
             [hash.to_vec().into(), kind.into(), now.into()],
         ))
-        .await
-        .map_err(map_err)?;
+        .await?;
     Ok(row.is_some())
 }
 
@@ -123,21 +121,19 @@ pub(crate) async fn emails_last_hour(
     address: &str,
     now: DateTime<Utc>,
 ) -> Result<i64, StoreError> {
-    txn.execute_raw(stmt(
+    txn.run(stmt(
         "SELECT pg_advisory_xact_lock(hashtextextended('svc.email_outbox:' || lower($1), 0))",
         [address.into()],
     ))
-    .await
-    .map_err(map_err)?;
+    .await?;
     let row = txn
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             "SELECT count(*) AS sent FROM svc.email_outbox \
              WHERE lower(to_address) = lower($1) AND kind IN ('reset', 'verify', 'code') \
                AND created_at > $2 - interval '1 hour'",
             [address.into(), now.into()],
         ))
-        .await
-        .map_err(map_err)?
+        .await?
         .ok_or_else(|| StoreError::Internal("count answered no row".into()))?;
     rows::column(&row, "sent")
 }
@@ -150,14 +146,13 @@ async fn use_token(
     now: DateTime<Utc>,
 ) -> Result<Option<(Option<Uuid>, Option<Uuid>)>, StoreError> {
     let row = conn
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             "UPDATE svc.one_time_tokens SET used_at = $3 \
              WHERE token_hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3 \
              RETURNING user_id, invitation_id",
             [hash.to_vec().into(), kind.into(), now.into()],
         ))
-        .await
-        .map_err(map_err)?;
+        .await?;
     row.map(|r| {
         let used = rows::row::<UsedTokenRow>(&r)?;
         Ok((used.user_id, used.invitation_id))
@@ -179,7 +174,7 @@ pub(crate) async fn redeem_reset(
     now: DateTime<Utc>,
     event: AuditEvent,
 ) -> Result<Option<Uuid>, StoreError> {
-    let txn = db.begin().await.map_err(map_err)?;
+    let txn = db.open_txn().await?;
     let Some((Some(user_id), _)) = use_token(&txn, "reset", hash, now).await? else {
         return Ok(None);
     };
@@ -217,7 +212,7 @@ pub(crate) async fn redeem_verification(
     now: DateTime<Utc>,
     event: AuditEvent,
 ) -> Result<Option<Uuid>, StoreError> {
-    let txn = db.begin().await.map_err(map_err)?;
+    let txn = db.open_txn().await?;
     let Some((Some(user_id), _)) = use_token(&txn, "verify", hash, now).await? else {
         return Ok(None);
     };
@@ -240,7 +235,7 @@ pub(crate) async fn redeem_invitation(
     now: DateTime<Utc>,
     event: AuditEvent,
 ) -> Result<Option<Uuid>, StoreError> {
-    let txn = db.begin().await.map_err(map_err)?;
+    let txn = db.open_txn().await?;
     let Some((_, Some(invitation_id))) = use_token(&txn, "invite", hash, now).await? else {
         return Ok(None);
     };
@@ -323,14 +318,13 @@ pub(crate) async fn create_invitation(
     event: AuditEvent,
     now: DateTime<Utc>,
 ) -> Result<Invitation, StoreError> {
-    let txn = db.begin().await.map_err(map_err)?;
+    let txn = db.open_txn().await?;
     let taken = txn
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             "SELECT 1 AS one FROM svc.users WHERE lower(email) = lower($1)",
             [new.email.clone().into()],
         ))
-        .await
-        .map_err(map_err)?
+        .await?
         .is_some();
     if taken {
         return Err(StoreError::conflict(
@@ -375,7 +369,7 @@ pub(crate) async fn delete_invitation(
     event: AuditEvent,
     now: DateTime<Utc>,
 ) -> Result<bool, StoreError> {
-    let txn = db.begin().await.map_err(map_err)?;
+    let txn = db.open_txn().await?;
     let deleted = invitation::Entity::delete_many()
         .filter(invitation::Column::Id.eq(id))
         .filter(invitation::Column::AcceptedAt.is_null())

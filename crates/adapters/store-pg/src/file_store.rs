@@ -5,10 +5,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use files::{FileStore, StoredFile};
 use kernel::StoreError;
-use sea_orm::{ConnectionTrait as _, FromQueryResult};
+use sea_orm::FromQueryResult;
 use uuid::Uuid;
 
-use crate::{PgStore, map_err, rows, stmt};
+use crate::query::Query;
+use crate::{PgStore, rows, stmt};
 
 /// A file's record as a download reads it.
 #[derive(FromQueryResult)]
@@ -28,13 +29,12 @@ impl FileStore for PgStore {
     async fn stored_file(&self, id: Uuid) -> Result<Option<StoredFile>, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 "SELECT id, name, content_type, size, sha256, visibility = 'PUBLIC' AS public, \
                         owner_id, created_at FROM svc.files WHERE id = $1",
                 [id.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         row.map(|r| {
             let file = rows::row::<FileRow>(&r)?;
             Ok(StoredFile {

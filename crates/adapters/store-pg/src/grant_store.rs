@@ -3,11 +3,12 @@ use audit::AuditEvent;
 use chrono::{DateTime, Utc};
 use kernel::{FieldError, StoreError};
 use permissions::{Action, Grant, GrantQuery, GrantStore};
-use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult, TransactionTrait, Value};
+use sea_orm::{FromQueryResult, QueryResult, Value};
 use serde_json::Value as Json;
 use uuid::Uuid;
 
-use crate::{PgStore, execute, exists, map_err, rows, stmt};
+use crate::query::{Begin, Query};
+use crate::{PgStore, execute, exists, rows, stmt};
 
 const GRANT_COLUMNS: &str =
     "id, role_id, resource_id, workflow_id, data_view_id, action, filter, columns, created_at";
@@ -51,9 +52,8 @@ impl GrantStore for PgStore {
         );
         let rows = self
             .db
-            .query_all_raw(stmt(&sql, [query.role_id.into(), query.resource_id.into()]))
-            .await
-            .map_err(map_err)?;
+            .fetch_all(stmt(&sql, [query.role_id.into(), query.resource_id.into()]))
+            .await?;
         rows.iter().map(grant).collect()
     }
 
@@ -63,25 +63,20 @@ impl GrantStore for PgStore {
                    FROM svc.resources r WHERE r.id = $1";
         let row = self
             .db
-            .query_one_raw(stmt(sql, [resource_id.into()]))
-            .await
-            .map_err(map_err)?;
+            .fetch_optional(stmt(sql, [resource_id.into()]))
+            .await?;
         row.map(|r| rows::column(&r, "columns")).transpose()
     }
 
     async fn data_view_columns(&self, view_id: Uuid) -> Result<Option<Vec<String>>, StoreError> {
         let sql = "SELECT coalesce((SELECT array_agg(c ->> 'name') FROM jsonb_array_elements(coalesce(v.published, v.draft) -> 'columns') AS c), '{}') AS columns \
                    FROM svc.dataviews v WHERE v.id = $1";
-        let row = self
-            .db
-            .query_one_raw(stmt(sql, [view_id.into()]))
-            .await
-            .map_err(map_err)?;
+        let row = self.db.fetch_optional(stmt(sql, [view_id.into()])).await?;
         row.map(|r| rows::column(&r, "columns")).transpose()
     }
 
     async fn create_grant(&self, new: Grant, event: AuditEvent) -> Result<Grant, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         if !exists(
             &txn,
             "SELECT 1 AS one FROM svc.roles WHERE id = $1",
@@ -116,9 +111,8 @@ impl GrantStore for PgStore {
             new.created_at.into(),
         ];
         let row = txn
-            .query_one_raw(stmt(&sql, values))
-            .await
-            .map_err(map_err)?
+            .fetch_optional(stmt(&sql, values))
+            .await?
             .ok_or(StoreError::NotFound)?;
         let created = grant(&row)?;
         self.commit_catalog_change(txn, event).await?;
@@ -126,7 +120,7 @@ impl GrantStore for PgStore {
     }
 
     async fn delete_grant(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         if execute(&txn, "DELETE FROM svc.grants WHERE id = $1", [id.into()]).await? == 0 {
             return Ok(false);
         }

@@ -13,6 +13,7 @@ mod json_rows;
 mod lane;
 mod oauth_store;
 mod outbox_store;
+mod query;
 mod realtime_store;
 mod replicas;
 mod role_store;
@@ -29,6 +30,7 @@ mod workflow_store;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::query::{Commit, Query};
 use audit::AuditEvent;
 use kernel::{StoreError, new_id};
 use sea_orm::sea_query::OnConflict;
@@ -195,12 +197,11 @@ impl PgStore {
     pub(crate) async fn read_versions(&self) -> Result<kernel::Versions, StoreError> {
         let row = self
             .db
-            .query_one_raw(Statement::from_string(
+            .fetch_optional(Statement::from_string(
                 DbBackend::Postgres,
                 cache::VERSIONS_SQL,
             ))
-            .await
-            .map_err(map_err)?
+            .await?
             .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
         let versions = versions_of(&row, "")?;
         self.seen.observe(versions);
@@ -222,7 +223,7 @@ impl PgStore {
     pub async fn operations(&self) -> Result<Operations, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 "SELECT (SELECT count(*) FROM svc.email_outbox WHERE sent_at IS NULL) AS outbox, \
                  (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 \
                   FROM svc.email_outbox WHERE sent_at IS NULL) AS outbox_age, \
@@ -230,8 +231,7 @@ impl PgStore {
                  (SELECT count(*) FROM svc.row_events) AS row_events",
                 [],
             ))
-            .await
-            .map_err(map_err)?
+            .await?
             .ok_or_else(|| StoreError::Internal("no operations row".into()))?;
         let counts = rows::row::<OperationsRow>(&row)?;
         let pool = self.db.get_postgres_connection_pool();
@@ -257,11 +257,7 @@ pub(crate) async fn exists(
     sql: &str,
     values: impl IntoIterator<Item = Value>,
 ) -> Result<bool, StoreError> {
-    Ok(conn
-        .query_one_raw(stmt(sql, values))
-        .await
-        .map_err(map_err)?
-        .is_some())
+    Ok(conn.fetch_optional(stmt(sql, values)).await?.is_some())
 }
 
 /// Runs `sql`; answers how many rows it changed.
@@ -270,11 +266,7 @@ pub(crate) async fn execute(
     sql: &str,
     values: impl IntoIterator<Item = Value>,
 ) -> Result<u64, StoreError> {
-    Ok(conn
-        .execute_raw(stmt(sql, values))
-        .await
-        .map_err(map_err)?
-        .rows_affected())
+    Ok(conn.run(stmt(sql, values)).await?.rows_affected())
 }
 
 /// [`execute`] on the way out of a stopping process. The server's worker
@@ -329,7 +321,7 @@ pub(crate) async fn commit_with_audit(
     at: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), StoreError> {
     write_audit(&txn, event, at).await?;
-    txn.commit().await.map_err(map_err)
+    txn.commit_txn().await
 }
 
 impl PgStore {
@@ -393,9 +385,8 @@ pub(crate) async fn ensure_admin_remains(conn: &impl ConnectionTrait) -> Result<
     let sql = "SELECT EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.users u ON u.id = m.user_id \
                WHERE m.role_id = $1 AND u.active) AS ok";
     let row = conn
-        .query_one_raw(stmt(sql, [kernel::ADMINISTRATORS_ROLE_ID.into()]))
-        .await
-        .map_err(map_err)?;
+        .fetch_optional(stmt(sql, [kernel::ADMINISTRATORS_ROLE_ID.into()]))
+        .await?;
     let ok: bool = row
         .map(|r| rows::column(&r, "ok"))
         .transpose()?
@@ -418,12 +409,11 @@ pub(crate) async fn is_active_admin(
     let sql = "SELECT EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.users u ON u.id = m.user_id \
                WHERE m.role_id = $1 AND u.id = $2 AND u.active) AS ok";
     let row = conn
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             sql,
             [kernel::ADMINISTRATORS_ROLE_ID.into(), user_id.into()],
         ))
-        .await
-        .map_err(map_err)?;
+        .await?;
     Ok(row
         .map(|r| rows::column(&r, "ok"))
         .transpose()?

@@ -6,11 +6,12 @@ use auth::NewSession;
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
 use oauth::{AccountMatch, Identity, OAuthStore, PendingFlow, SignInPlan};
-use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait, Value};
+use sea_orm::{ConnectionTrait, FromQueryResult, Value};
 use uuid::Uuid;
 
 use crate::auth_store::{claim_unverified, insert_session, insert_user};
-use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt, write_audit};
+use crate::query::{Begin, Commit, Query};
+use crate::{PgStore, commit_with_audit, execute, rows, stmt, write_audit};
 
 const IDENTITY_COLUMNS: &str =
     "i.id, i.user_id, i.provider, i.subject, i.email, i.created_at, i.last_used_at";
@@ -106,9 +107,8 @@ impl OAuthStore for PgStore {
                    RETURNING provider, redirect_to, pkce_verifier, nonce, expires_at";
         let Some(row) = self
             .db
-            .query_one_raw(stmt(sql, [state_hash.to_vec().into()]))
-            .await
-            .map_err(map_err)?
+            .fetch_optional(stmt(sql, [state_hash.to_vec().into()]))
+            .await?
         else {
             return Ok(None);
         };
@@ -142,7 +142,7 @@ impl OAuthStore for PgStore {
                    GROUP BY u.id, i.id ORDER BY i.id IS NULL LIMIT 1";
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 sql,
                 [
                     provider.into(),
@@ -150,8 +150,7 @@ impl OAuthStore for PgStore {
                     email.map(str::to_owned).into(),
                 ],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         row.map(|row| {
             let account = rows::row::<AccountRow>(&row)?;
             Ok(AccountMatch {
@@ -170,12 +169,11 @@ impl OAuthStore for PgStore {
     async fn role_api_access(&self, role_id: Uuid) -> Result<bool, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 "SELECT api_access FROM svc.roles WHERE id = $1",
                 [role_id.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         Ok(match row {
             Some(row) => rows::column(&row, "api_access")?,
             None => false,
@@ -189,7 +187,7 @@ impl OAuthStore for PgStore {
         events: Vec<AuditEvent>,
     ) -> Result<(), StoreError> {
         let now = self.now();
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         match plan {
             SignInPlan::Returning { identity_id, email } => {
                 execute(
@@ -217,7 +215,7 @@ impl OAuthStore for PgStore {
         for event in events {
             write_audit(&txn, event, now).await?;
         }
-        txn.commit().await.map_err(map_err)
+        txn.commit_txn().await
     }
 
     async fn identities(&self, user_id: Uuid) -> Result<Option<Vec<Identity>>, StoreError> {
@@ -226,11 +224,7 @@ impl OAuthStore for PgStore {
              LEFT JOIN svc.user_identities i ON i.user_id = u.id \
              WHERE u.id = $1 ORDER BY i.created_at, i.id"
         );
-        let rows = self
-            .db
-            .query_all_raw(stmt(&sql, [user_id.into()]))
-            .await
-            .map_err(map_err)?;
+        let rows = self.db.fetch_all(stmt(&sql, [user_id.into()])).await?;
         if rows.is_empty() {
             return Ok(None);
         }
@@ -249,7 +243,7 @@ impl OAuthStore for PgStore {
         identity_id: Uuid,
         event: AuditEvent,
     ) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let deleted = execute(
             &txn,
             "DELETE FROM svc.user_identities WHERE id = $1 AND user_id = $2",

@@ -6,10 +6,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kernel::StoreError;
 use outbox::{Claimed, Outbox};
-use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult, Value};
+use sea_orm::{FromQueryResult, QueryResult, Value};
 use uuid::Uuid;
 
-use crate::{PgStore, execute_when_stopping, map_err, rows, stmt};
+use crate::query::Query;
+use crate::{PgStore, execute_when_stopping, rows, stmt};
 
 /// Claims due rows for sending: counts an attempt and leases each for `$2`
 /// seconds (its next attempt), so a crashed sender's rows come back by themselves.
@@ -56,9 +57,8 @@ impl PgStore {
         values: impl IntoIterator<Item = Value>,
     ) -> Result<Vec<Claimed>, StoreError> {
         self.db
-            .query_all_raw(stmt(sql, values))
-            .await
-            .map_err(map_err)?
+            .fetch_all(stmt(sql, values))
+            .await?
             .iter()
             .map(claimed)
             .collect()
@@ -88,12 +88,11 @@ impl Outbox for PgStore {
 
     async fn mark_sent(&self, id: Uuid) -> Result<(), StoreError> {
         self.db
-            .execute_raw(stmt(
+            .run(stmt(
                 "UPDATE svc.email_outbox SET sent_at = now(), last_error = NULL WHERE id = $1",
                 [id.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         Ok(())
     }
 
@@ -112,12 +111,10 @@ impl Outbox for PgStore {
         retry_in: Duration,
     ) -> Result<(), StoreError> {
         self.db
-            .execute_raw(stmt(
+            .run(stmt(
                 "UPDATE svc.email_outbox SET last_error = $2, next_attempt_at = now() + make_interval(secs => $3) WHERE id = $1",
                 [id.into(), error.into(), retry_in.as_secs_f64().into()],
-            ))
-            .await
-            .map_err(map_err)?;
+            )).await?;
         Ok(())
     }
 }

@@ -9,13 +9,14 @@ use data::{Context, ListQuery, Table};
 use kernel::StoreError;
 use realtime::{Change, EventRef, Poll, RealtimeStore};
 use sea_orm::sqlx::postgres::PgListener;
-use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult};
+use sea_orm::{FromQueryResult, QueryResult};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::data_store::{On, changes_sql};
+use crate::query::Query;
 use crate::replicas::{Target, settle};
-use crate::{PgStore, map_err, rows, stmt, versions_of};
+use crate::{PgStore, rows, stmt, versions_of};
 
 /// The channel the trigger announces logged changes on.
 const CHANNEL: &str = "tessera_realtime";
@@ -62,59 +63,54 @@ fn limit(n: u64) -> sea_orm::Value {
 impl RealtimeStore for PgStore {
     async fn keep(&self, resources: &[Uuid], seconds: u64) -> Result<(), StoreError> {
         self.db
-            .execute_raw(stmt(
+            .run(stmt(
                 "SELECT svc.realtime_keep($1, $2)",
                 [resources.to_vec().into(), limit(seconds)],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         Ok(())
     }
 
     async fn prune(&self, seconds: u64) -> Result<(), StoreError> {
         self.db
-            .execute_raw(stmt(
+            .run(stmt(
                 "WITH gone AS (DELETE FROM svc.realtime_interest WHERE until < now()) \
                  DELETE FROM svc.realtime_events WHERE at < now() - make_interval(secs => $1)",
                 [limit(seconds)],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         Ok(())
     }
 
     async fn take_stream(&self, id: Uuid, user: Uuid, limit_to: u64) -> Result<bool, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 "SELECT svc.take_stream($1, $2, $3) AS taken",
                 [id.into(), user.into(), limit(limit_to)],
             ))
-            .await
-            .map_err(map_err)?
+            .await?
             .ok_or_else(|| StoreError::Internal("take_stream answered no row".into()))?;
         rows::column(&row, "taken")
     }
 
     async fn renew_streams(&self, ids: &[Uuid]) -> Result<(), StoreError> {
         self.db
-            .execute_raw(stmt(
+            .run(stmt(
                 "UPDATE svc.realtime_streams SET seen_at = now() WHERE id = ANY($1)",
                 [ids.to_vec().into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         Ok(())
     }
 
     async fn release_streams(&self, ids: &[Uuid]) -> Result<(), StoreError> {
         self.db
-            .execute_raw(stmt(
+            .run(stmt(
                 "DELETE FROM svc.realtime_streams WHERE id = ANY($1)",
                 [ids.to_vec().into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         Ok(())
     }
 
@@ -126,12 +122,11 @@ impl RealtimeStore for PgStore {
     ) -> Result<Poll, StoreError> {
         let rows = self
             .db
-            .query_all_raw(stmt(
+            .fetch_all(stmt(
                 POLL,
                 [after.into(), resources.to_vec().into(), limit(limit_to)],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         let first = rows
             .first()
             .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
@@ -157,7 +152,7 @@ impl RealtimeStore for PgStore {
     ) -> Result<Vec<EventRef>, StoreError> {
         let rows = self
             .db
-            .query_all_raw(stmt(
+            .fetch_all(stmt(
                 "SELECT id, resource_id, event FROM svc.realtime_events \
                  WHERE id > $1 AND id <= $2 AND resource_id = ANY($3) ORDER BY id LIMIT $4",
                 [
@@ -167,8 +162,7 @@ impl RealtimeStore for PgStore {
                     limit(limit_to),
                 ],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         let mut events = Vec::with_capacity(rows.len());
         for row in &rows {
             events.extend(event_of(row)?);
@@ -179,13 +173,12 @@ impl RealtimeStore for PgStore {
     async fn replayable(&self, id: i64, seconds: u64) -> Result<bool, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 "SELECT EXISTS (SELECT 1 FROM svc.realtime_events \
                  WHERE id = $1 AND at > now() - make_interval(secs => $2)) AS found",
                 [id.into(), limit(seconds)],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         match row {
             Some(row) => rows::column(&row, "found"),
             None => Ok(false),
@@ -261,11 +254,10 @@ async fn changed_rows(
     db: &sea_orm::DatabaseConnection,
     (sql, values): (String, sea_orm::sea_query::Values),
 ) -> Result<Vec<sea_orm::QueryResult>, StoreError> {
-    db.query_all_raw(sea_orm::Statement::from_sql_and_values(
+    db.fetch_all(sea_orm::Statement::from_sql_and_values(
         sea_orm::DbBackend::Postgres,
         sql,
         values,
     ))
     .await
-    .map_err(map_err)
 }

@@ -4,11 +4,11 @@ use kernel::StoreError;
 use permissions::{Role, RoleChanges, RoleStore};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
 };
 use uuid::Uuid;
 
 use crate::entity::{role, role_member, user};
+use crate::query::Begin;
 use crate::{PgStore, add_memberships, commit_with_audit, ensure_admin_remains, map_err};
 
 fn to_role(model: role::Model) -> Role {
@@ -65,7 +65,7 @@ impl RoleStore for PgStore {
     }
 
     async fn create_role(&self, new: Role, event: AuditEvent) -> Result<Role, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let model = role::ActiveModel {
             id: Set(new.id),
             name: Set(new.name),
@@ -88,7 +88,7 @@ impl RoleStore for PgStore {
         changes: RoleChanges,
         event: AuditEvent,
     ) -> Result<Role, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let current = role::Entity::find_by_id(id)
             .one(&txn)
             .await
@@ -110,7 +110,7 @@ impl RoleStore for PgStore {
     }
 
     async fn delete_role(&self, id: Uuid, event: AuditEvent) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let deleted = role::Entity::delete_by_id(id)
             .exec(&txn)
             .await
@@ -128,7 +128,7 @@ impl RoleStore for PgStore {
         user_id: Uuid,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         ensure_role_and_user(&txn, role_id, user_id).await?;
         add_memberships(&txn, user_id, &[role_id], self.now()).await?;
         commit_with_audit(txn, event, self.now()).await
@@ -140,7 +140,7 @@ impl RoleStore for PgStore {
         user_id: Uuid,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         ensure_role_and_user(&txn, role_id, user_id).await?;
         let removed = role_member::Entity::delete_many()
             .filter(role_member::Column::RoleId.eq(role_id))

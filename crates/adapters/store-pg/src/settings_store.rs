@@ -8,12 +8,13 @@ use audit::AuditEvent;
 use kernel::settings::{Settings, SettingsPatch};
 use kernel::{StoreError, Versions};
 use sea_orm::sea_query::OnConflict;
-use sea_orm::{ConnectionTrait, EntityTrait, Set, TransactionTrait};
+use sea_orm::{EntityTrait, Set};
 use serde_json::Map;
 use settings::SettingsStore;
 use uuid::Uuid;
 
 use crate::entity::setting;
+use crate::query::{Begin, Query};
 use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
 
 impl PgStore {
@@ -51,7 +52,7 @@ impl SettingsStore for PgStore {
         patch: &SettingsPatch,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let now = self.now();
         if !patch.merged_with.is_empty() {
             // Merged changes are made one at a time, each on the value it read.
@@ -64,12 +65,11 @@ impl SettingsStore for PgStore {
             let defaults = Settings::default();
             for (key, base) in &patch.merged_with {
                 let stored: Option<serde_json::Value> = txn
-                    .query_one_raw(stmt(
+                    .fetch_optional(stmt(
                         "SELECT value FROM svc.settings WHERE key = $1",
                         [key.as_str().into()],
                     ))
-                    .await
-                    .map_err(map_err)?
+                    .await?
                     .map(|row| rows::column(&row, "value"))
                     .transpose()?;
                 if stored.as_ref().unwrap_or(defaults.value(key)) != base {
@@ -94,12 +94,11 @@ impl SettingsStore for PgStore {
                 .map_err(map_err)?;
         }
         // Every instance (this one included) forgets its cache when this commits.
-        txn.execute_raw(stmt(
+        txn.run(stmt(
             "SELECT pg_notify($1, '')",
             [crate::cache::SETTINGS_CHANNEL.into()],
         ))
-        .await
-        .map_err(map_err)?;
+        .await?;
         commit_with_audit(txn, event, self.now()).await?;
         self.settings.clear();
         Ok(())

@@ -8,7 +8,7 @@ use audit::AuditEvent;
 use chrono::{DateTime, Utc};
 use data::Context;
 use kernel::StoreError;
-use sea_orm::{ConnectionTrait, FromQueryResult, QueryResult, TransactionTrait};
+use sea_orm::{FromQueryResult, QueryResult};
 use serde_json::Value as Json;
 use uuid::Uuid;
 use views::query::ViewQuery;
@@ -16,7 +16,8 @@ use views::store::{
     DashboardRecord, DataViewRecord, PublishedView, ViewAnswer, ViewKey, ViewStore,
 };
 
-use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
+use crate::query::{Begin, Query};
+use crate::{PgStore, commit_with_audit, execute, rows, stmt};
 
 const VIEW_COLUMNS: &str = "id, slug, name, draft, published, published_at, created_at, updated_at";
 const DASHBOARD_COLUMNS: &str = "id, slug, name, refresh_seconds, widgets, created_at, updated_at";
@@ -84,12 +85,8 @@ impl PgStore {
         catalog: bool,
         read: fn(&QueryResult) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
-        let Some(row) = txn
-            .query_one_raw(stmt(&sql, values))
-            .await
-            .map_err(map_err)?
-        else {
+        let txn = self.db.open_txn().await?;
+        let Some(row) = txn.fetch_optional(stmt(&sql, values)).await? else {
             return Ok(None);
         };
         let changed = read(&row)?;
@@ -109,7 +106,7 @@ impl PgStore {
         event: AuditEvent,
         catalog: bool,
     ) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         if execute(&txn, sql, [id.into()]).await? == 0 {
             return Ok(false);
         }
@@ -126,11 +123,7 @@ impl PgStore {
         sql: &str,
         read: fn(&QueryResult) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError> {
-        let rows = self
-            .db
-            .query_all_raw(stmt(sql, []))
-            .await
-            .map_err(map_err)?;
+        let rows = self.db.fetch_all(stmt(sql, [])).await?;
         rows.iter().map(read).collect()
     }
 }
@@ -148,9 +141,8 @@ impl ViewStore for PgStore {
     async fn dataview(&self, id: Uuid) -> Result<Option<DataViewRecord>, StoreError> {
         let sql = format!("SELECT {VIEW_COLUMNS} FROM svc.dataviews WHERE id = $1");
         self.db
-            .query_one_raw(stmt(&sql, [id.into()]))
-            .await
-            .map_err(map_err)?
+            .fetch_optional(stmt(&sql, [id.into()]))
+            .await?
             .as_ref()
             .map(dataview)
             .transpose()
@@ -243,9 +235,8 @@ impl ViewStore for PgStore {
              WHERE ($1::uuid IS NULL OR id = $1) AND ($2::text IS NULL OR slug = $2)"
         );
         self.db
-            .query_one_raw(stmt(&sql, [id.into(), slug.map(str::to_owned).into()]))
-            .await
-            .map_err(map_err)?
+            .fetch_optional(stmt(&sql, [id.into(), slug.map(str::to_owned).into()]))
+            .await?
             .as_ref()
             .map(dashboard)
             .transpose()

@@ -231,9 +231,9 @@ pub struct ResultAsker<'a> {
     pub admin: bool,
 }
 
-/// Persistence of workflows and runs.
+/// Workflow definitions: the Admin API's routes, the published version a call or a snapshot names.
 #[async_trait]
-pub trait WorkflowStore: RunJournal {
+pub trait DefinitionStore: Send + Sync {
     /// Every workflow, by name.
     async fn workflows(&self) -> Result<Vec<WorkflowRecord>, StoreError>;
     /// One workflow.
@@ -264,41 +264,9 @@ pub trait WorkflowStore: RunJournal {
         schedule_next_at: Option<DateTime<Utc>>,
         event: AuditEvent,
     ) -> Result<Option<WorkflowRecord>, StoreError>;
-    /// Sets a schedule's next tick (a workflow enabled again starts afresh),
-    /// when it still holds `expected` (any, when none is given).
-    async fn set_schedule(
-        &self,
-        id: Uuid,
-        next_at: Option<DateTime<Utc>>,
-        expected: Option<DateTime<Utc>>,
-    ) -> Result<(), StoreError>;
-    /// Records a scheduler pass of any instance; answers when the one
-    /// before it ran.
-    async fn schedule_pass(&self) -> Result<DateTime<Utc>, StoreError>;
     /// The published, enabled workflow behind `slug`.
     async fn published_workflow(&self, slug: &str)
     -> Result<Option<PublishedWorkflow>, StoreError>;
-    /// Published, enabled schedules whose next tick is at most `within`
-    /// from now, the soonest first.
-    async fn schedules(
-        &self,
-        within: Duration,
-        limit: u64,
-    ) -> Result<Vec<ScheduleRecord>, StoreError>;
-    /// Moves a schedule's next tick on and starts one run per tick, leased
-    /// to `owner`; nothing when another instance moved it first.
-    async fn claim_ticks(
-        &self,
-        claim: TickClaim,
-        owner: Uuid,
-        lease: Duration,
-    ) -> Result<Vec<ClaimedRun>, StoreError>;
-    /// A run of `workflow_id`: its stored input and user.
-    async fn stored_start(
-        &self,
-        workflow_id: Uuid,
-        run: Uuid,
-    ) -> Result<Option<StoredStart>, StoreError>;
     /// Whether an active user has this id.
     async fn user_exists(&self, id: Uuid) -> Result<bool, StoreError>;
     /// Whether a resource has this id.
@@ -308,6 +276,11 @@ pub trait WorkflowStore: RunJournal {
     /// (atomically, for every instance). The same round trip reads the
     /// shared state's versions, so cached settings are current.
     async fn webhook(&self, call: WebhookLookup<'_>) -> Result<Option<WebhookTarget>, StoreError>;
+}
+
+/// Runs as their callers see them: started, recorded, cancelled, their results and history.
+#[async_trait]
+pub trait RunStore: Send + Sync {
     /// The user a run acts as.
     async fn run_user(&self, id: Uuid) -> Result<Option<RunUserRecord>, StoreError>;
     /// Stores a new RUNNING run.
@@ -338,9 +311,43 @@ pub trait WorkflowStore: RunJournal {
         limit: u64,
         offset: u64,
     ) -> Result<Vec<RunRecord>, StoreError>;
-    /// Ends every lease `owner` holds (a stopping instance), so that any
-    /// instance takes those runs over at once; answers how many.
-    async fn release_leases(&self, owner: Uuid) -> Result<u64, StoreError>;
+    /// A run of `workflow_id`: its stored input and user.
+    async fn stored_start(
+        &self,
+        workflow_id: Uuid,
+        run: Uuid,
+    ) -> Result<Option<StoredStart>, StoreError>;
+}
+
+/// What the workflow worker claims and sweeps: schedule ticks, orphaned runs, row events, ended rate windows, old runs, the leases of a stopping instance.
+#[async_trait]
+pub trait WorkerStore: Send + Sync {
+    /// Sets a schedule's next tick (a workflow enabled again starts afresh),
+    /// when it still holds `expected` (any, when none is given).
+    async fn set_schedule(
+        &self,
+        id: Uuid,
+        next_at: Option<DateTime<Utc>>,
+        expected: Option<DateTime<Utc>>,
+    ) -> Result<(), StoreError>;
+    /// Records a scheduler pass of any instance; answers when the one
+    /// before it ran.
+    async fn schedule_pass(&self) -> Result<DateTime<Utc>, StoreError>;
+    /// Published, enabled schedules whose next tick is at most `within`
+    /// from now, the soonest first.
+    async fn schedules(
+        &self,
+        within: Duration,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError>;
+    /// Moves a schedule's next tick on and starts one run per tick, leased
+    /// to `owner`; nothing when another instance moved it first.
+    async fn claim_ticks(
+        &self,
+        claim: TickClaim,
+        owner: Uuid,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRun>, StoreError>;
     /// Takes over up to `limit` RUNNING runs whose lease expired.
     async fn claim_orphans(
         &self,
@@ -358,6 +365,14 @@ pub trait WorkflowStore: RunJournal {
     ) -> Result<Vec<ClaimedRun>, StoreError>;
     /// Deletes rate-limit windows that ended (every key, up to a batch).
     async fn clear_ended_limits(&self) -> Result<u64, StoreError>;
+    /// Ends every lease `owner` holds (a stopping instance), so that any
+    /// instance takes those runs over at once; answers how many.
+    async fn release_leases(&self, owner: Uuid) -> Result<u64, StoreError>;
     /// Deletes runs that finished more than `days` ago.
     async fn purge_runs(&self, days: i64) -> Result<u64, StoreError>;
 }
+
+/// Persistence of workflows and runs: every part, as one store.
+pub trait WorkflowStore: RunJournal + DefinitionStore + RunStore + WorkerStore {}
+
+impl<T: RunJournal + DefinitionStore + RunStore + WorkerStore + ?Sized> WorkflowStore for T {}

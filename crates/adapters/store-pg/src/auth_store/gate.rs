@@ -10,7 +10,8 @@ use kernel::StoreError;
 use sea_orm::{ConnectionTrait, FromQueryResult};
 use uuid::Uuid;
 
-use crate::{map_err, rows, stmt};
+use crate::query::Query;
+use crate::{rows, stmt};
 
 /// The gate of account `$1` with session `$2` at `$3`, and what an
 /// enrolment counts beside it.
@@ -67,12 +68,11 @@ pub(super) async fn read_gate(
     now: DateTime<Utc>,
 ) -> Result<GateRow, StoreError> {
     let row = db
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             GATE_SQL,
             [user_id.into(), session_id.into(), now.into()],
         ))
-        .await
-        .map_err(map_err)?
+        .await?
         .ok_or(StoreError::NotFound)?;
     rows::row(&row)
 }
@@ -86,12 +86,11 @@ pub(super) async fn lock_gate(
     session_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<GateRow, StoreError> {
-    txn.query_one_raw(stmt(
+    txn.fetch_optional(stmt(
         "SELECT 1 AS locked FROM svc.users WHERE id = $1 FOR NO KEY UPDATE",
         [user_id.into()],
     ))
-    .await
-    .map_err(map_err)?
+    .await?
     .ok_or(StoreError::NotFound)?;
     read_gate(txn, user_id, session_id, now).await
 }

@@ -4,7 +4,6 @@
 //! with one code (on any instances) cannot both pass.
 
 use async_trait::async_trait;
-use audit::Actor;
 use audit::AuditEvent;
 use auth::{
     EmailCodeLookup, EmailCodeOutcome, FactorGate, Lockout, MfaChallengeRecord, MfaFailure,
@@ -13,12 +12,13 @@ use auth::{
 };
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
-use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait};
+use sea_orm::{ConnectionTrait, FromQueryResult};
 use uuid::Uuid;
 
 use super::gate::{SESSION_FACTOR_SQL, lock_gate, read_gate};
 use super::statements::{USER_SELECT, user_from_row};
-use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
+use crate::query::{Begin, Commit, Query};
+use crate::{PgStore, commit_with_audit, execute, rows, stmt};
 
 /// A row of `svc.user_totp`.
 #[derive(FromQueryResult)]
@@ -57,43 +57,6 @@ const TAKE_CHALLENGE_SQL: &str = "WITH c AS ( \
         coalesce((SELECT failed_sign_ins FROM counted), 0) AS attempt, \
         NOT EXISTS (SELECT 1 FROM counted) AS locked \
     FROM c LEFT JOIN svc.user_totp t ON t.user_id = c.user_id";
-
-/// The code of a live sign-in code, used when right, counted when wrong.
-#[derive(FromQueryResult)]
-struct RedeemedCodeRow {
-    user_id: Uuid,
-    right: bool,
-}
-
-/// Uses the live code of the account with email `$1`, when no lock is in
-/// force, if its code is `$3` (at `$2`); else counts the wrong try, the 5th
-/// ending it.
-const REDEEM_CODE_SQL: &str = "WITH live AS ( \
-        SELECT t.id, t.code_hash = sha256(t.token_hash || convert_to($3, 'UTF8')) AS right \
-        FROM svc.one_time_tokens t JOIN svc.users u ON u.id = t.user_id \
-        WHERE lower(u.email) = lower($1) AND t.kind = 'code' AND t.used_at IS NULL \
-          AND t.expires_at > $2 AND t.attempts < 5 \
-          AND (u.locked_until IS NULL OR u.locked_until <= $2) FOR UPDATE OF t) \
-    UPDATE svc.one_time_tokens t \
-    SET used_at = CASE WHEN live.right OR t.attempts + 1 >= 5 THEN $2 END, \
-        attempts = t.attempts + CASE WHEN live.right THEN 0 ELSE 1 END \
-    FROM live WHERE t.id = live.id RETURNING t.user_id, live.right";
-
-/// Uses the live sign-in code whose link token hashes to `$1` (at `$2`).
-const REDEEM_LINK_SQL: &str = "UPDATE svc.one_time_tokens SET used_at = $2 \
-    WHERE token_hash = $1 AND kind = 'code' AND used_at IS NULL AND expires_at > $2 \
-      AND attempts < 5 RETURNING user_id, true AS right";
-
-/// Marks the email of `$1` verified when the account may sign in; answers
-/// whether it goes on to a challenge: TOTP on, or (when `$2`) an
-/// administrator with a passkey.
-const CODE_ACCOUNT_SQL: &str = "UPDATE svc.users u SET email_verified = true \
-    WHERE u.id = $1 AND u.active AND EXISTS (SELECT 1 FROM svc.role_members m \
-        JOIN svc.roles r ON r.id = m.role_id WHERE m.user_id = u.id AND r.api_access) \
-    RETURNING EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) \
-        OR ($2 AND EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id) \
-            AND EXISTS (SELECT 1 FROM svc.role_members m JOIN svc.roles r ON r.id = m.role_id \
-                        WHERE m.user_id = u.id AND r.admin_access)) AS challenge";
 
 /// A challenge's TOTP proof (`$4` the step) for `$3` used, as a first
 /// CTE `p` of [`SETTLE_CHALLENGE`].
@@ -212,12 +175,11 @@ impl MfaStore for PgStore {
     async fn totp(&self, user_id: Uuid) -> Result<Option<TotpRecord>, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 "SELECT secret, pending_secret, last_step FROM svc.user_totp WHERE user_id = $1",
                 [user_id.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         row.map(|row| {
             let r = rows::row::<TotpRow>(&row)?;
             Ok(TotpRecord {
@@ -245,7 +207,7 @@ impl MfaStore for PgStore {
         secret: Vec<u8>,
         event: AuditEvent,
     ) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let stored = execute(
             &txn,
             "INSERT INTO svc.user_totp (user_id, pending_secret) VALUES ($1, $2) \
@@ -271,7 +233,7 @@ impl MfaStore for PgStore {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<TotpEnabled, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let gate = lock_gate(&txn, user_id, session_id, now).await?;
         if session_id.is_some() && !gate.session_live {
             return Ok(TotpEnabled::SessionEnded);
@@ -328,7 +290,7 @@ impl MfaStore for PgStore {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         if !use_proof(&txn, user_id, proof, now).await? {
             return Ok(false);
         }
@@ -350,9 +312,9 @@ impl MfaStore for PgStore {
     }
 
     async fn reset_mfa(&self, user_id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let found = txn
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 "WITH totp AS (DELETE FROM svc.user_totp WHERE user_id = $1), \
                  codes AS (DELETE FROM svc.mfa_recovery_codes WHERE user_id = $1), \
                  challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id = $1), \
@@ -361,8 +323,7 @@ impl MfaStore for PgStore {
                  SELECT EXISTS (SELECT 1 FROM svc.users WHERE id = $1) AS found",
                 [user_id.into()],
             ))
-            .await
-            .map_err(map_err)?
+            .await?
             .ok_or_else(|| StoreError::Internal("the reset answered no row".into()))?;
         if !rows::column::<bool>(&found, "found")? {
             return Ok(false);
@@ -376,7 +337,7 @@ impl MfaStore for PgStore {
         challenge: NewMfaChallenge,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         // A user's challenges that ended are cleared as new ones come.
         execute(
             &txn,
@@ -406,9 +367,8 @@ impl MfaStore for PgStore {
     ) -> Result<Option<MfaChallengeRecord>, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(TAKE_CHALLENGE_SQL, [hash.to_vec().into(), now.into()]))
-            .await
-            .map_err(map_err)?;
+            .fetch_optional(stmt(TAKE_CHALLENGE_SQL, [hash.to_vec().into(), now.into()]))
+            .await?;
         row.map(|row| {
             let r = rows::row::<ChallengeRow>(&row)?;
             Ok(MfaChallengeRecord {
@@ -430,14 +390,13 @@ impl MfaStore for PgStore {
     ) -> Result<Option<i64>, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 "UPDATE svc.users SET failed_sign_ins = failed_sign_ins + 1 \
                  WHERE id = $1 AND (locked_until IS NULL OR locked_until <= $2) \
                  RETURNING failed_sign_ins",
                 [user_id.into(), now.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         row.map(|row| rows::column::<i32>(&row, "failed_sign_ins").map(i64::from))
             .transpose()
     }
@@ -450,7 +409,7 @@ impl MfaStore for PgStore {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<MfaFinish, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let session = match settle {
             MfaSettle::Proof { proof, session } => {
                 let mut values: Vec<sea_orm::Value> =
@@ -475,9 +434,8 @@ impl MfaStore for PgStore {
                     }
                 };
                 let row = txn
-                    .query_one_raw(stmt(&format!("{cas}{SETTLE_CHALLENGE}"), values))
-                    .await
-                    .map_err(map_err)?
+                    .fetch_optional(stmt(&format!("{cas}{SETTLE_CHALLENGE}"), values))
+                    .await?
                     .ok_or_else(|| StoreError::Internal("the settle answered no row".into()))?;
                 // Not committed: the transaction rolls back when dropped.
                 if !rows::column::<bool>(&row, "live")? {
@@ -510,10 +468,9 @@ impl MfaStore for PgStore {
         };
         let signed_in = session.is_some();
         let row = txn
-            .query_one_raw(record_sql(session, user_id, event, now))
-            .await
-            .map_err(map_err)?;
-        txn.commit().await.map_err(map_err)?;
+            .fetch_optional(record_sql(session, user_id, event, now))
+            .await?;
+        txn.commit_txn().await?;
         match (signed_in, row) {
             (true, Some(row)) => Ok(MfaFinish::Done(user_from_row(&row, "id")?)),
             (true, None) => Err(StoreError::Internal(
@@ -527,59 +484,21 @@ impl MfaStore for PgStore {
         &self,
         lookup: EmailCodeLookup,
         admins_need_factor: bool,
-        mut session: NewSession,
+        session: NewSession,
         now: DateTime<Utc>,
         lockout: Lockout,
-        mut event: AuditEvent,
+        event: AuditEvent,
     ) -> Result<EmailCodeOutcome, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
-        let statement = match lookup {
-            EmailCodeLookup::Link { hash } => {
-                stmt(REDEEM_LINK_SQL, [hash.to_vec().into(), now.into()])
-            }
-            EmailCodeLookup::Code { email, code } => {
-                stmt(REDEEM_CODE_SQL, [email.into(), now.into(), code.into()])
-            }
-        };
-        let Some(row) = txn.query_one_raw(statement).await.map_err(map_err)? else {
-            return Ok(EmailCodeOutcome::Refused);
-        };
-        let redeemed = rows::row::<RedeemedCodeRow>(&row)?;
-        let user_id = redeemed.user_id;
-        if !redeemed.right {
-            // The wrong try is counted, at the code and at the account.
-            execute(
-                &txn,
-                "UPDATE svc.users SET \
-                 locked_until = CASE WHEN failed_sign_ins + 1 >= $2 THEN $3 ELSE locked_until END, \
-                 failed_sign_ins = CASE WHEN failed_sign_ins + 1 >= $2 THEN 0 ELSE failed_sign_ins + 1 END \
-                 WHERE id = $1",
-                [user_id.into(), lockout.threshold.into(), lockout.until.into()],
-            )
-            .await?;
-            txn.commit().await.map_err(map_err)?;
-            return Ok(EmailCodeOutcome::Refused);
-        }
-        super::claim_unverified(&txn, user_id, "email_code", now).await?;
-        let Some(account) = txn
-            .query_one_raw(stmt(
-                CODE_ACCOUNT_SQL,
-                [user_id.into(), admins_need_factor.into()],
-            ))
-            .await
-            .map_err(map_err)?
-        else {
-            return Ok(EmailCodeOutcome::Refused);
-        };
-        if rows::column::<bool>(&account, "challenge")? {
-            txn.commit().await.map_err(map_err)?;
-            return Ok(EmailCodeOutcome::Challenge(user_id));
-        }
-        session.user_id = user_id;
-        super::insert_session(&txn, session).await?;
-        event.actor = Actor::user(user_id);
-        commit_with_audit(txn, event, now).await?;
-        Ok(EmailCodeOutcome::Session(user_id))
+        super::email_codes::redeem(
+            self,
+            lookup,
+            admins_need_factor,
+            session,
+            now,
+            lockout,
+            event,
+        )
+        .await
     }
 
     async fn refuse_mfa_code(
@@ -589,7 +508,7 @@ impl MfaStore for PgStore {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         if let MfaFailure::Lock { until } = effect {
             execute(
                 &txn,

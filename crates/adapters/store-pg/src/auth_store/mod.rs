@@ -8,11 +8,11 @@ use chrono::{DateTime, Utc};
 use kernel::{StoreError, Versions};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QueryResult, Set, TransactionTrait, Value,
+    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QueryResult, Set, Value,
 };
 use uuid::Uuid;
 
+mod email_codes;
 mod gate;
 mod mfa;
 mod passkeys;
@@ -25,6 +25,7 @@ use self::statements::{
 };
 pub(crate) use self::statements::{claim_unverified, insert_session, insert_user};
 use crate::entity::{api_token, session, user};
+use crate::query::{Begin, Commit, Query};
 use crate::{
     PgStore, commit_with_audit, ensure_admin_remains, execute, is_active_admin, map_err, rows,
     stmt, versions_of, write_audit,
@@ -41,12 +42,11 @@ impl PgStore {
     ) -> Result<QueryResult, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 credential_sql(kind, with_user),
                 [hash.to_vec().into()],
             ))
-            .await
-            .map_err(map_err)?
+            .await?
             .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
         self.seen.observe(versions_of(&row, "v_")?);
         Ok(row)
@@ -61,12 +61,11 @@ impl PgStore {
     ) -> Result<Option<u64>, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 TAKE_ATTEMPT_SQL,
                 [key.into(), i64::from(limit).into()],
             ))
-            .await
-            .map_err(map_err)?
+            .await?
             .ok_or_else(|| StoreError::Internal("the attempt statement answered no row".into()))?;
         let wait: i64 = rows::column(&row, "wait")?;
         Ok((wait > 0).then(|| u64::try_from(wait).unwrap_or(1)))
@@ -126,9 +125,8 @@ impl AuthStore for PgStore {
                    WHERE lower(u.email) = lower($1) GROUP BY u.id";
         let Some(row) = self
             .db
-            .query_one_raw(stmt(sql, [email.into(), now.into()]))
-            .await
-            .map_err(map_err)?
+            .fetch_optional(stmt(sql, [email.into(), now.into()]))
+            .await?
         else {
             return Ok(None);
         };
@@ -153,7 +151,7 @@ impl AuthStore for PgStore {
         effect: FailureEffect,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         match (user_id, effect) {
             (Some(id), FailureEffect::Lock { at, until }) => {
                 execute(
@@ -183,7 +181,7 @@ impl AuthStore for PgStore {
         checked_hash: &str,
         event: AuditEvent,
     ) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         // The lockout cleared only while the password is still the one
         // checked; the row's lock is held to the commit: a change of the
         // password (or its removal by a provider's claim, which locks the row
@@ -212,7 +210,7 @@ impl AuthStore for PgStore {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let ended = session::Entity::update_many()
             .col_expr(session::Column::RevokedAt, Expr::value(now))
             .filter(session::Column::Id.eq(session_id))
@@ -276,9 +274,8 @@ impl AuthStore for PgStore {
         );
         let rows = self
             .db
-            .query_all_raw(stmt(&sql, [pattern.clone(), limit.into(), offset.into()]))
-            .await
-            .map_err(map_err)?;
+            .fetch_all(stmt(&sql, [pattern.clone(), limit.into(), offset.into()]))
+            .await?;
         let users = rows
             .iter()
             .map(|row| user_from_row(row, "id"))
@@ -286,9 +283,8 @@ impl AuthStore for PgStore {
         let count_sql = format!("SELECT count(*) AS n FROM svc.users u {filter}");
         let total: i64 = self
             .db
-            .query_one_raw(stmt(&count_sql, [pattern]))
-            .await
-            .map_err(map_err)?
+            .fetch_optional(stmt(&count_sql, [pattern]))
+            .await?
             .map(|r| rows::column(&r, "n"))
             .transpose()?
             .unwrap_or(0);
@@ -303,11 +299,7 @@ impl AuthStore for PgStore {
             "{USER_SELECT} WHERE u.id IN (SELECT user_id FROM svc.role_members WHERE role_id = $1) \
              GROUP BY u.id ORDER BY u.created_at, u.id"
         );
-        let rows = self
-            .db
-            .query_all_raw(stmt(&sql, [role_id.into()]))
-            .await
-            .map_err(map_err)?;
+        let rows = self.db.fetch_all(stmt(&sql, [role_id.into()])).await?;
         if rows.is_empty()
             && crate::entity::role::Entity::find_by_id(role_id)
                 .one(&self.db)
@@ -324,7 +316,7 @@ impl AuthStore for PgStore {
     }
 
     async fn issue_mail(&self, mail: TokenMail, event: AuditEvent) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         crate::account_store::insert_mail(&txn, mail).await?;
         commit_with_audit(txn, event, self.now()).await
     }
@@ -336,7 +328,7 @@ impl AuthStore for PgStore {
         dropped: AuditEvent,
         per_hour: u32,
     ) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let address = mail.email.to.clone();
         let sent = crate::account_store::emails_last_hour(&txn, &address, self.now()).await?;
         if sent >= i64::from(per_hour) {
@@ -417,14 +409,14 @@ impl AuthStore for PgStore {
         mail: Option<TokenMail>,
         event: AuditEvent,
     ) -> Result<User, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         insert_user(&txn, &new, self.now()).await?;
         if let Some(mail) = mail {
             crate::account_store::insert_mail(&txn, mail).await?;
         }
         write_audit(&txn, event, self.now()).await?;
         let user = load_user(&txn, new.id).await?.ok_or(StoreError::NotFound)?;
-        txn.commit().await.map_err(map_err)?;
+        txn.commit_txn().await?;
         Ok(user)
     }
 
@@ -436,7 +428,7 @@ impl AuthStore for PgStore {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<User, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let current = user::Entity::find_by_id(id)
             .one(&txn)
             .await
@@ -486,12 +478,12 @@ impl AuthStore for PgStore {
         }
         write_audit(&txn, event, self.now()).await?;
         let user = load_user(&txn, id).await?.ok_or(StoreError::NotFound)?;
-        txn.commit().await.map_err(map_err)?;
+        txn.commit_txn().await?;
         Ok(user)
     }
 
     async fn delete_user(&self, id: Uuid, event: AuditEvent) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let was_admin = is_active_admin(&txn, id).await?;
         let deleted = user::Entity::delete_by_id(id)
             .exec(&txn)
@@ -531,7 +523,7 @@ impl AuthStore for PgStore {
         new: NewToken,
         event: AuditEvent,
     ) -> Result<TokenInfo, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         if let Some(session) = new.creator_session {
             // The creator's row first (a claim of the account locks it too),
             // then, on what is committed by then, its session still live.
@@ -577,7 +569,7 @@ impl AuthStore for PgStore {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let mut update = api_token::Entity::update_many()
             .col_expr(api_token::Column::RevokedAt, Expr::value(now))
             .filter(api_token::Column::Id.eq(id))

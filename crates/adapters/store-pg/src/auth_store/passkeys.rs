@@ -11,13 +11,14 @@ use auth::{
 };
 use chrono::{DateTime, Utc};
 use kernel::StoreError;
-use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait};
+use sea_orm::FromQueryResult;
 use uuid::Uuid;
 
 use super::gate::{SESSION_FACTOR_SQL, lock_gate};
 use super::mfa::record_sql;
 use super::statements::user_from_row;
-use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
+use crate::query::{Begin, Commit, Query};
+use crate::{PgStore, commit_with_audit, execute, rows, stmt};
 
 /// A row of `svc.passkeys` as its owner sees it.
 #[derive(FromQueryResult)]
@@ -118,13 +119,12 @@ impl PasskeyStore for PgStore {
     async fn passkeys(&self, user_id: Uuid) -> Result<Vec<PasskeyInfo>, StoreError> {
         let found = self
             .db
-            .query_all_raw(stmt(
+            .fetch_all(stmt(
                 "SELECT id, name, credential_id, created_at, last_used_at FROM svc.passkeys \
                  WHERE user_id = $1 ORDER BY created_at, id",
                 [user_id.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         found
             .iter()
             .map(|row| {
@@ -176,13 +176,12 @@ impl PasskeyStore for PgStore {
     ) -> Result<Option<serde_json::Value>, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 "DELETE FROM svc.webauthn_challenges WHERE token_hash = $1 \
                  AND kind = 'register' AND user_id = $2 AND expires_at > $3 RETURNING state",
                 [hash.to_vec().into(), user_id.into(), now.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         row.map(|row| rows::column(&row, "state")).transpose()
     }
 
@@ -192,7 +191,7 @@ impl PasskeyStore for PgStore {
         limit: u32,
         event: AuditEvent,
     ) -> Result<PasskeyAdded, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         // Judged under the account's lock: two registrations (or a TOTP
         // enabled meanwhile) count one after the other.
         let gate = lock_gate(
@@ -260,12 +259,11 @@ impl PasskeyStore for PgStore {
     ) -> Result<Option<(Uuid, Vec<serde_json::Value>)>, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 CHALLENGE_PASSKEYS_SQL,
                 [hash.to_vec().into(), now.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         row.map(|row| {
             Ok((
                 rows::column(&row, "user_id")?,
@@ -320,14 +318,13 @@ impl PasskeyStore for PgStore {
         event: AuditEvent,
     ) -> Result<Option<User>, StoreError> {
         let user_id = used.passkey.user_id;
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let may = txn
-            .query_one_raw(stmt(
+            .fetch_optional(stmt(
                 PASSKEY_ACCOUNT_SQL,
                 [user_id.into(), used.require_verified.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         let may = match may {
             Some(row) => rows::column::<bool>(&row, "ok")?,
             None => false,
@@ -353,11 +350,10 @@ impl PasskeyStore for PgStore {
             return Ok(None);
         }
         let row = txn
-            .query_one_raw(record_sql(Some(session), user_id, event, now))
-            .await
-            .map_err(map_err)?
+            .fetch_optional(record_sql(Some(session), user_id, event, now))
+            .await?
             .ok_or_else(|| StoreError::Internal("a signed-in user was not found".into()))?;
-        txn.commit().await.map_err(map_err)?;
+        txn.commit_txn().await?;
         Ok(Some(user_from_row(&row, "id")?))
     }
 
@@ -367,7 +363,7 @@ impl PasskeyStore for PgStore {
         id: Uuid,
         event: AuditEvent,
     ) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let removed = execute(
             &txn,
             "DELETE FROM svc.passkeys WHERE id = $1 AND user_id = $2",
@@ -393,7 +389,7 @@ async fn take_ceremony(
 ) -> Result<Option<(serde_json::Value, Option<StoredPasskey>)>, StoreError> {
     let row = store
         .db
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             sql,
             [
                 hash.to_vec().into(),
@@ -402,7 +398,6 @@ async fn take_ceremony(
                 user_id.into(),
             ],
         ))
-        .await
-        .map_err(map_err)?;
+        .await?;
     row.map(|row| taken_ceremony(&row)).transpose()
 }

@@ -16,6 +16,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::entity::{api_token, role_member, session, user};
+use crate::query::Query;
 use crate::{add_memberships, map_err, rows, stmt};
 
 /// The user's own columns (`u`) with its role names (`r`), as a user is shown.
@@ -231,10 +232,7 @@ pub(super) async fn load_user_where(
     value: Value,
 ) -> Result<Option<User>, StoreError> {
     let sql = format!("{USER_SELECT} WHERE {condition} GROUP BY u.id");
-    let row = conn
-        .query_one_raw(stmt(&sql, [value]))
-        .await
-        .map_err(map_err)?;
+    let row = conn.fetch_optional(stmt(&sql, [value])).await?;
     row.as_ref().map(|row| user_from_row(row, "id")).transpose()
 }
 
@@ -323,12 +321,11 @@ pub(super) async fn set_roles(
         return Ok(());
     }
     let known = conn
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             "SELECT count(*) AS n FROM svc.roles WHERE id = ANY($1)",
             [Value::from(role_ids.to_vec())],
         ))
-        .await
-        .map_err(map_err)?
+        .await?
         .map(|r| rows::column::<i64>(&r, "n"))
         .transpose()?
         .unwrap_or(0);

@@ -8,13 +8,14 @@ use std::sync::Arc;
 use data::{Column, ForeignKey, Kind, Table, service_columns};
 use kernel::StoreError;
 use permissions::{Action, Scope};
-use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, QueryResult, Statement};
+use sea_orm::{DbBackend, FromQueryResult, QueryResult, Statement};
 use serde_json::Value;
 use uuid::Uuid;
 use views::definition::Definition;
 use views::store::PublishedView;
 
-use crate::{PgStore, map_err, rows};
+use crate::query::Query;
+use crate::{PgStore, rows};
 
 /// Every registered table that exists, by schema and name, and every
 /// published DataView, by slug and by id.
@@ -69,9 +70,8 @@ impl PgStore {
         let version = self.read_versions().await?.catalog;
         let rows = self
             .db
-            .query_all_raw(Statement::from_string(DbBackend::Postgres, CATALOG_SQL))
-            .await
-            .map_err(map_err)?;
+            .fetch_all(Statement::from_string(DbBackend::Postgres, CATALOG_SQL))
+            .await?;
         let mut catalog = Catalog::default();
         for row in rows {
             if let Some(table) = table_of(&row, version)? {
@@ -84,9 +84,8 @@ impl PgStore {
         }
         let views = self
             .db
-            .query_all_raw(Statement::from_string(DbBackend::Postgres, VIEWS_SQL))
-            .await
-            .map_err(map_err)?;
+            .fetch_all(Statement::from_string(DbBackend::Postgres, VIEWS_SQL))
+            .await?;
         for row in views {
             if let Some(view) = view_of(&row, &catalog)? {
                 let view = Arc::new(view);

@@ -20,12 +20,12 @@ use data::{Chunks, Context, DataStore, DataTransaction, Found, ListQuery, Read, 
 use kernel::StoreError;
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, QueryResult, Statement,
-    TransactionTrait,
 };
 
 use crate::json_rows::{compact, write_object};
+use crate::query::{Begin, Commit, Query};
 use crate::replicas::{Replica, Target, settle};
-use crate::{PgStore, map_err, rows};
+use crate::{PgStore, rows};
 
 pub(crate) use catalog::Catalog;
 pub(crate) use changes::changes_sql;
@@ -41,13 +41,12 @@ impl PgStore {
         conn: &impl ConnectionTrait,
         (sql, values): (String, sea_orm::sea_query::Values),
     ) -> Result<Option<QueryResult>, StoreError> {
-        conn.query_one_raw(Statement::from_sql_and_values(
+        conn.fetch_optional(Statement::from_sql_and_values(
             DbBackend::Postgres,
             sql,
             values,
         ))
         .await
-        .map_err(map_err)
     }
 }
 
@@ -312,8 +311,7 @@ impl DataTransaction for PgDataTransaction {
         context: &Context,
     ) -> Result<Vec<Option<String>>, StoreError> {
         let txn = &self.txn;
-        let savepoint =
-            |sql: &'static str| async move { txn.execute_unprepared(sql).await.map_err(map_err) };
+        let savepoint = |sql: &'static str| async move { txn.run_unprepared(sql).await };
         savepoint("SAVEPOINT data_write").await?;
         match self.store.write_on(txn, table, writes, context).await {
             Ok(out) => {
@@ -328,7 +326,7 @@ impl DataTransaction for PgDataTransaction {
     }
 
     async fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        self.txn.commit().await.map_err(map_err)
+        self.txn.commit_txn().await
     }
 }
 
@@ -345,12 +343,11 @@ impl DataStore for PgStore {
     }
 
     async fn begin(&self) -> Result<Box<dyn DataTransaction>, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         // A client that stops sending (an import's body, say) does not hold
         // the connection and its locks for longer than this.
-        txn.execute_unprepared("SET LOCAL idle_in_transaction_session_timeout = '60s'")
-            .await
-            .map_err(map_err)?;
+        txn.run_unprepared("SET LOCAL idle_in_transaction_session_timeout = '60s'")
+            .await?;
         Ok(Box::new(PgDataTransaction {
             store: self.clone(),
             txn,
@@ -425,9 +422,9 @@ impl DataStore for PgStore {
         if let [write] = writes {
             return Ok(vec![self.written(&self.db, table, write, context).await?]);
         }
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let out = self.write_on(&txn, table, writes, context).await?;
-        txn.commit().await.map_err(map_err)?;
+        txn.commit_txn().await?;
         Ok(out)
     }
 }

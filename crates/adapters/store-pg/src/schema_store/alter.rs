@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::describe::{FACTS_SQL, INDEX_USAGE_SQL, REFERENCED_BY_SQL};
 use super::{confirm, lock_schema, qualified};
+use crate::query::Query;
 use crate::{map_err, pg_error, rows, stmt};
 
 /// A row of [`FACTS_SQL`].
@@ -30,9 +31,8 @@ pub(crate) async fn facts(
     table: &str,
 ) -> Result<TableFacts, StoreError> {
     let found = txn
-        .query_all_raw(stmt(FACTS_SQL, [qualified(schema, table).into()]))
-        .await
-        .map_err(map_err)?;
+        .fetch_all(stmt(FACTS_SQL, [qualified(schema, table).into()]))
+        .await?;
     if found.is_empty() {
         return Err(StoreError::NotFound);
     }
@@ -79,9 +79,8 @@ async fn definitions(
     resource: &str,
     sql: &str,
 ) -> Result<Vec<DefinitionRow>, StoreError> {
-    txn.query_all_raw(stmt(sql, [resource.into()]))
-        .await
-        .map_err(map_err)?
+    txn.fetch_all(stmt(sql, [resource.into()]))
+        .await?
         .iter()
         .map(rows::row::<DefinitionRow>)
         .collect()
@@ -96,13 +95,12 @@ async fn usage(
 ) -> Result<(Usage, Vec<(String, Json)>), StoreError> {
     let resource = format!("{schema}.{table}");
     let grants = txn
-        .query_all_raw(stmt(
+        .fetch_all(stmt(
             "SELECT g.id, g.filter FROM svc.grants g JOIN svc.resources r ON r.id = g.resource_id \
              WHERE r.schema_name = $1 AND r.table_name = $2 AND g.filter IS NOT NULL ORDER BY g.id",
             [schema.into(), table.into()],
         ))
-        .await
-        .map_err(map_err)?
+        .await?
         .iter()
         .map(|r| {
             Ok((
@@ -134,12 +132,11 @@ async fn usage(
     let mut indexes = Vec::new();
     let mut filters = Vec::new();
     for r in txn
-        .query_all_raw(stmt(
+        .fetch_all(stmt(
             INDEX_USAGE_SQL,
             [qualified(schema, table).into(), schema.into(), table.into()],
         ))
-        .await
-        .map_err(map_err)?
+        .await?
     {
         let r = rows::row::<IndexUsageRow>(&r)?;
         if let Some(filter) = r.filter {
@@ -148,9 +145,8 @@ async fn usage(
         indexes.push((r.name, r.columns));
     }
     let referenced_by = txn
-        .query_all_raw(stmt(REFERENCED_BY_SQL, [qualified(schema, table).into()]))
-        .await
-        .map_err(map_err)?
+        .fetch_all(stmt(REFERENCED_BY_SQL, [qualified(schema, table).into()]))
+        .await?
         .iter()
         .map(|r| Ok((rows::column(r, "source")?, rows::column(r, "column")?)))
         .collect::<Result<_, StoreError>>()?;
@@ -231,7 +227,7 @@ pub(crate) async fn refresh_resource(
         index_filters = (SELECT coalesce(jsonb_object_agg(f.key, f.value), '{}') FROM jsonb_each(r.index_filters) f \
             WHERE to_regclass(quote_ident(r.schema_name) || '.' || quote_ident(f.key)) IS NOT NULL) || $5 \
         WHERE r.schema_name = $2 AND r.table_name = $6";
-    txn.execute_raw(stmt(
+    txn.run(stmt(
         sql,
         [
             qualified(&plan.schema, &plan.table).into(),
@@ -242,8 +238,7 @@ pub(crate) async fn refresh_resource(
             plan.table.clone().into(),
         ],
     ))
-    .await
-    .map_err(map_err)?;
+    .await?;
     Ok(())
 }
 
@@ -307,7 +302,7 @@ pub(crate) async fn change_column(
                  WHERE resource_id = (SELECT id FROM svc.resources WHERE schema_name = $1 AND table_name = $2) AND $3 = ANY (columns) AND $4 IS NULL"
         }
     };
-    txn.execute_raw(stmt(
+    txn.run(stmt(
         grants_sql,
         [
             schema.into(),
@@ -316,8 +311,7 @@ pub(crate) async fn change_column(
             renamed.map(str::to_owned).into(),
         ],
     ))
-    .await
-    .map_err(map_err)?;
+    .await?;
     refresh_resource(txn, &plan, None).await?;
     Ok(plan)
 }
@@ -339,31 +333,26 @@ pub(super) async fn rename_table(
         format!("{schema}.{table}"),
         format!("{schema}.{}", plan.table),
     );
-    txn.execute_raw(stmt(
+    txn.run(stmt(
         "UPDATE svc.resources SET table_name = $3 WHERE schema_name = $1 AND table_name = $2",
         [schema.into(), table.into(), plan.table.clone().into()],
     ))
-    .await
-    .map_err(map_err)?;
+    .await?;
     for column in ["draft", "published"] {
-        txn.execute_raw(stmt(
+        txn.run(stmt(
             &format!(
                 "UPDATE svc.dataviews SET {column} = jsonb_set({column}, '{{source}}', to_jsonb($2::text)) \
                  WHERE {column} ->> 'source' = $1"
             ),
             [from.clone().into(), to.clone().into()],
-        ))
-        .await
-        .map_err(map_err)?;
+        )).await?;
     }
     let workflows = txn
-        .query_all_raw(stmt(
+        .fetch_all(stmt(
             "SELECT slug, draft, published FROM svc.workflows \
              WHERE strpos(draft::text, $1) > 0 OR strpos(coalesce(published::text, ''), $1) > 0 FOR UPDATE",
             [from.clone().into()],
-        ))
-        .await
-        .map_err(map_err)?;
+        )).await?;
     for row in workflows {
         let mut w = rows::row::<DefinitionRow>(&row)?;
         let draft_changed = w
@@ -375,35 +364,32 @@ pub(super) async fn rename_table(
             .as_mut()
             .is_some_and(|p| schema::rename_resource(p, &from, &to));
         if draft_changed || published_changed {
-            txn.execute_raw(stmt(
+            txn.run(stmt(
                 "UPDATE svc.workflows SET draft = $2, published = $3, updated_at = now() \
                  WHERE slug = $1",
                 [w.slug.into(), w.draft.into(), w.published.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         }
     }
     // A run waiting (a delay, a retry) resumes from the definition it
     // started with.
     let running = txn
-        .query_all_raw(stmt(
+        .fetch_all(stmt(
             "SELECT id, definition FROM svc.workflow_runs \
              WHERE status = 'RUNNING' AND strpos(definition::text, $1) > 0 FOR UPDATE",
             [from.clone().into()],
         ))
-        .await
-        .map_err(map_err)?;
+        .await?;
     for row in running {
         let id: uuid::Uuid = rows::column(&row, "id")?;
         let mut definition: serde_json::Value = rows::column(&row, "definition")?;
         if schema::rename_resource(&mut definition, &from, &to) {
-            txn.execute_raw(stmt(
+            txn.run(stmt(
                 "UPDATE svc.workflow_runs SET definition = $2 WHERE id = $1",
                 [id.into(), definition.into()],
             ))
-            .await
-            .map_err(map_err)?;
+            .await?;
         }
     }
     Ok(plan)

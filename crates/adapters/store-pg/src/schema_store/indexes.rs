@@ -5,11 +5,11 @@
 use audit::AuditEvent;
 use kernel::{FieldError, StoreError};
 use schema::{IndexInput, IndexPlan};
-use sea_orm::TransactionTrait;
 use sea_orm::sqlx::{self, Connection, PgConnection};
 
 use super::alter::{facts, refresh_resource};
 use super::{qualified, scalar_bool};
+use crate::query::Begin;
 use crate::{PgStore, map_err, map_sqlx};
 
 /// Index builds and drops at once per process, each on a connection of its
@@ -99,7 +99,7 @@ pub(super) async fn plan(
     table: &str,
     input: &IndexInput,
 ) -> Result<IndexPlan, StoreError> {
-    let txn = store.db.begin().await.map_err(map_err)?;
+    let txn = store.db.open_txn().await?;
     let facts = facts(&txn, schema, table).await?;
     let plan = schema::create_index(&facts, input)?;
     let taken = scalar_bool(
@@ -132,7 +132,7 @@ pub(super) async fn build(
         let built = run_build(conn, plan.clone()).await;
         drop(permit);
         built?;
-        let txn = store.db.begin().await.map_err(map_err)?;
+        let txn = store.db.open_txn().await?;
         let filter = plan.filter.as_ref().map(|f| (plan.name.as_str(), f));
         refresh_resource(
             &txn,
@@ -153,7 +153,7 @@ pub(super) async fn drop_concurrently(
     (schema, table, name): (&str, &str, &str),
     event: AuditEvent,
 ) -> Result<(), StoreError> {
-    let txn = store.db.begin().await.map_err(map_err)?;
+    let txn = store.db.open_txn().await?;
     let sql = "SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = to_regclass($1) AND i.indexrelid = to_regclass($2)) AS ok";
     let found = scalar_bool(
         &txn,
@@ -200,7 +200,7 @@ pub(super) async fn drop_concurrently(
                 _ => map_sqlx(e),
             },
         )?;
-        let txn = store.db.begin().await.map_err(map_err)?;
+        let txn = store.db.open_txn().await?;
         refresh_resource(&txn, &schema::Plan::nothing(&schema, &table), None).await?;
         store.commit_catalog_change(txn, event).await
     });

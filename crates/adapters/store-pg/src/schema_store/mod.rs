@@ -13,13 +13,11 @@ use kernel::{FieldError, StoreError};
 use schema::{
     ColumnChange, Confirm, IndexInput, IndexPlan, Plan, Resource, SchemaStore, TableInfo,
 };
-use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult, QueryResult, TransactionTrait,
-    Value,
-};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult, QueryResult, Value};
 use serde_json::Value as Json;
 use uuid::Uuid;
 
+use crate::query::{Begin, Query};
 use crate::{PgStore, map_err, pg_error, rows, stmt};
 
 const RESOURCE_COLUMNS: &str = "id, schema_name, table_name, exposed_methods, created_at";
@@ -86,10 +84,7 @@ pub(crate) async fn scalar_bool(
     sql: &str,
     values: Vec<Value>,
 ) -> Result<bool, StoreError> {
-    let row = txn
-        .query_one_raw(stmt(sql, values))
-        .await
-        .map_err(map_err)?;
+    let row = txn.fetch_optional(stmt(sql, values)).await?;
     Ok(row
         .map(|r| rows::column::<Option<bool>>(&r, "ok"))
         .transpose()?
@@ -113,9 +108,8 @@ fn ddl_error(err: DbErr) -> StoreError {
 }
 
 pub(crate) async fn confirm(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
-    txn.execute_unprepared("SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'")
-        .await
-        .map_err(map_err)?;
+    txn.run_unprepared("SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'")
+        .await?;
     for fact in &plan.confirm {
         match fact {
             Confirm::Type { field, data_type } => {
@@ -173,12 +167,11 @@ pub(crate) async fn confirm(txn: &DatabaseTransaction, plan: &Plan) -> Result<()
 /// NOT EXISTS` is not safe when two transactions create the same schema at
 /// once (one fails on the unique name), and a name checked free stays free.
 pub(crate) async fn lock_schema(txn: &DatabaseTransaction, schema: &str) -> Result<(), StoreError> {
-    txn.execute_raw(stmt(
+    txn.run(stmt(
         "SELECT pg_advisory_xact_lock(hashtext($1))",
         [format!("tessera.schema:{schema}").into()],
     ))
-    .await
-    .map_err(map_err)?;
+    .await?;
     Ok(())
 }
 
@@ -225,9 +218,8 @@ impl PgStore {
             self.now().into(),
         ];
         let row = txn
-            .query_one_raw(stmt(&sql, values))
-            .await
-            .map_err(map_err)?
+            .fetch_optional(stmt(&sql, values))
+            .await?
             .ok_or(StoreError::NotFound)?;
         resource(&row)
     }
@@ -248,7 +240,7 @@ impl SchemaStore for PgStore {
         execute: bool,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         lock_schema(&txn, &plan.schema).await?;
         confirm(&txn, plan).await?;
         let exists = scalar_bool(
@@ -285,9 +277,8 @@ impl SchemaStore for PgStore {
                    WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped";
         let row = self
             .db
-            .query_one_raw(stmt(sql, [qualified(schema, table).into()]))
-            .await
-            .map_err(map_err)?;
+            .fetch_optional(stmt(sql, [qualified(schema, table).into()]))
+            .await?;
         Ok(row
             .map(|r| rows::column::<Option<Vec<String>>>(&r, "columns"))
             .transpose()?
@@ -295,7 +286,7 @@ impl SchemaStore for PgStore {
     }
 
     async fn add_column(&self, plan: &Plan, event: AuditEvent) -> Result<Uuid, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         lock_schema(&txn, &plan.schema).await?;
         confirm(&txn, plan).await?;
         run(&txn, plan).await?;
@@ -314,23 +305,20 @@ impl SchemaStore for PgStore {
         table: &str,
         event: AuditEvent,
     ) -> Result<bool, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let sql = "SELECT EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass($1) AND relkind IN ('r', 'p')) AS ok";
         if !scalar_bool(&txn, sql, vec![qualified(schema, table).into()]).await? {
             return Ok(false);
         }
-        txn.execute_unprepared("SET LOCAL lock_timeout = '5s'")
-            .await
-            .map_err(map_err)?;
+        txn.run_unprepared("SET LOCAL lock_timeout = '5s'").await?;
         txn.execute_unprepared(&format!("DROP TABLE {}", qualified(schema, table)))
             .await
             .map_err(ddl_error)?;
-        txn.execute_raw(stmt(
+        txn.run(stmt(
             "DELETE FROM svc.resources WHERE schema_name = $1 AND table_name = $2",
             [schema.into(), table.into()],
         ))
-        .await
-        .map_err(map_err)?;
+        .await?;
         self.commit_catalog_change(txn, event).await?;
         Ok(true)
     }
@@ -339,9 +327,8 @@ impl SchemaStore for PgStore {
         let only: Option<String> = None;
         let rows = self
             .db
-            .query_all_raw(stmt(describe::TABLES_SQL, [schema.into(), only.into()]))
-            .await
-            .map_err(map_err)?;
+            .fetch_all(stmt(describe::TABLES_SQL, [schema.into(), only.into()]))
+            .await?;
         rows.iter()
             .map(|r| Ok(rows::row::<TableRow>(r)?.into()))
             .collect()
@@ -350,9 +337,8 @@ impl SchemaStore for PgStore {
     async fn table(&self, schema: &str, table: &str) -> Result<Option<TableInfo>, StoreError> {
         let row = self
             .db
-            .query_one_raw(stmt(describe::TABLES_SQL, [schema.into(), table.into()]))
-            .await
-            .map_err(map_err)?;
+            .fetch_optional(stmt(describe::TABLES_SQL, [schema.into(), table.into()]))
+            .await?;
         Ok(row
             .as_ref()
             .map(rows::row::<TableRow>)
@@ -367,7 +353,7 @@ impl SchemaStore for PgStore {
         name: &str,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let plan = alter::rename_table(&txn, (schema, table), name).await?;
         self.commit_catalog_change(txn, with_sql(event, plan.sql()))
             .await
@@ -380,7 +366,7 @@ impl SchemaStore for PgStore {
         execute: bool,
         event: AuditEvent,
     ) -> Result<String, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         // A preview runs the change too, so it meets every refusal the
         // change would (a value that does not convert, say), then rolls back.
         let sql = alter::change_column(&txn, target, change, true)
@@ -420,26 +406,18 @@ impl SchemaStore for PgStore {
         let sql = format!(
             "SELECT {RESOURCE_COLUMNS} FROM svc.resources ORDER BY schema_name, table_name"
         );
-        let rows = self
-            .db
-            .query_all_raw(stmt(&sql, []))
-            .await
-            .map_err(map_err)?;
+        let rows = self.db.fetch_all(stmt(&sql, [])).await?;
         rows.iter().map(resource).collect()
     }
 
     async fn resource(&self, id: Uuid) -> Result<Option<Resource>, StoreError> {
         let sql = format!("SELECT {RESOURCE_COLUMNS} FROM svc.resources WHERE id = $1");
-        let row = self
-            .db
-            .query_one_raw(stmt(&sql, [id.into()]))
-            .await
-            .map_err(map_err)?;
+        let row = self.db.fetch_optional(stmt(&sql, [id.into()])).await?;
         row.as_ref().map(resource).transpose()
     }
 
     async fn register(&self, new: Resource, event: AuditEvent) -> Result<Resource, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let sql = "SELECT EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass($1) AND relkind IN ('r', 'p', 'v', 'm')) AS ok";
         if !scalar_bool(&txn, sql, vec![qualified(&new.schema, &new.table).into()]).await? {
             return Err(FieldError::new("table", "no such table").into());
@@ -459,14 +437,13 @@ impl SchemaStore for PgStore {
         methods: Vec<String>,
         event: AuditEvent,
     ) -> Result<Option<Resource>, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         let sql = format!(
             "UPDATE svc.resources SET exposed_methods = $2 WHERE id = $1 RETURNING {RESOURCE_COLUMNS}"
         );
         let Some(row) = txn
-            .query_one_raw(stmt(&sql, [id.into(), methods.into()]))
-            .await
-            .map_err(map_err)?
+            .fetch_optional(stmt(&sql, [id.into(), methods.into()]))
+            .await?
         else {
             return Ok(None);
         };

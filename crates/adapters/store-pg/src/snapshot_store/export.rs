@@ -10,9 +10,10 @@ use serde_json::{Map, Value as Json};
 use snapshot::{Dashboard, DataView, Grant, Index, Resource, Role, Snapshot, Table, Workflow};
 use uuid::Uuid;
 
+use crate::query::Query;
 use crate::schema_store::TableRow;
 use crate::schema_store::describe::TABLES_SQL;
-use crate::{map_err, rows, stmt};
+use crate::{rows, stmt};
 
 /// Schemas whose tables a snapshot never carries.
 fn reserved(schema: &str) -> bool {
@@ -23,9 +24,8 @@ async fn all<T: FromQueryResult>(
     conn: &impl ConnectionTrait,
     sql: &str,
 ) -> Result<Vec<T>, StoreError> {
-    conn.query_all_raw(stmt(sql, []))
-        .await
-        .map_err(map_err)?
+    conn.fetch_all(stmt(sql, []))
+        .await?
         .iter()
         .map(rows::row::<T>)
         .collect()
@@ -164,9 +164,8 @@ async fn tables(
     for schema in schemas {
         let only: Option<String> = None;
         let found = conn
-            .query_all_raw(stmt(TABLES_SQL, [schema.into(), only.into()]))
-            .await
-            .map_err(map_err)?;
+            .fetch_all(stmt(TABLES_SQL, [schema.into(), only.into()]))
+            .await?;
         for row in &found {
             let info: TableInfo = rows::row::<TableRow>(row)?.into();
             if !registered.contains(&format!("{schema}.{}", info.name)) {

@@ -7,13 +7,14 @@ mod steps;
 use async_trait::async_trait;
 use audit::AuditEvent;
 use kernel::StoreError;
-use sea_orm::{ConnectionTrait, DatabaseTransaction, TransactionTrait};
+use sea_orm::DatabaseTransaction;
 use serde_json::{Value as Json, json};
 use std::collections::BTreeSet;
 
 use kernel::FieldError;
 use snapshot::{Consent, Operation, Snapshot, SnapshotStore, StepReport};
 
+use crate::query::{Begin, Query};
 use crate::{PgStore, map_err, stmt};
 
 /// An apply's limits: a lock waited for at most 5 s, a statement 5 minutes.
@@ -39,10 +40,9 @@ const ADMIN_POWER_SQL: &str = "SELECT \
 #[async_trait]
 impl SnapshotStore for PgStore {
     async fn export(&self) -> Result<Snapshot, StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
-        txn.execute_unprepared("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .await
-            .map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
+        txn.run_unprepared("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await?;
         let exported = export::export(&txn).await?;
         txn.rollback().await.map_err(map_err)?;
         Ok(exported)
@@ -80,11 +80,9 @@ impl SnapshotStore for PgStore {
         // Rows inserted with their published definition move no version by
         // trigger: every instance must still see the new configuration on
         // its next request.
-        txn.execute_unprepared(
+        txn.run_unprepared(
             "UPDATE svc.cache_version SET catalog = catalog + 1; SELECT pg_notify('tessera_catalog', '')",
-        )
-        .await
-        .map_err(map_err)?;
+        ).await?;
         let steps: Vec<Json> = reports.iter().map(StepReport::to_json).collect();
         let mut details = json!({ "steps": steps });
         // Trusting a provider's unverified emails is named in the audit, as
@@ -113,32 +111,29 @@ impl PgStore {
         consent: Consent,
         execute: bool,
     ) -> Result<(DatabaseTransaction, Vec<StepReport>, Snapshot), StoreError> {
-        let txn = self.db.begin().await.map_err(map_err)?;
+        let txn = self.db.open_txn().await?;
         // One snapshot at a time: the plan holds until the commit.
-        txn.execute_raw(stmt(
+        txn.run(stmt(
             "SELECT pg_advisory_xact_lock(hashtext('tessera.snapshot'))",
             [],
         ))
-        .await
-        .map_err(map_err)?;
+        .await?;
         let limits = if execute { LIMITS } else { DIFF_LIMITS };
-        txn.execute_unprepared(limits).await.map_err(map_err)?;
+        txn.run_unprepared(limits).await?;
         if !execute {
             // A diff moves no shared-state version (nor locks its row): it
             // marks its own transaction by id.
-            txn.execute_unprepared(
+            txn.run_unprepared(
                 "SELECT set_config('tessera.dry_run', pg_current_xact_id()::text, true)",
             )
-            .await
-            .map_err(map_err)?;
+            .await?;
         }
         let current = export::export(&txn).await?;
         let mut planned = snapshot::diff(&current, desired)?;
         let (roles, users) = snapshot::admin_candidates(&planned, &current);
         let power = txn
-            .query_one_raw(stmt(ADMIN_POWER_SQL, [roles.into(), users.into()]))
-            .await
-            .map_err(map_err)?
+            .fetch_optional(stmt(ADMIN_POWER_SQL, [roles.into(), users.into()]))
+            .await?
             .ok_or_else(|| StoreError::Internal("no administrators' row".into()))?;
         let roles: BTreeSet<String> = crate::rows::column::<Vec<String>>(&power, "roles")?
             .into_iter()
@@ -190,7 +185,7 @@ impl PgStore {
                 })
                 .collect();
             if grants.len() > 1 {
-                steps::create_grants(&txn, &grants, &mut memo).await?;
+                steps::create_grants(self, &txn, &grants, &mut memo).await?;
                 reports.extend(planned[i..i + grants.len()].iter().map(StepReport::of));
                 i += grants.len();
                 continue;
@@ -200,7 +195,7 @@ impl PgStore {
             let sql = steps::run(self, &txn, &step.operation, &mut memo, !execute).await?;
             // A table or column step sets its own, shorter statement limit.
             if matches!(step.kind, "table" | "column") {
-                txn.execute_unprepared(limits).await.map_err(map_err)?;
+                txn.run_unprepared(limits).await?;
             }
             reports.push(StepReport {
                 sql,

@@ -8,7 +8,7 @@ use snapshot::Grant;
 
 use super::views::view_outputs;
 use super::{DATAVIEW_ID, Memo, RESOURCE_ID, ROLE_ID, WORKFLOW_ID, at};
-use crate::execute;
+use crate::{PgStore, execute};
 
 /// A grant checked as the grants route checks it, with ids for names, as
 /// the row [`create_grants`] inserts.
@@ -115,6 +115,7 @@ async fn checked_grant(
 
 /// Checks grants and inserts them in one statement.
 pub(crate) async fn create_grants(
+    store: &PgStore,
     txn: &DatabaseTransaction,
     grants: &[(&Grant, &str)],
     memo: &mut Memo,
@@ -125,12 +126,12 @@ pub(crate) async fn create_grants(
     }
     execute(
         txn,
-        "INSERT INTO svc.grants (id, role_id, resource_id, workflow_id, data_view_id, action, filter, columns) \
+        "INSERT INTO svc.grants (id, role_id, resource_id, workflow_id, data_view_id, action, filter, columns, created_at) \
          SELECT (g ->> 'id')::uuid, (g ->> 'role')::uuid, (g ->> 'resource')::uuid, (g ->> 'workflow')::uuid, \
                 (g ->> 'dataView')::uuid, g ->> 'action', nullif(g -> 'filter', 'null'::jsonb), \
-                CASE WHEN jsonb_typeof(g -> 'columns') = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(g -> 'columns')) END \
+                CASE WHEN jsonb_typeof(g -> 'columns') = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(g -> 'columns')) END, $2 \
          FROM jsonb_array_elements($1) AS g",
-        vec![Json::Array(rows).into()],
+        vec![Json::Array(rows).into(), store.now().into()],
     )
     .await?;
     Ok(())

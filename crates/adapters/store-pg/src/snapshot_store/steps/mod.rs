@@ -12,12 +12,13 @@ mod views;
 mod workflows;
 
 use kernel::{FieldError, StoreError};
-use sea_orm::{ConnectionTrait, DatabaseTransaction};
+use sea_orm::DatabaseTransaction;
 use snapshot::Operation;
 use uuid::Uuid;
 
+use crate::query::Query;
 use crate::schema_store::alter::change_column;
-use crate::{PgStore, execute, map_err, rows, stmt};
+use crate::{PgStore, execute, rows, stmt};
 
 pub(super) use grants::create_grants;
 pub(super) use memo::Memo;
@@ -44,7 +45,7 @@ pub(super) async fn run(
         memo.forget_lookups();
     }
     match operation {
-        Operation::PutRole(role) => roles::put(txn, role, dry).await.map(|()| None),
+        Operation::PutRole(role) => roles::put(store, txn, role, dry).await.map(|()| None),
         // A diff deletes nothing: no later step needs a row gone.
         Operation::DropRole(_)
         | Operation::DropWorkflow(_)
@@ -116,7 +117,7 @@ pub(super) async fn run(
                 .map(|()| None)
         }
         Operation::DropDashboard(slug) => delete(txn, views::DROP_DASHBOARD, slug).await,
-        Operation::CreateGrant(grant, path) => create_grants(txn, &[(grant, path)], memo)
+        Operation::CreateGrant(grant, path) => create_grants(store, txn, &[(grant, path)], memo)
             .await
             .map(|()| None),
         Operation::DropGrant(grant) => grants::drop(txn, grant).await.map(|()| None),
@@ -161,10 +162,7 @@ async fn id_of(
     name: &str,
     path: &str,
 ) -> Result<Uuid, StoreError> {
-    let row = txn
-        .query_one_raw(stmt(sql, [name.into()]))
-        .await
-        .map_err(map_err)?;
+    let row = txn.fetch_optional(stmt(sql, [name.into()])).await?;
     match row {
         Some(r) => rows::column(&r, "id"),
         None => Err(FieldError::new(

@@ -5,7 +5,7 @@ use sea_orm::DatabaseTransaction;
 use snapshot::Role;
 
 use super::at;
-use crate::execute;
+use crate::{PgStore, execute};
 
 /// Deletes a role by name (`$1`); a built-in role stays.
 pub(super) const DROP: &str =
@@ -13,6 +13,7 @@ pub(super) const DROP: &str =
 
 /// Creates the role, or (applying) updates the one of that name.
 pub(super) async fn put(
+    store: &PgStore,
     txn: &DatabaseTransaction,
     role: &Role,
     dry: bool,
@@ -33,7 +34,7 @@ pub(super) async fn put(
     execute(
         txn,
         &format!(
-            "INSERT INTO svc.roles (id, name, description, api_access) VALUES ($1, $2, $3, $4) \
+            "INSERT INTO svc.roles (id, name, description, api_access, created_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT ((lower(name))) {on_taken}"
         ),
         vec![
@@ -41,6 +42,7 @@ pub(super) async fn put(
             name.into(),
             role.description.clone().into(),
             role.api_access.into(),
+            store.now().into(),
         ],
     )
     .await?;

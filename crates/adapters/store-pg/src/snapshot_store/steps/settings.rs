@@ -4,11 +4,12 @@
 use kernel::FieldError;
 use kernel::StoreError;
 use kernel::settings::{Settings, SettingsPatch};
-use sea_orm::{ConnectionTrait, DatabaseTransaction};
+use sea_orm::DatabaseTransaction;
 use serde_json::{Map, Value as Json};
 
 use super::{Memo, ROLE_ID, id_of};
-use crate::{PgStore, execute, map_err, rows, stmt};
+use crate::query::Query;
+use crate::{PgStore, execute, rows, stmt};
 
 /// The settings stored, with a diff's earlier steps' values over them.
 pub(super) async fn current(
@@ -16,9 +17,8 @@ pub(super) async fn current(
     memo: &Memo,
 ) -> Result<Settings, StoreError> {
     let mut stored: Map<String, Json> = txn
-        .query_all_raw(stmt("SELECT key, value FROM svc.settings", []))
-        .await
-        .map_err(map_err)?
+        .fetch_all(stmt("SELECT key, value FROM svc.settings", []))
+        .await?
         .iter()
         .map(|r| {
             Ok((

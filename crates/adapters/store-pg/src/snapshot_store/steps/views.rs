@@ -3,13 +3,14 @@
 
 use kernel::filter::Filter;
 use kernel::{FieldError, StoreError, new_id};
-use sea_orm::{ConnectionTrait, DatabaseTransaction};
+use sea_orm::DatabaseTransaction;
 use serde_json::{Map, Value as Json};
 use snapshot::{Dashboard, DataView};
 
 use super::{DATAVIEW_ID, Memo, at, id_of, within};
+use crate::query::Query;
 use crate::schema_store::alter::facts;
-use crate::{PgStore, execute, map_err, rows, stmt};
+use crate::{PgStore, execute, rows, stmt};
 
 /// Deletes a DataView by slug (`$1`).
 pub(super) const DROP_DATAVIEW: &str = "DELETE FROM svc.dataviews WHERE slug = $1";
@@ -88,13 +89,11 @@ pub(super) async fn view_outputs(
         return Ok(Some(columns.clone()));
     }
     let row = txn
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             "SELECT ARRAY(SELECT c ->> 'name' FROM jsonb_array_elements(coalesce(published, draft) -> 'columns') c) AS names \
              FROM svc.dataviews WHERE slug = $1",
             [slug.into()],
-        ))
-        .await
-        .map_err(map_err)?;
+        )).await?;
     row.map(|r| rows::column::<Vec<String>>(&r, "names"))
         .transpose()
 }

@@ -2,12 +2,13 @@
 //! definition is, secrets kept.
 
 use kernel::{StoreError, new_id};
-use sea_orm::{ConnectionTrait, DatabaseTransaction};
+use sea_orm::DatabaseTransaction;
 use serde_json::Value as Json;
 use snapshot::Workflow;
 
 use super::{Memo, RESOURCE_ID, USER_ID, at, id_of, settings};
-use crate::{PgStore, execute, map_err, rows, stmt};
+use crate::query::Query;
+use crate::{PgStore, execute, rows, stmt};
 
 /// Deletes a workflow by slug (`$1`).
 pub(super) const DROP: &str = "DELETE FROM svc.workflows WHERE slug = $1";
@@ -58,12 +59,11 @@ pub(super) async fn put(
         .unwrap_or(u64::MAX);
     // A secret exported as [REDACTED] keeps the value stored here.
     let stored = txn
-        .query_one_raw(stmt(
+        .fetch_optional(stmt(
             "SELECT draft, published FROM svc.workflows WHERE slug = $1",
             [slug.clone().into()],
         ))
-        .await
-        .map_err(map_err)?;
+        .await?;
     let stored_of = |column: &str| -> Option<Json> {
         stored
             .as_ref()
