@@ -27,13 +27,12 @@ use data::Context;
 use kernel::{StoreError, Versions};
 use sea_orm::DatabaseConnection;
 use sea_orm::sea_query::Values;
-use sea_orm::sqlx::Row as _;
 use sea_orm::sqlx::postgres::PgConnectOptions;
 use sea_orm::sqlx::{self, Connection as _, PgConnection, PgPool};
 
+use crate::PgStore;
 use crate::lane::ReadLane;
 use crate::timeout::StatementTimeout;
-use crate::{PgStore, map_sqlx};
 
 /// How often the watcher samples the WAL positions.
 const TICK: Duration = Duration::from_millis(100);
@@ -46,6 +45,17 @@ const RECONNECT: Duration = Duration::from_secs(1);
 const SAMPLES: usize = 600;
 /// How often old write marks are swept.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// The primary's answer to [`PRIMARY_CHECK`]: the shared versions and the
+/// caller's write marks.
+#[derive(sea_orm::FromQueryResult)]
+struct PrimaryCheckRow {
+    auth: i64,
+    catalog: i64,
+    settings: i64,
+    mark_lsn: Option<i64>,
+    mark_xids: Option<String>,
+}
 
 /// The versions, then the user's recent writes: the largest WAL position
 /// noted and every transaction, as `{1,2}`.
@@ -334,22 +344,24 @@ impl PgStore {
             .rows(PRIMARY_CHECK, Values(vec![context.user_id.into()]))
             .await?;
         let row = rows
-            .first()
+            .into_iter()
+            .next()
             .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
-        let version =
-            |name: &str| -> Result<i64, StoreError> { row.try_get(name).map_err(map_sqlx) };
+        let check = crate::rows::row::<PrimaryCheckRow>(&sea_orm::QueryResult::from(row))?;
         let versions = Versions {
-            auth: version("auth")?,
-            catalog: version("catalog")?,
-            settings: version("settings")?,
+            auth: check.auth,
+            catalog: check.catalog,
+            settings: check.settings,
         };
         self.seen.observe(versions);
         if versions != context.versions {
             return Err(StoreError::Stale);
         }
-        let mark_lsn: Option<i64> = row.try_get("mark_lsn").map_err(map_sqlx)?;
-        let mut lsn = mark_lsn.and_then(|l| u64::try_from(l).ok()).unwrap_or(0);
-        let marked: Option<String> = row.try_get("mark_xids").map_err(map_sqlx)?;
+        let mut lsn = check
+            .mark_lsn
+            .and_then(|l| u64::try_from(l).ok())
+            .unwrap_or(0);
+        let marked = check.mark_xids;
         if let Some(list) = marked {
             xids.extend(
                 list.trim_matches(['{', '}'])

@@ -28,5 +28,7 @@ pub use mfa::{TotpEnrollment, totp_code, totp_step};
 pub use model::*;
 pub use passkey::{CeremonyStart, PasskeyService};
 pub use sign_in::{MAX_TOKEN_DAYS, SignInService, TokenRequest, needs_second_step};
-pub use store::{AuthStore, MfaStore, PasskeyStore};
+pub use store::{
+    AuthStore, CredentialStore, LinkStore, MfaStore, PasskeyStore, TokenStore, UserStore,
+};
 pub use users::{ChangeUser, CreateUser};

@@ -6,10 +6,9 @@ use uuid::Uuid;
 
 use crate::model::*;
 
-/// Persistence of users and their credentials. Every method that changes
-/// something takes its audit event and writes both in one transaction.
+/// Credentials and sessions: a bearer resolved, a sign-in's candidate and its failures, sessions made and ended.
 #[async_trait]
-pub trait AuthStore: MfaStore + PasskeyStore + Send + Sync + 'static {
+pub trait CredentialStore: Send + Sync {
     /// Looks a bearer secret's hash up, with its user's state and roles, in
     /// one round trip that also reads (and lets the store's caches heed) the
     /// shared state's current versions.
@@ -68,7 +67,13 @@ pub trait AuthStore: MfaStore + PasskeyStore + Send + Sync + 'static {
         user_id: Uuid,
         now: DateTime<Utc>,
     ) -> Result<Vec<SessionInfo>, StoreError>;
+    /// The stored password hash of a user (`Some(None)`: no password yet).
+    async fn password_hash(&self, user_id: Uuid) -> Result<Option<Option<String>>, StoreError>;
+}
 
+/// Users and their roles, as administrators manage them.
+#[async_trait]
+pub trait UserStore: Send + Sync {
     /// One user.
     async fn user(&self, id: Uuid) -> Result<Option<User>, StoreError>;
     /// The user with an email, compared case-insensitively.
@@ -101,7 +106,11 @@ pub trait AuthStore: MfaStore + PasskeyStore + Send + Sync + 'static {
     ) -> Result<User, StoreError>;
     /// Deletes a user and everything that belongs to them. Refuses to leave no active administrator.
     async fn delete_user(&self, id: Uuid, event: AuditEvent) -> Result<(), StoreError>;
+}
 
+/// One-time links sent by email (reset, verification, invitation) and the invitations waiting.
+#[async_trait]
+pub trait LinkStore: Send + Sync {
     /// Stores a one-time token and queues the email that carries it.
     async fn issue_mail(&self, mail: TokenMail, event: AuditEvent) -> Result<(), StoreError>;
     /// [`AuthStore::issue_mail`] unless `per_hour` reset and verification
@@ -149,8 +158,6 @@ pub trait AuthStore: MfaStore + PasskeyStore + Send + Sync + 'static {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<Option<Uuid>, StoreError>;
-    /// The stored password hash of a user (`Some(None)`: no password yet).
-    async fn password_hash(&self, user_id: Uuid) -> Result<Option<Option<String>>, StoreError>;
     /// Pending invitations (not accepted, not expired), newest first.
     async fn invitations(&self, now: DateTime<Utc>) -> Result<Vec<Invitation>, StoreError>;
     /// Stores an invitation with its token and email; an email with an account is a conflict.
@@ -162,7 +169,11 @@ pub trait AuthStore: MfaStore + PasskeyStore + Send + Sync + 'static {
     ) -> Result<Invitation, StoreError>;
     /// Deletes a pending invitation; false when there is none.
     async fn delete_invitation(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError>;
+}
 
+/// Personal access tokens.
+#[async_trait]
+pub trait TokenStore: Send + Sync {
     /// Live tokens, of one user or of everyone.
     async fn tokens(
         &self,
@@ -183,6 +194,26 @@ pub trait AuthStore: MfaStore + PasskeyStore + Send + Sync + 'static {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<bool, StoreError>;
+}
+
+/// Persistence of users and their credentials: every part, as one store.
+/// Every method that changes something takes its audit event and writes
+/// both in one transaction.
+pub trait AuthStore:
+    CredentialStore + UserStore + LinkStore + TokenStore + MfaStore + PasskeyStore + 'static
+{
+}
+
+impl<T> AuthStore for T where
+    T: CredentialStore
+        + UserStore
+        + LinkStore
+        + TokenStore
+        + MfaStore
+        + PasskeyStore
+        + 'static
+        + ?Sized
+{
 }
 
 /// Persistence of second factors and sign-in challenges. Every method that
