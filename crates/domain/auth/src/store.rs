@@ -17,7 +17,7 @@ pub trait CredentialStore: Send + Sync {
         kind: CredentialKind,
         hash: &[u8; 32],
     ) -> Result<(Versions, Option<CredentialRecord>), StoreError>;
-    /// [`AuthStore::credential`] with the whole user behind it, in the
+    /// [`CredentialStore::credential`] with the whole user behind it, in the
     /// same round trip (`GET /api/auth/me`).
     async fn credential_with_user(
         &self,
@@ -113,7 +113,7 @@ pub trait UserStore: Send + Sync {
 pub trait LinkStore: Send + Sync {
     /// Stores a one-time token and queues the email that carries it.
     async fn issue_mail(&self, mail: TokenMail, event: AuditEvent) -> Result<(), StoreError>;
-    /// [`AuthStore::issue_mail`] unless `per_hour` reset and verification
+    /// [`LinkStore::issue_mail`] unless `per_hour` reset and verification
     /// emails went to the same address in the last hour (counted on every
     /// instance at once), in which case only `dropped` is audited; answers
     /// whether the email was queued.
