@@ -37,45 +37,25 @@ async fn a_backup_restored_into_a_new_database_serves_everything() {
     // A table under a grant's row filter, a person with a password, a
     // token and rows, an administrator's file, a published workflow and a
     // changed setting.
-    let table = app
-        .post(
-            "/admin/api/schema/app/tables",
-            &admin,
-            json!({ "data": { "name": "notes", "columns": [
-                { "name": "id", "dataType": "bigint", "primaryKey": true, "identity": "ALWAYS" },
-                { "name": "owner_id", "dataType": "uuid", "nullable": false },
-                { "name": "title", "dataType": "text", "nullable": false } ] } }),
-        )
-        .await;
-    assert_eq!(table.status, StatusCode::CREATED, "{:?}", table.body);
-    let resource = table.data()["resourceId"].as_str().unwrap().to_owned();
-    let exposed = app
-        .patch(
-            &format!("/admin/api/resources/{resource}"),
-            &admin,
-            json!({ "data": { "exposedMethods": ["GET", "POST"] } }),
-        )
-        .await;
-    assert_eq!(exposed.status, StatusCode::OK, "{:?}", exposed.body);
-    let role = app
-        .post(
-            "/admin/api/roles",
-            &admin,
-            json!({ "data": { "name": "Writers", "apiAccess": true } }),
-        )
-        .await;
-    let role = role.data()["id"].as_str().unwrap().to_owned();
-    for action in ["read", "create"] {
-        let granted = app
-            .post(
-                "/admin/api/grants",
-                &admin,
-                json!({ "data": { "roleId": role, "resourceId": resource, "action": action,
-                    "filter": { "owner_id": { "eq": "$USER.id" } } } }),
-            )
-            .await;
-        assert_eq!(granted.status, StatusCode::CREATED, "{:?}", granted.body);
-    }
+    let resource = super::data::keyed_table(
+        &app,
+        &admin,
+        "notes",
+        json!([{ "name": "owner_id", "dataType": "uuid", "nullable": false },
+               { "name": "title", "dataType": "text", "nullable": false }]),
+        &["GET", "POST"],
+    )
+    .await;
+    let role = super::data::open_to_new_role(
+        &app,
+        &admin,
+        &resource,
+        "Writers",
+        &["read", "create"],
+        json!({ "owner_id": { "eq": "$USER.id" } }),
+        serde_json::Value::Null,
+    )
+    .await;
     let writer_id = app
         .create_user(
             &admin,
