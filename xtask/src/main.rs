@@ -3,6 +3,7 @@
 //! Uses only the standard library so that it builds in seconds on a fresh machine.
 
 mod bench;
+mod lint;
 mod pg;
 
 use std::process::{Command, ExitCode};
@@ -10,45 +11,12 @@ use std::process::{Command, ExitCode};
 /// A task failure, printed before exiting non-zero.
 type Result<T = ()> = std::result::Result<T, String>;
 
-/// Crates that must stay free of the web framework and the ORM.
-const DOMAIN_CRATES: &[&str] = &[
-    "tessera-kernel",
-    "tessera-settings",
-    "tessera-auth",
-    "tessera-oauth",
-    "tessera-schema",
-    "tessera-data",
-    "tessera-workflows",
-    "tessera-views",
-    "tessera-realtime",
-    "tessera-sql-console",
-    "tessera-snapshot",
-    "tessera-files",
-    "tessera-mcp",
-    "tessera-outbound",
-    "tessera-permissions",
-    "tessera-audit",
-    "tessera-outbox",
-    "tessera-api-types",
-    "tessera-mail",
-];
-const FORBIDDEN_IN_DOMAIN: &[&str] = &["actix-web", "sea-orm", "sqlx"];
-
-/// Further rules of the layering: a crate, and what may not appear among
-/// its normal dependencies. Settings sit below sign-in and accounts; the
-/// service bundle, and a host that uses it alone, link no web framework.
-const LAYER_RULES: &[(&str, &[&str])] = &[
-    ("tessera-settings", &["tessera-auth"]),
-    ("tessera-services", &["actix-web", "tessera-http"]),
-    ("services-only-example", &["actix-web", "tessera-http"]),
-];
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("dev") => dev(),
         Some("test") => test(),
-        Some("lint") => lint(),
+        Some("lint") => lint::lint(),
         Some("db-up") => pg::ensure().map(|url| println!("PostgreSQL ready at {url}")),
         Some("bench") => bench::suite(args.get(1).map(String::as_str)),
         Some("openapi") => openapi(args.get(1).map_or("target/openapi", String::as_str)),
@@ -316,7 +284,7 @@ fn test() -> Result {
         "-D",
         "warnings",
     ]))?;
-    lint()?;
+    lint::lint()?;
     // The API reference builds without a warning.
     run(cargo()
         .args(["doc", "--no-deps", "--workspace"])
@@ -388,57 +356,4 @@ fn package() -> Result {
     }
     eprintln!("xtask: every published crate packages cleanly");
     Ok(())
-}
-
-/// Domain crates depend on neither actix-web nor sea-orm, and each rule of
-/// [`LAYER_RULES`] holds.
-fn lint() -> Result {
-    let domain = DOMAIN_CRATES
-        .iter()
-        .map(|krate| (*krate, FORBIDDEN_IN_DOMAIN));
-    let rules = domain.chain(LAYER_RULES.iter().copied());
-    let mut problems = Vec::new();
-    for (krate, forbidden) in rules {
-        let tree = normal_dependencies(krate)?;
-        for name in forbidden {
-            if tree
-                .lines()
-                .any(|line| line.split_whitespace().next() == Some(name))
-            {
-                problems.push(format!("{krate} depends on {name}"));
-            }
-        }
-    }
-    if problems.is_empty() {
-        eprintln!(
-            "xtask: layering ok: {} stay free of {}; {}",
-            DOMAIN_CRATES.join(", "),
-            FORBIDDEN_IN_DOMAIN.join(", "),
-            LAYER_RULES
-                .iter()
-                .map(|(krate, forbidden)| format!("{krate} of {}", forbidden.join(", ")))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-        Ok(())
-    } else {
-        Err(format!("layering broken: {}", problems.join("; ")))
-    }
-}
-
-/// The packages `krate` depends on, one per line, its dev-dependencies left out.
-fn normal_dependencies(krate: &str) -> Result<String> {
-    let output = cargo()
-        .args([
-            "tree", "-q", "-p", krate, "-e", "normal", "--prefix", "none", "--format", "{p}",
-        ])
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !output.status.success() {
-        return Err(format!(
-            "cargo tree -p {krate} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }

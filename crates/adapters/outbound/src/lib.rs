@@ -143,11 +143,9 @@ impl workflows::Outbound for HttpClient {
         }
         if let Some(body) = &request.body {
             let bytes = serde_json::to_vec(body).unwrap_or_default();
-            if let Some(secret) = &request.signing_secret {
-                builder = builder.header(
-                    SIGNATURE_HEADER,
-                    signature(secret, chrono::Utc::now().timestamp(), &bytes),
-                );
+            if let Some((secret, at)) = &request.signing {
+                builder =
+                    builder.header(SIGNATURE_HEADER, signature(secret, at.timestamp(), &bytes));
             }
             builder = builder
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -222,7 +220,7 @@ mod tests {
             headers: Vec::new(),
             body: None,
             timeout: std::time::Duration::from_secs(2),
-            signing_secret: None,
+            signing: None,
             allow_private,
         };
         for url in [

@@ -13,8 +13,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::entity::{email_outbox, invitation, one_time_token, session, user};
-use crate::query::{Begin, Query};
-use crate::{add_memberships, commit_with_audit, map_err, rows, stmt};
+use crate::query::{Begin, Query, Stored};
+use crate::{add_memberships, commit_with_audit, rows, stmt};
 
 /// An email template's texts.
 #[derive(FromQueryResult)]
@@ -59,8 +59,8 @@ pub(crate) async fn insert_mail(
         attempts: Set(0),
     }
     .insert(conn)
-    .await
-    .map_err(map_err)?;
+    .stored()
+    .await?;
     let e = mail.email;
     let template = conn
         .fetch_optional(stmt(
@@ -91,8 +91,8 @@ pub(crate) async fn insert_mail(
         last_error: Set(None),
     }
     .insert(conn)
-    .await
-    .map_err(map_err)?;
+    .stored()
+    .await?;
     Ok(())
 }
 
@@ -192,15 +192,15 @@ pub(crate) async fn redeem_reset(
         .col_expr(user::Column::UpdatedAt, Expr::value(now))
         .filter(user::Column::Id.eq(user_id))
         .exec(&txn)
-        .await
-        .map_err(map_err)?;
+        .stored()
+        .await?;
     session::Entity::update_many()
         .col_expr(session::Column::RevokedAt, Expr::value(now))
         .filter(session::Column::UserId.eq(user_id))
         .filter(session::Column::RevokedAt.is_null())
         .exec(&txn)
-        .await
-        .map_err(map_err)?;
+        .stored()
+        .await?;
     commit_with_audit(txn, with_actor(event, user_id), now).await?;
     Ok(Some(user_id))
 }
@@ -221,8 +221,8 @@ pub(crate) async fn redeem_verification(
         .col_expr(user::Column::UpdatedAt, Expr::value(now))
         .filter(user::Column::Id.eq(user_id))
         .exec(&txn)
-        .await
-        .map_err(map_err)?;
+        .stored()
+        .await?;
     commit_with_audit(txn, with_actor(event, user_id), now).await?;
     Ok(Some(user_id))
 }
@@ -241,8 +241,8 @@ pub(crate) async fn redeem_invitation(
     };
     let Some(invite) = invitation::Entity::find_by_id(invitation_id)
         .one(&txn)
-        .await
-        .map_err(map_err)?
+        .stored()
+        .await?
     else {
         return Ok(None);
     };
@@ -264,21 +264,21 @@ pub(crate) async fn redeem_invitation(
         updated_at: Set(now),
     }
     .insert(&txn)
-    .await
-    .map_err(map_err)?;
+    .stored()
+    .await?;
     // Roles deleted since the invitation was sent are skipped.
     let existing: Vec<Uuid> = crate::entity::role::Entity::find()
         .filter(crate::entity::role::Column::Id.is_in(invite.role_ids.clone()))
         .all(&txn)
-        .await
-        .map_err(map_err)?
+        .stored()
+        .await?
         .into_iter()
         .map(|r| r.id)
         .collect();
     add_memberships(&txn, user_id, &existing, now).await?;
     let mut accepted: invitation::ActiveModel = invite.into();
     accepted.accepted_at = Set(Some(now));
-    accepted.update(&txn).await.map_err(map_err)?;
+    accepted.update(&txn).stored().await?;
     commit_with_audit(txn, with_actor(event, user_id), now).await?;
     Ok(Some(user_id))
 }
@@ -305,8 +305,8 @@ pub(crate) async fn invitations(
         .filter(invitation::Column::ExpiresAt.gt(now))
         .order_by_desc(invitation::Column::CreatedAt)
         .all(db)
-        .await
-        .map_err(map_err)?;
+        .stored()
+        .await?;
     Ok(rows.into_iter().map(to_invitation).collect())
 }
 
@@ -335,8 +335,8 @@ pub(crate) async fn create_invitation(
     let known = crate::entity::role::Entity::find()
         .filter(crate::entity::role::Column::Id.is_in(new.role_ids.clone()))
         .all(&txn)
-        .await
-        .map_err(map_err)?
+        .stored()
+        .await?
         .len();
     let mut distinct = new.role_ids.clone();
     distinct.sort_unstable();
@@ -355,8 +355,8 @@ pub(crate) async fn create_invitation(
         accepted_at: Set(None),
     }
     .insert(&txn)
-    .await
-    .map_err(map_err)?;
+    .stored()
+    .await?;
     insert_mail(&txn, mail).await?;
     commit_with_audit(txn, event, now).await?;
     Ok(to_invitation(model))
@@ -374,8 +374,8 @@ pub(crate) async fn delete_invitation(
         .filter(invitation::Column::Id.eq(id))
         .filter(invitation::Column::AcceptedAt.is_null())
         .exec(&txn)
-        .await
-        .map_err(map_err)?
+        .stored()
+        .await?
         .rows_affected;
     if deleted == 0 {
         return Ok(false);

@@ -1,10 +1,11 @@
+use crate::query::Stored;
 use async_trait::async_trait;
 use audit::{Actor, ActorType, AuditEntry, AuditEvent, AuditQuery, AuditStore, Before};
 use kernel::StoreError;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use crate::entity::audit_log;
-use crate::{PgStore, map_err, write_audit};
+use crate::{PgStore, write_audit};
 
 #[async_trait]
 impl AuditStore for PgStore {
@@ -25,8 +26,8 @@ impl AuditStore for PgStore {
             .order_by_desc(audit_log::Column::Id)
             .limit(query.limit)
             .all(&self.db)
-            .await
-            .map_err(map_err)?;
+            .stored()
+            .await?;
         Ok(rows
             .into_iter()
             .map(|row| AuditEntry {

@@ -30,7 +30,7 @@ mod workflow_store;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::query::{Commit, Query};
+use crate::query::{Commit, Query, Stored};
 use audit::AuditEvent;
 use kernel::{StoreError, new_id};
 use sea_orm::sea_query::OnConflict;
@@ -309,8 +309,8 @@ pub(crate) async fn write_audit(
         ip: Set(event.ip),
     }
     .insert(conn)
-    .await
-    .map_err(map_err)?;
+    .stored()
+    .await?;
     Ok(())
 }
 
@@ -366,8 +366,8 @@ pub(crate) async fn add_memberships(
             .to_owned(),
         )
         .exec_without_returning(conn)
-        .await
-        .map_err(map_err)?;
+        .stored()
+        .await?;
     Ok(())
 }
 

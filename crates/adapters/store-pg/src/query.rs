@@ -6,7 +6,8 @@ use std::future::Future;
 
 use kernel::StoreError;
 use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, ExecResult, QueryResult, Statement, TransactionTrait,
+    ConnectionTrait, DatabaseTransaction, DbErr, ExecResult, QueryResult, Statement,
+    TransactionTrait,
 };
 
 use crate::errors::map_err;
@@ -73,3 +74,18 @@ impl Commit for DatabaseTransaction {
         self.commit().await.map_err(map_err)
     }
 }
+
+/// A call of the ORM (an entity's `one`, `all`, `exec`, `insert` or
+/// `update`, a transaction's `rollback`) that answers the store's error.
+pub(crate) trait Stored<T>: Future<Output = Result<T, DbErr>> + Sized {
+    /// The call, its error a [`StoreError`].
+    fn stored(self) -> impl Future<Output = Result<T, StoreError>> + Send
+    where
+        Self: Send,
+        T: Send,
+    {
+        async move { self.await.map_err(map_err) }
+    }
+}
+
+impl<T, F: Future<Output = Result<T, DbErr>>> Stored<T> for F {}

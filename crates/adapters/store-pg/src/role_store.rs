@@ -8,8 +8,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::entity::{role, role_member, user};
-use crate::query::Begin;
-use crate::{PgStore, add_memberships, commit_with_audit, ensure_admin_remains, map_err};
+use crate::query::{Begin, Stored};
+use crate::{PgStore, add_memberships, commit_with_audit, ensure_admin_remains};
 
 fn to_role(model: role::Model) -> Role {
     Role {
@@ -28,14 +28,8 @@ async fn ensure_role_and_user(
     role_id: Uuid,
     user_id: Uuid,
 ) -> Result<(), StoreError> {
-    let role = role::Entity::find_by_id(role_id)
-        .one(conn)
-        .await
-        .map_err(map_err)?;
-    let user = user::Entity::find_by_id(user_id)
-        .one(conn)
-        .await
-        .map_err(map_err)?;
+    let role = role::Entity::find_by_id(role_id).one(conn).stored().await?;
+    let user = user::Entity::find_by_id(user_id).one(conn).stored().await?;
     if role.is_some() && user.is_some() {
         Ok(())
     } else {
@@ -51,16 +45,16 @@ impl RoleStore for PgStore {
             .order_by_asc(role::Column::CreatedAt)
             .order_by_asc(role::Column::Name)
             .all(&self.db)
-            .await
-            .map_err(map_err)?;
+            .stored()
+            .await?;
         Ok(rows.into_iter().map(to_role).collect())
     }
 
     async fn role(&self, id: Uuid) -> Result<Option<Role>, StoreError> {
         Ok(role::Entity::find_by_id(id)
             .one(&self.db)
-            .await
-            .map_err(map_err)?
+            .stored()
+            .await?
             .map(to_role))
     }
 
@@ -76,8 +70,8 @@ impl RoleStore for PgStore {
             created_at: Set(new.created_at),
         }
         .insert(&txn)
-        .await
-        .map_err(map_err)?;
+        .stored()
+        .await?;
         commit_with_audit(txn, event, self.now()).await?;
         Ok(to_role(model))
     }
@@ -91,8 +85,8 @@ impl RoleStore for PgStore {
         let txn = self.db.open_txn().await?;
         let current = role::Entity::find_by_id(id)
             .one(&txn)
-            .await
-            .map_err(map_err)?
+            .stored()
+            .await?
             .ok_or(StoreError::NotFound)?;
         let mut row: role::ActiveModel = current.into();
         if let Some(name) = changes.name {
@@ -104,7 +98,7 @@ impl RoleStore for PgStore {
         if let Some(api_access) = changes.api_access {
             row.api_access = Set(api_access);
         }
-        let model = row.update(&txn).await.map_err(map_err)?;
+        let model = row.update(&txn).stored().await?;
         commit_with_audit(txn, event, self.now()).await?;
         Ok(to_role(model))
     }
@@ -113,8 +107,8 @@ impl RoleStore for PgStore {
         let txn = self.db.open_txn().await?;
         let deleted = role::Entity::delete_by_id(id)
             .exec(&txn)
-            .await
-            .map_err(map_err)?
+            .stored()
+            .await?
             .rows_affected;
         if deleted == 0 {
             return Err(StoreError::NotFound);
@@ -146,8 +140,8 @@ impl RoleStore for PgStore {
             .filter(role_member::Column::RoleId.eq(role_id))
             .filter(role_member::Column::UserId.eq(user_id))
             .exec(&txn)
-            .await
-            .map_err(map_err)?
+            .stored()
+            .await?
             .rows_affected;
         if removed > 0 && role_id == kernel::ADMINISTRATORS_ROLE_ID {
             ensure_admin_remains(&txn).await?;

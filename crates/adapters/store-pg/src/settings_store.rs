@@ -14,8 +14,8 @@ use settings::SettingsStore;
 use uuid::Uuid;
 
 use crate::entity::setting;
-use crate::query::{Begin, Query};
-use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt};
+use crate::query::{Begin, Query, Stored};
+use crate::{PgStore, commit_with_audit, execute, rows, stmt};
 
 impl PgStore {
     /// The settings and the version they were read at, loaded again when a
@@ -25,10 +25,7 @@ impl PgStore {
             return Ok(cached);
         }
         let version = self.read_versions().await?.settings;
-        let rows = setting::Entity::find()
-            .all(&self.db)
-            .await
-            .map_err(map_err)?;
+        let rows = setting::Entity::find().all(&self.db).stored().await?;
         let stored: Map<String, serde_json::Value> =
             rows.into_iter().map(|r| (r.key, r.value)).collect();
         let settings = Arc::new(Settings::from_stored(stored));
@@ -90,8 +87,8 @@ impl SettingsStore for PgStore {
                         .to_owned(),
                 )
                 .exec_without_returning(&txn)
-                .await
-                .map_err(map_err)?;
+                .stored()
+                .await?;
         }
         // Every instance (this one included) forgets its cache when this commits.
         txn.run(stmt(
@@ -107,8 +104,8 @@ impl SettingsStore for PgStore {
     async fn role_exists(&self, id: Uuid) -> Result<bool, StoreError> {
         Ok(crate::entity::role::Entity::find_by_id(id)
             .one(&self.db)
-            .await
-            .map_err(map_err)?
+            .stored()
+            .await?
             .is_some())
     }
 

@@ -3,6 +3,7 @@
 //! one document that names things, never ids; the ordered steps that make
 //! another instance match it; and their application in one transaction.
 
+mod check;
 mod diff;
 mod model;
 
@@ -14,6 +15,7 @@ use audit::{Actor, AuditEvent};
 use kernel::{Code, ErrorCode, FieldError, StoreError};
 use serde_json::{Value, json};
 
+pub use check::{ViewSource, at};
 pub use diff::{
     Action, CREDENTIAL_SETTINGS, Operation, Step, admin_candidates, diff, mark_admin_power,
 };

@@ -60,8 +60,9 @@ pub struct OutgoingRequest {
     pub body: Option<Value>,
     /// When to give up.
     pub timeout: Duration,
-    /// Signs the body when set.
-    pub signing_secret: Option<String>,
+    /// Signs the body when set: the secret, and the time the signature
+    /// names (from the engine's clock).
+    pub signing: Option<(String, chrono::DateTime<chrono::Utc>)>,
     /// Whether loopback, private and link-local targets are allowed.
     pub allow_private: bool,
 }

@@ -15,8 +15,8 @@ use uuid::Uuid;
 
 use super::statements::{CandidateRow, credential_record, insert_session_row, user_from_row};
 use crate::entity::{session, user};
-use crate::query::{Begin, Query};
-use crate::{PgStore, commit_with_audit, execute, map_err, rows, stmt, versions_of};
+use crate::query::{Begin, Query, Stored};
+use crate::{PgStore, commit_with_audit, execute, rows, stmt, versions_of};
 
 #[async_trait]
 impl CredentialStore for PgStore {
@@ -164,8 +164,8 @@ impl CredentialStore for PgStore {
             .filter(session::Column::RevokedAt.is_null())
             .filter(session::Column::ExpiresAt.gt(now))
             .exec(&txn)
-            .await
-            .map_err(map_err)?
+            .stored()
+            .await?
             .rows_affected;
         if ended == 0 {
             return Ok(false);
@@ -185,8 +185,8 @@ impl CredentialStore for PgStore {
             .filter(session::Column::ExpiresAt.gt(now))
             .order_by_desc(session::Column::CreatedAt)
             .all(&self.db)
-            .await
-            .map_err(map_err)?;
+            .stored()
+            .await?;
         Ok(rows
             .into_iter()
             .map(|s| SessionInfo {
@@ -202,8 +202,8 @@ impl CredentialStore for PgStore {
     async fn password_hash(&self, user_id: Uuid) -> Result<Option<Option<String>>, StoreError> {
         Ok(user::Entity::find_by_id(user_id)
             .one(&self.db)
-            .await
-            .map_err(map_err)?
+            .stored()
+            .await?
             .map(|u| u.password_hash))
     }
 }

@@ -16,8 +16,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::entity::{api_token, role_member, session, user};
-use crate::query::Query;
-use crate::{add_memberships, map_err, rows, stmt};
+use crate::query::{Query, Stored};
+use crate::{add_memberships, rows, stmt};
 
 /// The user's own columns (`u`) with its role names (`r`), as a user is shown.
 macro_rules! user_columns {
@@ -251,8 +251,8 @@ pub(crate) async fn insert_session(
         )
         .filter(user::Column::Id.eq(user_id))
         .exec(txn)
-        .await
-        .map_err(map_err)?;
+        .stored()
+        .await?;
     Ok(())
 }
 
@@ -274,8 +274,8 @@ pub(super) async fn insert_session_row(
         factor: Set(new.factor.map(|f| f.as_str().to_owned())),
     }
     .insert(txn)
-    .await
-    .map_err(map_err)?;
+    .stored()
+    .await?;
     Ok(())
 }
 
@@ -299,8 +299,8 @@ pub(crate) async fn insert_user(
         updated_at: Set(new.created_at),
     }
     .insert(txn)
-    .await
-    .map_err(map_err)?;
+    .stored()
+    .await?;
     set_roles(txn, new.id, &new.role_ids, now).await?;
     Ok(())
 }
@@ -315,8 +315,8 @@ pub(super) async fn set_roles(
     role_member::Entity::delete_many()
         .filter(role_member::Column::UserId.eq(user_id))
         .exec(conn)
-        .await
-        .map_err(map_err)?;
+        .stored()
+        .await?;
     if role_ids.is_empty() {
         return Ok(());
     }

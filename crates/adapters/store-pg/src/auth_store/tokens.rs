@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use super::statements::token_info;
 use crate::entity::api_token;
-use crate::query::Begin;
-use crate::{PgStore, commit_with_audit, execute, map_err};
+use crate::query::{Begin, Stored};
+use crate::{PgStore, commit_with_audit, execute};
 
 #[async_trait]
 impl TokenStore for PgStore {
@@ -30,8 +30,8 @@ impl TokenStore for PgStore {
         let rows = select
             .order_by_desc(api_token::Column::CreatedAt)
             .all(&self.db)
-            .await
-            .map_err(map_err)?;
+            .stored()
+            .await?;
         Ok(rows.into_iter().map(token_info).collect())
     }
 
@@ -73,8 +73,8 @@ impl TokenStore for PgStore {
             revoked_at: Set(None),
         }
         .insert(&txn)
-        .await
-        .map_err(map_err)?;
+        .stored()
+        .await?;
         commit_with_audit(txn, event, self.now()).await?;
         Ok(token_info(model))
     }
@@ -94,7 +94,7 @@ impl TokenStore for PgStore {
         if let Some(owner) = owner {
             update = update.filter(api_token::Column::UserId.eq(owner));
         }
-        if update.exec(&txn).await.map_err(map_err)?.rows_affected == 0 {
+        if update.exec(&txn).stored().await?.rows_affected == 0 {
             return Ok(false);
         }
         commit_with_audit(txn, event, self.now()).await?;

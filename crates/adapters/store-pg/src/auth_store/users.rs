@@ -15,10 +15,9 @@ use super::statements::{
     USER_SELECT, like_pattern, load_user, load_user_where, set_roles, user_from_row,
 };
 use crate::entity::{session, user};
-use crate::query::{Begin, Commit, Query};
+use crate::query::{Begin, Commit, Query, Stored};
 use crate::{
-    PgStore, commit_with_audit, ensure_admin_remains, is_active_admin, map_err, rows, stmt,
-    write_audit,
+    PgStore, commit_with_audit, ensure_admin_remains, is_active_admin, rows, stmt, write_audit,
 };
 
 #[async_trait]
@@ -73,8 +72,8 @@ impl UserStore for PgStore {
         if rows.is_empty()
             && crate::entity::role::Entity::find_by_id(role_id)
                 .one(&self.db)
-                .await
-                .map_err(map_err)?
+                .stored()
+                .await?
                 .is_none()
         {
             return Ok(None);
@@ -113,8 +112,8 @@ impl UserStore for PgStore {
         let txn = self.db.open_txn().await?;
         let current = user::Entity::find_by_id(id)
             .one(&txn)
-            .await
-            .map_err(map_err)?
+            .stored()
+            .await?
             .ok_or(StoreError::NotFound)?;
         let was_admin = is_active_admin(&txn, id).await?;
         let new_password = changes.password_hash.is_some();
@@ -141,7 +140,7 @@ impl UserStore for PgStore {
             row.timezone = Set(zone);
         }
         row.updated_at = Set(now);
-        row.update(&txn).await.map_err(map_err)?;
+        row.update(&txn).stored().await?;
         if let Some(roles) = &changes.role_ids {
             set_roles(&txn, id, roles, self.now()).await?;
         }
@@ -153,7 +152,7 @@ impl UserStore for PgStore {
             if let Some(keep) = keep_session.filter(|_| !deactivated) {
                 end = end.filter(session::Column::Id.ne(keep));
             }
-            end.exec(&txn).await.map_err(map_err)?;
+            end.exec(&txn).stored().await?;
         }
         if was_admin {
             ensure_admin_remains(&txn).await?;
@@ -169,8 +168,8 @@ impl UserStore for PgStore {
         let was_admin = is_active_admin(&txn, id).await?;
         let deleted = user::Entity::delete_by_id(id)
             .exec(&txn)
-            .await
-            .map_err(map_err)?
+            .stored()
+            .await?
             .rows_affected;
         if deleted == 0 {
             return Err(StoreError::NotFound);

@@ -9,8 +9,8 @@ use sea_orm::sqlx::{self, Connection, PgConnection};
 
 use super::alter::{facts, refresh_resource};
 use super::{qualified, scalar_bool};
-use crate::query::Begin;
-use crate::{PgStore, map_err, map_sqlx};
+use crate::query::{Begin, Stored};
+use crate::{PgStore, map_sqlx};
 
 /// Index builds and drops at once per process, each on a connection of its
 /// own outside the pool.
@@ -108,7 +108,7 @@ pub(super) async fn plan(
         vec![qualified(schema, &plan.name).into()],
     )
     .await?;
-    txn.rollback().await.map_err(map_err)?;
+    txn.rollback().stored().await?;
     if taken {
         return Err(StoreError::conflict(
             "name",
@@ -171,7 +171,7 @@ pub(super) async fn drop_concurrently(
             vec![qualified(schema, name).into()],
         )
         .await?;
-    txn.rollback().await.map_err(map_err)?;
+    txn.rollback().stored().await?;
     if !found {
         return Err(StoreError::NotFound);
     }

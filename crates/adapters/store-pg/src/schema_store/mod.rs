@@ -17,7 +17,7 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult, Quer
 use serde_json::Value as Json;
 use uuid::Uuid;
 
-use crate::query::{Begin, Query};
+use crate::query::{Begin, Query, Stored};
 use crate::{PgStore, map_err, pg_error, rows, stmt};
 
 const RESOURCE_COLUMNS: &str = "id, schema_name, table_name, exposed_methods, created_at";
@@ -259,7 +259,7 @@ impl SchemaStore for PgStore {
         // then rolls back.
         run(&txn, plan).await?;
         if !execute {
-            txn.rollback().await.map_err(map_err)?;
+            txn.rollback().stored().await?;
             return Ok(());
         }
         let new = (resource_id, plan.schema.as_str(), plan.table.as_str());
@@ -376,7 +376,7 @@ impl SchemaStore for PgStore {
             self.commit_catalog_change(txn, with_sql(event, sql.clone()))
                 .await?;
         } else {
-            txn.rollback().await.map_err(map_err)?;
+            txn.rollback().stored().await?;
         }
         Ok(sql)
     }

@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 use kernel::FieldError;
 use snapshot::{Consent, Operation, Snapshot, SnapshotStore, StepReport};
 
-use crate::query::{Begin, Query};
-use crate::{PgStore, map_err, stmt};
+use crate::query::{Begin, Query, Stored};
+use crate::{PgStore, stmt};
 
 /// An apply's limits: a lock waited for at most 5 s, a statement 5 minutes.
 const LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'";
@@ -44,7 +44,7 @@ impl SnapshotStore for PgStore {
         txn.run_unprepared("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .await?;
         let exported = export::export(&txn).await?;
-        txn.rollback().await.map_err(map_err)?;
+        txn.rollback().stored().await?;
         Ok(exported)
     }
 
@@ -61,7 +61,7 @@ impl SnapshotStore for PgStore {
             // or not.
             let planned = match planned {
                 Ok((txn, reports, _)) => {
-                    txn.rollback().await.map_err(map_err)?;
+                    txn.rollback().stored().await?;
                     Ok(reports)
                 }
                 Err(error) => Err(error),

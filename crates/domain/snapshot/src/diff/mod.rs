@@ -11,6 +11,7 @@ mod tables;
 pub use admin::{CREDENTIAL_SETTINGS, admin_candidates, mark_admin_power};
 use tables::{resources, tables};
 
+use crate::check::ViewSource;
 use crate::model::{
     Column, Dashboard, DataView, Grant, Index, Resource, Role, Slugged, Snapshot, Table, Workflow,
 };
@@ -67,8 +68,9 @@ pub enum Operation {
     PutWorkflow(Workflow, String),
     /// Drops a workflow.
     DropWorkflow(String),
-    /// Creates or changes a DataView.
-    PutDataView(DataView, String),
+    /// Creates or changes a DataView; what its definitions read comes
+    /// from the plan's [`check`](crate::check::check).
+    PutDataView(DataView, String, Vec<ViewSource>),
     /// Drops a DataView.
     DropDataView(String),
     /// Creates or changes a dashboard.
@@ -164,6 +166,7 @@ pub fn diff(current: &Snapshot, desired: &Snapshot) -> Result<Vec<Step>, FieldEr
     }
     first.extend(middle);
     first.extend(last);
+    crate::check::check(&mut first)?;
     Ok(first)
 }
 
@@ -244,7 +247,7 @@ fn definitions(current: &Snapshot, desired: &Snapshot, out: &mut Vec<Step>) {
         &current.dataviews,
         &desired.dataviews,
         ("dataview", "dataviews"),
-        Operation::PutDataView,
+        |view, path| Operation::PutDataView(view, path, Vec::new()),
         out,
     );
     put(

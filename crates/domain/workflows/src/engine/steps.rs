@@ -123,7 +123,10 @@ impl Walk<'_> {
             headers,
             body: h.body.as_ref().map(|b| render(b, ctx)),
             timeout: Duration::from_millis(h.timeout_ms.unwrap_or(HTTP_TIMEOUT_DEFAULT_MS)),
-            signing_secret: h.signing_secret.clone(),
+            signing: h
+                .signing_secret
+                .clone()
+                .map(|secret| (secret, self.ports.clock.now())),
             allow_private: self.execution.allow_private,
         };
         let outbound = &self.ports.outbound;

@@ -7,11 +7,12 @@ use serde_json::Value as Json;
 use snapshot::Grant;
 
 use super::views::view_outputs;
-use super::{DATAVIEW_ID, Memo, RESOURCE_ID, ROLE_ID, WORKFLOW_ID, at};
+use super::{DATAVIEW_ID, Memo, RESOURCE_ID, ROLE_ID, WORKFLOW_ID};
 use crate::{PgStore, execute};
 
-/// A grant checked as the grants route checks it, with ids for names, as
-/// the row [`create_grants`] inserts.
+/// A grant (its target, action and filter checked by the plan) with ids
+/// for names, its filter's and columns' names found in the table or view,
+/// as the row [`create_grants`] inserts.
 async fn checked_grant(
     txn: &DatabaseTransaction,
     grant: &Grant,
@@ -47,14 +48,10 @@ async fn checked_grant(
         (None, Some(view)) => view_outputs(txn, memo, view).await?,
         _ => None,
     };
-    if let Some(filter) = &grant.filter {
-        let parsed = Filter::parse(filter, "filter").map_err(|e| at(path, e))?;
-        let known = known.as_deref().ok_or_else(|| {
-            FieldError::new(
-                format!("{path}.filter"),
-                "workflow grants take no row filter",
-            )
-        })?;
+    if let Some(filter) = &grant.filter
+        && let Some(known) = known.as_deref()
+    {
+        let parsed = Filter::parse(filter, "filter").map_err(|e| snapshot::at(path, e))?;
         if let Some(unknown) = parsed
             .columns()
             .into_iter()
@@ -67,43 +64,16 @@ async fn checked_grant(
             .into());
         }
     }
-    if let Some(columns) = &grant.columns {
-        let table_columns = known
-            .as_deref()
-            .filter(|_| grant.resource.is_some())
-            .ok_or_else(|| {
-                FieldError::new(format!("{path}.columns"), "only table grants take columns")
-            })?;
-        if let Some((i, _)) = columns
+    if let Some(columns) = &grant.columns
+        && let Some(table_columns) = known.as_deref()
+        && let Some((i, _)) = columns
             .iter()
             .enumerate()
             .find(|(_, c)| !table_columns.contains(c))
-        {
-            return Err(FieldError::new(
-                format!("{path}.columns[{i}]"),
-                "is not a column of the table",
-            )
-            .into());
-        }
-    }
-    let fits = match (&grant.resource, &grant.workflow, &grant.data_view) {
-        (Some(_), None, None) => {
-            ["read", "create", "update", "delete"].contains(&grant.action.as_str())
-        }
-        (None, Some(_), None) => grant.action == "invoke",
-        (None, None, Some(_)) => grant.action == "read",
-        _ => {
-            return Err(FieldError::new(
-                path.to_owned(),
-                "names exactly one of resource, workflow and dataView",
-            )
-            .into());
-        }
-    };
-    if !fits {
+    {
         return Err(FieldError::new(
-            format!("{path}.action"),
-            "does not fit the grant's target (read, create, update or delete a table; invoke a workflow; read a DataView)",
+            format!("{path}.columns[{i}]"),
+            "is not a column of the table",
         )
         .into());
     }

@@ -105,8 +105,8 @@ pub(super) async fn run(
                 .map(|()| None)
         }
         Operation::DropWorkflow(slug) => delete(txn, workflows::DROP, slug).await,
-        Operation::PutDataView(view, path) => {
-            views::put_dataview(store, txn, view, path, dry, memo)
+        Operation::PutDataView(view, _, sources) => {
+            views::put_dataview(store, txn, (view, sources), dry, memo)
                 .await
                 .map(|()| None)
         }
@@ -137,20 +137,10 @@ async fn delete(
     Ok(None)
 }
 
-/// A refusal of the input at `path`.
-fn at(path: &str, e: FieldError) -> StoreError {
-    let field = if e.field.is_empty() {
-        path.to_owned()
-    } else {
-        format!("{path}.{}", e.field)
-    };
-    FieldError::new(field, e.message).into()
-}
-
 /// `at` for a store refusal that is a field's.
 fn within(path: &str) -> impl Fn(StoreError) -> StoreError + '_ {
     move |e| match e {
-        StoreError::Invalid(f) => at(path, f),
+        StoreError::Invalid(f) => snapshot::at(path, f).into(),
         other => other,
     }
 }

@@ -4,22 +4,21 @@ use kernel::{FieldError, StoreError, new_id};
 use sea_orm::DatabaseTransaction;
 use snapshot::Role;
 
-use super::at;
 use crate::{PgStore, execute};
 
 /// Deletes a role by name (`$1`); a built-in role stays.
 pub(super) const DROP: &str =
     "DELETE FROM svc.roles WHERE lower(name) = lower($1) AND NOT built_in";
 
-/// Creates the role, or (applying) updates the one of that name.
+/// Creates the role (its name checked by the plan), or (applying)
+/// updates the one of that name.
 pub(super) async fn put(
     store: &PgStore,
     txn: &DatabaseTransaction,
     role: &Role,
     dry: bool,
 ) -> Result<(), StoreError> {
-    let path = format!("roles.{}", role.name);
-    let name = kernel::validate::short_text(&role.name, "name", 200).map_err(|e| at(&path, e))?;
+    let (path, name) = (format!("roles.{}", role.name), role.name.clone());
     let built_in =
         "SELECT EXISTS (SELECT 1 FROM svc.roles WHERE lower(name) = lower($1) AND built_in) AS ok";
     if crate::schema_store::scalar_bool(txn, built_in, vec![name.clone().into()]).await? {

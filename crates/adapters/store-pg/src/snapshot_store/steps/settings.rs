@@ -31,7 +31,8 @@ pub(super) async fn current(
     Ok(Settings::from_stored(stored))
 }
 
-/// Sets `key` to `value` (a role named by name for the registration role);
+/// Sets `key` (a setting the plan allows) to `value` (a role named by
+/// name for the registration role);
 /// a diff keeps the value in the memo instead.
 pub(super) async fn set(
     store: &PgStore,
@@ -42,13 +43,6 @@ pub(super) async fn set(
     memo: &mut Memo,
 ) -> Result<(), StoreError> {
     let path = format!("settings.{key}");
-    if kernel::settings::session_only(key) {
-        return Err(FieldError::new(
-            path,
-            "changes only through PATCH /admin/api/settings, by an administrator signed in with a session",
-        )
-        .into());
-    }
     let value = if key == "auth.registration_role_id" && !value.is_null() {
         let role = id_of(txn, ROLE_ID, value.as_str().unwrap_or_default(), &path).await?;
         Json::String(role.to_string())

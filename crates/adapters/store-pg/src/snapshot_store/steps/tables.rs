@@ -6,7 +6,9 @@ use schema::{ColumnInput, ForeignKeyInput, IndexInput, TableInput};
 use sea_orm::{ConnectionTrait, DatabaseTransaction};
 use snapshot::{Column, Index, Resource, Table};
 
-use super::{at, within};
+use snapshot::at;
+
+use super::within;
 use crate::schema_store::alter::{facts, refresh_resource, reported};
 use crate::schema_store::{
     OnTaken, check_messages, confirm, lock_schema, qualified, run as run_plan,

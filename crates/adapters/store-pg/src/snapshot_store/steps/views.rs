@@ -1,13 +1,12 @@
 //! A snapshot's DataViews and dashboards, checked against the tables and
 //! views they read.
 
-use kernel::filter::Filter;
 use kernel::{FieldError, StoreError, new_id};
 use sea_orm::DatabaseTransaction;
-use serde_json::{Map, Value as Json};
-use snapshot::{Dashboard, DataView};
+use serde_json::Value as Json;
+use snapshot::{Dashboard, DataView, ViewSource, at};
 
-use super::{DATAVIEW_ID, Memo, at, id_of, within};
+use super::{DATAVIEW_ID, Memo, id_of, within};
 use crate::query::Query;
 use crate::schema_store::alter::facts;
 use crate::{PgStore, execute, rows, stmt};
@@ -17,30 +16,19 @@ pub(super) const DROP_DATAVIEW: &str = "DELETE FROM svc.dataviews WHERE slug = $
 /// Deletes a dashboard by slug (`$1`).
 pub(super) const DROP_DASHBOARD: &str = "DELETE FROM svc.dashboards WHERE slug = $1";
 
-/// Creates the DataView, or (applying) replaces the one of that slug,
-/// checked against its source table.
+/// Creates the DataView (checked by the plan), or (applying) replaces the
+/// one of that slug; each definition's source table must have the
+/// columns it names.
 pub(super) async fn put_dataview(
     store: &PgStore,
     txn: &DatabaseTransaction,
-    view: &DataView,
-    path: &str,
+    (view, sources): (&DataView, &[ViewSource]),
     dry: bool,
     memo: &mut Memo,
 ) -> Result<(), StoreError> {
-    let slug = kernel::validate::slug(&view.slug, "slug").map_err(|e| at(path, e))?;
-    let name = kernel::validate::short_text(&view.name, "name", 200).map_err(|e| at(path, e))?;
-    for (field, definition) in [
-        ("draft", Some(&view.draft)),
-        ("published", view.published.as_ref()),
-    ] {
-        let Some(definition) = definition else {
-            continue;
-        };
-        let at_definition = format!("{path}.{field}");
-        let empty = Map::new();
-        let parsed = views::definition::Definition::parse(definition.as_object().unwrap_or(&empty))
-            .map_err(|e| at(&at_definition, e))?;
-        source_columns(txn, &parsed, &at_definition).await?;
+    let (slug, name) = (view.slug.clone(), view.name.clone());
+    for source in sources {
+        source_columns(txn, source).await?;
     }
     let on_taken = if dry {
         // Later steps read the columns the snapshot gives it.
@@ -99,31 +87,17 @@ pub(super) async fn view_outputs(
 }
 
 /// Checks that a DataView's source is a table with the columns it names.
-async fn source_columns(
-    txn: &DatabaseTransaction,
-    definition: &views::definition::Definition,
-    path: &str,
-) -> Result<(), StoreError> {
-    let source = facts(txn, &definition.schema, &definition.table)
+async fn source_columns(txn: &DatabaseTransaction, read: &ViewSource) -> Result<(), StoreError> {
+    let path = &read.path;
+    let source = facts(txn, &read.schema, &read.table)
         .await
         .map_err(|_| FieldError::new(format!("{path}.source"), "is not a table"))?;
-    let named = definition.columns.iter().filter_map(|c| match &c.measure {
-        views::definition::Measure::Plain(column)
-        | views::definition::Measure::Bucket(_, column)
-        | views::definition::Measure::Agg(_, Some(column)) => Some(column.as_str()),
-        views::definition::Measure::Agg(_, None) => None,
-    });
-    let filtered = definition
-        .filter
-        .as_ref()
-        .map(Filter::columns)
-        .unwrap_or_default();
-    match named.chain(filtered).find(|c| source.column(c).is_none()) {
+    match read.columns.iter().find(|c| source.column(c).is_none()) {
         Some(unknown) => Err(FieldError::new(
             format!("{path}.columns"),
             format!(
                 "{unknown} is not a column of {}.{}",
-                definition.schema, definition.table
+                read.schema, read.table
             ),
         )
         .into()),
@@ -131,8 +105,9 @@ async fn source_columns(
     }
 }
 
-/// Creates the dashboard, or (applying) replaces the one of that slug;
-/// each widget's DataView and columns must exist.
+/// Creates the dashboard (its slug, name and refresh checked by the
+/// plan), or (applying) replaces the one of that slug; each widget's
+/// DataView and columns must exist.
 pub(super) async fn put_dashboard(
     store: &PgStore,
     txn: &DatabaseTransaction,
@@ -141,9 +116,7 @@ pub(super) async fn put_dashboard(
     dry: bool,
     memo: &Memo,
 ) -> Result<(), StoreError> {
-    let slug = kernel::validate::slug(&dashboard.slug, "slug").map_err(|e| at(path, e))?;
-    let name =
-        kernel::validate::short_text(&dashboard.name, "name", 200).map_err(|e| at(path, e))?;
+    let (slug, name) = (dashboard.slug.clone(), dashboard.name.clone());
     let mut widgets = Vec::with_capacity(dashboard.widgets.len());
     let mut views = Vec::with_capacity(dashboard.widgets.len());
     for (i, widget) in dashboard.widgets.iter().enumerate() {
@@ -169,14 +142,6 @@ pub(super) async fn put_dashboard(
         let slug = views.get(i).map_or("", String::as_str);
         let outputs = view_outputs(txn, memo, slug).await?.unwrap_or_default();
         widget.check_columns(i, &outputs).map_err(|e| at(path, e))?;
-    }
-    if dashboard
-        .refresh_seconds
-        .is_some_and(|s| !(5..=86_400).contains(&s))
-    {
-        return Err(
-            FieldError::new(format!("{path}.refreshSeconds"), "must be from 5 to 86400").into(),
-        );
     }
     let refresh = dashboard
         .refresh_seconds

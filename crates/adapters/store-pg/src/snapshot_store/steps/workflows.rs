@@ -6,7 +6,9 @@ use sea_orm::DatabaseTransaction;
 use serde_json::Value as Json;
 use snapshot::Workflow;
 
-use super::{Memo, RESOURCE_ID, USER_ID, at, id_of, settings};
+use snapshot::at;
+
+use super::{Memo, RESOURCE_ID, USER_ID, id_of, settings};
 use crate::query::Query;
 use crate::{PgStore, execute, rows, stmt};
 
@@ -39,7 +41,9 @@ async fn definition_ids(
     Ok(definition)
 }
 
-/// Creates the workflow, or (applying) replaces the one of that slug;
+/// Creates the workflow (its slug and name checked by the plan), or
+/// (applying) replaces the one of that slug; its definitions are checked
+/// here, with names turned into ids;
 /// secrets exported as `[REDACTED]` keep the values stored.
 pub(super) async fn put(
     store: &PgStore,
@@ -49,9 +53,7 @@ pub(super) async fn put(
     dry: bool,
     memo: &Memo,
 ) -> Result<(), StoreError> {
-    let slug = kernel::validate::slug(&workflow.slug, "slug").map_err(|e| at(path, e))?;
-    let name =
-        kernel::validate::short_text(&workflow.name, "name", 200).map_err(|e| at(path, e))?;
+    let (slug, name) = (workflow.slug.clone(), workflow.name.clone());
     let settings = settings::current(txn, memo).await?;
     let max_wait = settings
         .value("workflows.max_sync_wait_ms")
