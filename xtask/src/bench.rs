@@ -250,6 +250,41 @@ fn server_binary() -> Result<String> {
 /// Starts `binary` on `database` with the bench administrator and `env`,
 /// and waits until it is ready.
 fn start_binary(binary: &str, database: &str, env: &[(&str, &Path)]) -> Result<(Server, u16)> {
+    start_binary_to(binary, database, env, std::process::Stdio::inherit())
+}
+
+/// The statement the server sends to PostgreSQL for GET `path` (a Data
+/// API read), with its values written in: a second server on `database`
+/// logs it (`tessera::sql` at trace level) while answering the request
+/// once.
+fn route_statement(database: &str, path: &str, bearer: &str) -> Result<String> {
+    let log = std::env::temp_dir().join(format!("tessera-bench-sql-{}.log", std::process::id()));
+    let file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+    let env = [
+        ("TESSERA_LOG", Path::new("warn,tessera::sql=trace")),
+        ("TESSERA_LOG_FORMAT", Path::new("json")),
+    ];
+    let (server, port) = start_binary_to(&server_binary()?, database, &env, file.into())?;
+    let (status, body) = request(port, "GET", path, Some(bearer), None)?;
+    drop(server);
+    if status != 200 {
+        return Err(format!("{path}: {status} {body}"));
+    }
+    let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&log);
+    text.lines()
+        .filter(|line| line.contains("\"target\":\"tessera::sql\""))
+        .find_map(|line| json_string(line, "message"))
+        .ok_or(format!("the server logged no statement for {path}"))
+}
+
+/// [`start_binary`] with the server's standard output sent to `stdout`.
+fn start_binary_to(
+    binary: &str,
+    database: &str,
+    env: &[(&str, &Path)],
+    stdout: std::process::Stdio,
+) -> Result<(Server, u16)> {
     ensure_tool("wrk", &["wrk"])?;
     let port = free_port()?;
     let child = Command::new(binary)
@@ -260,6 +295,7 @@ fn start_binary(binary: &str, database: &str, env: &[(&str, &Path)]) -> Result<(
         .env("TESSERA_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD)
         .env("TESSERA_LOG", "warn")
         .envs(env.iter().copied())
+        .stdout(stdout)
         .spawn()
         .map_err(|e| format!("starting tessera: {e}"))?;
     let server = Server(child);

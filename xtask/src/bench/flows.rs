@@ -15,8 +15,12 @@ use super::{
 };
 use crate::Result;
 
-/// The workflow store, whose statements pgbench runs.
-const STORE: &str = include_str!("../../../crates/adapters/store-pg/src/workflow_store/mod.rs");
+/// The workflow store's definitions and runs, whose statements pgbench
+/// runs.
+const STORE: &str = concat!(
+    include_str!("../../../crates/adapters/store-pg/src/workflow_store/definitions.rs"),
+    include_str!("../../../crates/adapters/store-pg/src/workflow_store/runs.rs"),
+);
 /// Schedules ticking at once.
 const SCHEDULES: usize = 50;
 /// How long the schedules tick, and the row events arrive.

@@ -29,15 +29,16 @@ pub struct ViewSource {
     pub columns: Vec<String>,
 }
 
-/// Checks every step of a plan, trims the names it keeps, and fills each
+/// Checks every step of a plan, trims the slugged names it keeps, and fills each
 /// DataView step's [`ViewSource`]s; the first refusal names its path in
 /// the snapshot.
 pub fn check(steps: &mut [Step]) -> Result<(), FieldError> {
     for step in steps {
         match &mut step.operation {
+            // A role's path is its name as written; the store trims it.
             Operation::PutRole(role) => {
                 let path = format!("roles.{}", role.name);
-                role.name = short_text(&role.name, "name", 200).map_err(|e| at(&path, e))?;
+                short_text(&role.name, "name", 200).map_err(|e| at(&path, e))?;
             }
             Operation::PutWorkflow(workflow, path) => {
                 (workflow.slug, workflow.name) =
@@ -184,8 +185,13 @@ mod tests {
 
     #[test]
     fn names_are_trimmed_and_a_bad_slug_is_refused_at_its_path() {
-        let steps = planned(json!({ "version": 1, "roles": [{ "name": "  Editors " }] })).unwrap();
-        assert!(matches!(&steps[0].operation, Operation::PutRole(r) if r.name == "Editors"));
+        let steps = planned(json!({ "version": 1, "workflows": [
+            { "slug": "w", "name": "  Weekly ", "draft": { "trigger": { "type": "manual" }, "steps": [] } }
+        ] }))
+        .unwrap();
+        assert!(matches!(&steps[0].operation, Operation::PutWorkflow(w, _) if w.name == "Weekly"));
+        let refused = planned(json!({ "version": 1, "roles": [{ "name": " " }] })).unwrap_err();
+        assert_eq!(refused.field, "roles. .name");
         let refused = planned(json!({ "version": 1, "workflows": [
             { "slug": "Bad Slug", "name": "x", "draft": { "trigger": { "type": "manual" }, "steps": [] } }
         ] }))

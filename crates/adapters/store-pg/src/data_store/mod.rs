@@ -148,6 +148,21 @@ struct PgDataTransaction {
     txn: DatabaseTransaction,
 }
 
+/// Logs a Data API read's statement with its values written in, at
+/// `trace` level under the target `tessera::sql` (off unless asked for,
+/// as `TESSERA_LOG=warn,tessera::sql=trace`): what `cargo xtask bench
+/// related` gives pgbench as the route's statement.
+fn trace_statement(sql: &str, values: &sea_orm::sea_query::Values) {
+    if tracing::enabled!(target: "tessera::sql", tracing::Level::TRACE) {
+        let statement = sea_orm::sea_query::inject_parameters(
+            sql,
+            &values.0,
+            &sea_orm::sea_query::PostgresQueryBuilder,
+        );
+        tracing::trace!(target: "tessera::sql", "{statement}");
+    }
+}
+
 impl PgStore {
     /// Runs a read on `conn` with its JSON built by PostgreSQL.
     async fn read_json(
@@ -161,6 +176,7 @@ impl PgStore {
             Read::Aggregate(query) => aggregate_sql(table, query, context, on),
             _ => Rows::of(read).sql(table, context, true, on),
         };
+        trace_statement(&statement.0, &statement.1);
         let row = self
             .row(conn, statement)
             .await?
@@ -199,6 +215,7 @@ impl PgStore {
         }
         let rows = Rows::of(read);
         let (sql, values) = rows.sql(table, context, false, on);
+        trace_statement(&sql, &values);
         let (keys, cells) = rows.layout();
         let list = matches!(read, Read::List(_));
         let mut out = String::with_capacity(1024);

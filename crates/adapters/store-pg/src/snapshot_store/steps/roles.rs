@@ -18,7 +18,7 @@ pub(super) async fn put(
     role: &Role,
     dry: bool,
 ) -> Result<(), StoreError> {
-    let (path, name) = (format!("roles.{}", role.name), role.name.clone());
+    let (path, name) = (format!("roles.{}", role.name), role.name.trim().to_owned());
     let built_in =
         "SELECT EXISTS (SELECT 1 FROM svc.roles WHERE lower(name) = lower($1) AND built_in) AS ok";
     if crate::schema_store::scalar_bool(txn, built_in, vec![name.clone().into()]).await? {
