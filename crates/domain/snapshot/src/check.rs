@@ -15,8 +15,9 @@ use crate::diff::{Operation, Step};
 use crate::model::{Dashboard, DataView, Grant};
 
 /// What a DataView definition reads: its source table and the columns
-/// it names there (output columns first, then its filter's), found by
-/// [`check`] for the store to find in the catalog.
+/// it names there (output columns first, then its filter's), found when
+/// [`diff`](fn@crate::diff) checks the plan, for the store to find in the
+/// catalog.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewSource {
     /// Where the definition is in the snapshot (`dataviews[i].draft`).

@@ -69,7 +69,7 @@ pub enum Operation {
     /// Drops a workflow.
     DropWorkflow(String),
     /// Creates or changes a DataView; what its definitions read comes
-    /// from the plan's [`check`](crate::check::check).
+    /// from the plan's check in [`diff`](fn@crate::diff).
     PutDataView(DataView, String, Vec<ViewSource>),
     /// Drops a DataView.
     DropDataView(String),
