@@ -10,8 +10,14 @@
 //! found broken runs
 //! again on one from the pool. The other half of the pool stays for
 //! everything else.
+//!
+//! A kept connection goes back to the thread that took it from the pool:
+//! its socket is driven by the runtime it was opened on (an HTTP worker's,
+//! when the pool opened it for that worker's read), so a read on another
+//! worker would be woken through a second thread.
 
 use std::sync::{Mutex, PoisonError};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use futures_util::TryStreamExt;
@@ -31,10 +37,20 @@ const IDLE: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(crate) struct ReadLane {
     pool: PgPool,
-    /// Each with when it was last used and the statement timeout's
-    /// generation it was acquired from the pool at.
-    kept: Mutex<Vec<(PoolConnection<Postgres>, Instant, u64)>>,
+    kept: Mutex<Vec<Kept<PoolConnection<Postgres>>>>,
     most: usize,
+}
+
+/// A connection kept for the next read.
+#[derive(Debug)]
+struct Kept<C> {
+    connection: C,
+    /// When it was last used.
+    since: Instant,
+    /// The statement timeout's generation it was acquired from the pool at.
+    generation: u64,
+    /// The thread that took it from the pool, which takes it again.
+    home: ThreadId,
 }
 
 impl ReadLane {
@@ -76,9 +92,10 @@ impl ReadLane {
         values: Values,
         visit: &mut impl FnMut(PgRow) -> Result<(), StoreError>,
     ) -> Result<usize, StoreError> {
-        if let Some((connection, generation)) = self.take() {
+        let home = std::thread::current().id();
+        if let Some((connection, generation)) = self.take(home) {
             match self
-                .run(connection, generation, sql, values.clone(), visit)
+                .run((connection, generation, home), sql, values.clone(), visit)
                 .await
             {
                 Err(Stop::Driver(error, 0)) if !matches!(error, sqlx::Error::Database(_)) => {}
@@ -87,15 +104,14 @@ impl ReadLane {
         }
         let generation = crate::timeout::generation();
         let connection = self.pool.acquire().await.map_err(map_sqlx)?;
-        self.run(connection, generation, sql, values, visit)
+        self.run((connection, generation, home), sql, values, visit)
             .await
             .map_err(Stop::into_store)
     }
 
     async fn run(
         &self,
-        mut connection: PoolConnection<Postgres>,
-        generation: u64,
+        (mut connection, generation, home): (PoolConnection<Postgres>, u64, ThreadId),
         sql: &str,
         values: Values,
         visit: &mut impl FnMut(PgRow) -> Result<(), StoreError>,
@@ -122,27 +138,39 @@ impl ReadLane {
                 }
             }
         }
-        self.keep(connection, generation);
+        self.keep(Kept {
+            connection,
+            since: Instant::now(),
+            generation,
+            home,
+        });
         Ok(seen)
     }
 
-    /// The most recently used kept connection, if one is fresh enough and
-    /// carries the current statement timeout.
-    fn take(&self) -> Option<(PoolConnection<Postgres>, u64)> {
+    /// The most recently used connection kept by thread `home`, if one is
+    /// fresh enough and carries the current statement timeout.
+    fn take(&self, home: ThreadId) -> Option<(PoolConnection<Postgres>, u64)> {
         let current = crate::timeout::generation();
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.retain(|(_, since, generation)| since.elapsed() < IDLE && *generation == current);
-        kept.pop()
-            .map(|(connection, _, generation)| (connection, generation))
+        pick(&mut kept, home, current).map(|taken| (taken.connection, taken.generation))
     }
 
-    /// Keeps `connection` for the next read, or gives it back when enough are kept.
-    fn keep(&self, connection: PoolConnection<Postgres>, generation: u64) {
+    /// Keeps a connection for the next read, or gives it back when enough are kept.
+    fn keep(&self, connection: Kept<PoolConnection<Postgres>>) {
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         if kept.len() < self.most {
-            kept.push((connection, Instant::now(), generation));
+            kept.push(connection);
         }
     }
+}
+
+/// Drops from `kept` what sat unused for [`IDLE`] or carries another
+/// statement timeout than `generation`, then takes the most recently kept
+/// of thread `home`'s.
+fn pick<C>(kept: &mut Vec<Kept<C>>, home: ThreadId, generation: u64) -> Option<Kept<C>> {
+    kept.retain(|k| k.since.elapsed() < IDLE && k.generation == generation);
+    let at = kept.iter().rposition(|k| k.home == home)?;
+    Some(kept.remove(at))
 }
 
 /// Why a read on the lane ended early.
@@ -159,5 +187,53 @@ impl Stop {
             Stop::Driver(error, _) => map_sqlx(error),
             Stop::Visit(error) => error,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(connection: u8, home: ThreadId, idle: Duration, generation: u64) -> Kept<u8> {
+        Kept {
+            connection,
+            since: Instant::now()
+                .checked_sub(idle)
+                .unwrap_or_else(Instant::now),
+            generation,
+            home,
+        }
+    }
+
+    #[test]
+    fn a_thread_takes_back_its_own_freshest_connection_only() {
+        let here = std::thread::current().id();
+        let there = std::thread::spawn(|| std::thread::current().id())
+            .join()
+            .unwrap();
+        let fresh = Duration::ZERO;
+        let mut lane = vec![
+            kept(1, here, fresh, 7),
+            kept(2, there, fresh, 7),
+            kept(3, here, fresh, 7),
+            kept(4, there, fresh, 7),
+        ];
+        assert_eq!(pick(&mut lane, here, 7).map(|k| k.connection), Some(3));
+        assert_eq!(pick(&mut lane, here, 7).map(|k| k.connection), Some(1));
+        // The other thread's connections stay for it.
+        assert!(pick(&mut lane, here, 7).is_none());
+        assert_eq!(lane.len(), 2);
+        assert_eq!(pick(&mut lane, there, 7).map(|k| k.connection), Some(4));
+    }
+
+    #[test]
+    fn idle_connections_and_an_older_statement_timeout_are_given_up() {
+        let here = std::thread::current().id();
+        let mut lane = vec![
+            kept(1, here, IDLE + Duration::from_secs(1), 7),
+            kept(2, here, Duration::ZERO, 6),
+        ];
+        assert!(pick(&mut lane, here, 7).is_none());
+        assert!(lane.is_empty());
     }
 }
