@@ -255,25 +255,30 @@ fn start_binary(binary: &str, database: &str, env: &[(&str, &Path)]) -> Result<(
 
 /// The statement the server sends to PostgreSQL for GET `path` (a Data
 /// API read), with its values written in: a second server on `database`
-/// logs it (`tessera::sql` at trace level) while answering the request
+/// logs it (`data_api_sql` at trace level) while answering the request
 /// once.
 fn route_statement(database: &str, path: &str, bearer: &str) -> Result<String> {
-    let log = std::env::temp_dir().join(format!("tessera-bench-sql-{}.log", std::process::id()));
-    let file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
-    let env = [
-        ("TESSERA_LOG", Path::new("warn,tessera::sql=trace")),
-        ("TESSERA_LOG_FORMAT", Path::new("json")),
-    ];
-    let (server, port) = start_binary_to(&server_binary()?, database, &env, file.into())?;
-    let (status, body) = request(port, "GET", path, Some(bearer), None)?;
-    drop(server);
-    if status != 200 {
-        return Err(format!("{path}: {status} {body}"));
-    }
-    let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
-    let _ = std::fs::remove_file(&log);
-    text.lines()
-        .filter(|line| line.contains("\"target\":\"tessera::sql\""))
+    let dir = std::env::temp_dir().join(format!("tessera-bench-sql-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let log = dir.join("server.log");
+    let logged = (|| {
+        let file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        let env = [
+            ("TESSERA_LOG", Path::new("warn,data_api_sql=trace")),
+            ("TESSERA_LOG_FORMAT", Path::new("json")),
+        ];
+        let (server, port) = start_binary_to(&server_binary()?, database, &env, file.into())?;
+        let (status, body) = request(port, "GET", path, Some(bearer), None)?;
+        drop(server);
+        if status != 200 {
+            return Err(format!("{path}: {status} {body}"));
+        }
+        std::fs::read_to_string(&log).map_err(|e| e.to_string())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    logged?
+        .lines()
+        .filter(|line| line.contains("\"target\":\"data_api_sql\""))
         .find_map(|line| json_string(line, "message"))
         .ok_or(format!("the server logged no statement for {path}"))
 }

@@ -11,10 +11,12 @@
 //! again on one from the pool. The other half of the pool stays for
 //! everything else.
 //!
-//! A kept connection goes back to the thread that took it from the pool:
-//! its socket is driven by the runtime it was opened on (an HTTP worker's,
-//! when the pool opened it for that worker's read), so a read on another
-//! worker would be woken through a second thread.
+//! A kept connection goes back first to the thread that took it from the
+//! pool: its socket is driven by the runtime it was opened on (usually
+//! that HTTP worker's, when the pool opened it for that worker's read), so
+//! a read on another worker would be woken through a second thread. A
+//! thread with none of its own takes another's rather than wait for the
+//! pool.
 
 use std::sync::{Mutex, PoisonError};
 use std::thread::ThreadId;
@@ -49,7 +51,7 @@ struct Kept<C> {
     since: Instant,
     /// The statement timeout's generation it was acquired from the pool at.
     generation: u64,
-    /// The thread that took it from the pool, which takes it again.
+    /// The thread that took it from the pool, which takes it again first.
     home: ThreadId,
 }
 
@@ -147,8 +149,8 @@ impl ReadLane {
         Ok(seen)
     }
 
-    /// The most recently used connection kept by thread `home`, if one is
-    /// fresh enough and carries the current statement timeout.
+    /// The most recently used kept connection, thread `home`'s first, if
+    /// one is fresh enough and carries the current statement timeout.
     fn take(&self, home: ThreadId) -> Option<(PoolConnection<Postgres>, u64)> {
         let current = crate::timeout::generation();
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
@@ -166,10 +168,13 @@ impl ReadLane {
 
 /// Drops from `kept` what sat unused for [`IDLE`] or carries another
 /// statement timeout than `generation`, then takes the most recently kept
-/// of thread `home`'s.
+/// of thread `home`'s, else the most recently kept of any thread's.
 fn pick<C>(kept: &mut Vec<Kept<C>>, home: ThreadId, generation: u64) -> Option<Kept<C>> {
     kept.retain(|k| k.since.elapsed() < IDLE && k.generation == generation);
-    let at = kept.iter().rposition(|k| k.home == home)?;
+    let at = kept
+        .iter()
+        .rposition(|k| k.home == home)
+        .or(kept.len().checked_sub(1))?;
     Some(kept.remove(at))
 }
 
@@ -206,7 +211,7 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_takes_back_its_own_freshest_connection_only() {
+    fn a_thread_takes_back_its_own_freshest_connection_first() {
         let here = std::thread::current().id();
         let there = std::thread::spawn(|| std::thread::current().id())
             .join()
@@ -219,11 +224,12 @@ mod tests {
             kept(4, there, fresh, 7),
         ];
         assert_eq!(pick(&mut lane, here, 7).map(|k| k.connection), Some(3));
-        assert_eq!(pick(&mut lane, here, 7).map(|k| k.connection), Some(1));
-        // The other thread's connections stay for it.
-        assert!(pick(&mut lane, here, 7).is_none());
-        assert_eq!(lane.len(), 2);
         assert_eq!(pick(&mut lane, there, 7).map(|k| k.connection), Some(4));
+        assert_eq!(pick(&mut lane, here, 7).map(|k| k.connection), Some(1));
+        // With none of its own left, a thread takes another's rather than
+        // wait for the pool.
+        assert_eq!(pick(&mut lane, here, 7).map(|k| k.connection), Some(2));
+        assert!(pick(&mut lane, there, 7).is_none());
     }
 
     #[test]

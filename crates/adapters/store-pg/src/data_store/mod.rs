@@ -149,17 +149,17 @@ struct PgDataTransaction {
 }
 
 /// Logs a Data API read's statement with its values written in, at
-/// `trace` level under the target `tessera::sql` (off unless asked for,
-/// as `TESSERA_LOG=warn,tessera::sql=trace`): what `cargo xtask bench
-/// related` gives pgbench as the route's statement.
+/// `trace` level under the target `data_api_sql` (off unless asked for,
+/// as `TESSERA_LOG=warn,data_api_sql=trace`, or by a plain `trace`): what
+/// `cargo xtask bench related` gives pgbench as the route's statement.
 fn trace_statement(sql: &str, values: &sea_orm::sea_query::Values) {
-    if tracing::enabled!(target: "tessera::sql", tracing::Level::TRACE) {
+    if tracing::enabled!(target: "data_api_sql", tracing::Level::TRACE) {
         let statement = sea_orm::sea_query::inject_parameters(
             sql,
             &values.0,
             &sea_orm::sea_query::PostgresQueryBuilder,
         );
-        tracing::trace!(target: "tessera::sql", "{statement}");
+        tracing::trace!(target: "data_api_sql", "{statement}");
     }
 }
 
