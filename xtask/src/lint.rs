@@ -71,7 +71,7 @@ pub(crate) fn lint() -> Result {
             }
         }
     }
-    problems.extend(source_problems(&workspace_root())?);
+    problems.extend(source_problems(&crate::pg::workspace_root())?);
     if problems.is_empty() {
         eprintln!(
             "xtask: layering ok: {} stay free of {}; no adapter depends on another; {}; \
@@ -88,13 +88,6 @@ pub(crate) fn lint() -> Result {
     } else {
         Err(format!("layering broken: {}", problems.join("; ")))
     }
-}
-
-/// The workspace's root folder.
-fn workspace_root() -> PathBuf {
-    let xtask = std::env::var("CARGO_MANIFEST_DIR")
-        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
-    Path::new(&xtask).join("..")
 }
 
 /// The rules read in the library sources (`crates/**/src` and `bins`,

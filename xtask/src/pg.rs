@@ -109,7 +109,8 @@ fn initdb(bin: &Path, as_postgres: bool, data: &Path) -> Result {
         ]))
 }
 
-fn workspace_root() -> PathBuf {
+/// The workspace's root folder.
+pub(crate) fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_owned)
