@@ -78,6 +78,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0024_measured_rows",
         include_str!("../sql/0024_measured_rows.sql"),
     ),
+    (
+        "m0025_deferrable_service_keys",
+        include_str!("../sql/0025_deferrable_service_keys.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use testkit::{Answer, TestApp, spawn_app, spawn_app_with_clock};
 
 use crate::mfa::{
-    ask_code, base32_decode, challenge, code, emailed_code, next_email, post_public as public,
+    ask_code, base32_decode, challenge, code, delete_with, emailed_code, next_email,
+    post_public as public,
 };
 use crate::passkeys::{ORIGIN, SoftPasskey, passkey_session, registered};
 
@@ -221,6 +222,24 @@ async fn factors_change_only_from_a_session_that_proved_one() {
         )
         .await;
     assert_eq!(confirmed.status, StatusCode::OK, "{:?}", confirmed.body);
+    // The password session made before TOTP came may not turn it off,
+    // even with a right code.
+    let recovery = confirmed.data()["recoveryCodes"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let turned_off = delete_with(
+        &app,
+        "/api/auth/mfa/totp",
+        &password_only,
+        json!({ "code": recovery[0] }),
+    )
+    .await;
+    assert_refused(&turned_off, "MFA_REQUIRED", "TOTP delete");
+    assert_eq!(
+        app.get("/api/auth/me", &proven).await.data()["mfa"]["totp"],
+        true
+    );
     let pending = challenge(&app, "ann@example.com").await;
     let options = passkey_options(&app, &pending).await;
     let signed_in = verify_with(&app, &pending, &passkey.assert(&options, ORIGIN)).await;
@@ -228,6 +247,20 @@ async fn factors_change_only_from_a_session_that_proved_one() {
     let session = signed_in.data()["token"].as_str().unwrap().to_owned();
     let (_, third) = registered(&app, &session, "Third").await;
     assert!(third["id"].is_string());
+    // The session that finished the challenge may turn TOTP off.
+    let turned_off = delete_with(
+        &app,
+        "/api/auth/mfa/totp",
+        &session,
+        json!({ "code": recovery[1] }),
+    )
+    .await;
+    assert_eq!(
+        turned_off.status,
+        StatusCode::NO_CONTENT,
+        "{:?}",
+        turned_off.body
+    );
 
     // An account with TOTP alone has no passkey to offer.
     app.create_user(&admin, "bob@example.com", "password-1", None)
@@ -250,6 +283,39 @@ async fn factors_change_only_from_a_session_that_proved_one() {
     .await;
     assert_eq!(none.status, StatusCode::BAD_REQUEST, "{:?}", none.body);
     assert_eq!(none.code(), "INVALID_PAYLOAD");
+}
+
+/// The administrators' reset of someone's factors is itself a factor
+/// change: an administrator whose account has a factor resets only from a
+/// session that proved one (decisions.md, "Second factors and the
+/// administrators' reset").
+#[tokio::test]
+async fn an_administrator_with_a_factor_resets_factors_only_from_a_proven_session() {
+    let app = spawn_app().await;
+    let (_, admin, proven, _) = passkey_admin(&app, "boss@example.com").await;
+    let id = app
+        .create_user(&admin, "ann@example.com", "password-1", None)
+        .await;
+    let ann = app.login("ann@example.com", "password-1").await;
+    registered(&app, &ann, "Ann's").await;
+    registered(&app, &ann, "Ann's spare").await;
+    let reset = format!("/admin/api/users/{id}/mfa");
+    // The administrator's password alone (the rule for administrators is
+    // off here, so no challenge came): refused.
+    let password_only = app.login("boss@example.com", "password-1").await;
+    let refused = app.delete(&reset, &password_only).await;
+    assert_refused(&refused, "MFA_REQUIRED", "the administrators' reset");
+    assert_eq!(
+        app.get("/api/auth/me", &ann).await.data()["mfa"]["passkeys"],
+        2
+    );
+    // The session that added the administrator's passkey may.
+    let done = app.delete(&reset, &proven).await;
+    assert_eq!(done.status, StatusCode::NO_CONTENT, "{:?}", done.body);
+    assert_eq!(
+        app.get("/api/auth/me", &ann).await.data()["mfa"]["passkeys"],
+        0
+    );
 }
 
 #[tokio::test]

@@ -83,7 +83,7 @@ pub(crate) async fn enrolled(
     (session, secret, codes)
 }
 
-fn delete_with(
+pub(crate) fn delete_with(
     app: &TestApp,
     path: &str,
     bearer: &str,

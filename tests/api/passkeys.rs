@@ -662,14 +662,15 @@ async fn an_unverified_registrant_makes_nothing_that_outlives_the_owners_reset()
     // Nothing that outlives a reset is made before the address is proven
     // (API.md 17): no passkey, no TOTP, no token.
     let registrant = app.login("owner@example.com", "registrant-1").await;
-    for (path, body) in [
+    let makers = [
         ("/api/auth/passkeys/register/start", json!({})),
         ("/api/auth/mfa/totp", json!({})),
         (
             "/api/auth/tokens",
             json!({ "name": "keep", "lifetimeDays": 30, "plane": "API" }),
         ),
-    ] {
+    ];
+    for (path, body) in makers.clone() {
         let refused = app.post(path, &registrant, body).await;
         assert_eq!(refused.status, StatusCode::FORBIDDEN, "{path}");
         assert_eq!(refused.code(), "EMAIL_NOT_VERIFIED", "{path}");
@@ -702,6 +703,11 @@ async fn an_unverified_registrant_makes_nothing_that_outlives_the_owners_reset()
     let me = app.get("/api/auth/me", &owner).await;
     assert_eq!(me.data()["emailVerified"], true);
     assert_eq!(me.data()["mfa"]["passkeys"], 0);
+    // The control: with the address proven, the same requests pass.
+    for (path, body) in makers {
+        let made = app.post(path, &owner, body).await;
+        assert!(made.status.is_success(), "{path}: {:?}", made.body);
+    }
 }
 
 #[tokio::test]

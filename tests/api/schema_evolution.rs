@@ -346,6 +346,30 @@ async fn changes_existing_rows_refuse_answer_like_a_row_write_and_change_nothing
     app.db.destroy().await;
 }
 
+/// A schema change that cannot get its table's lock within its
+/// `lock_timeout` (a reader holds the table) is 409 CONFLICT, never a 500;
+/// once the reader is done the same change goes through.
+#[tokio::test]
+async fn a_change_that_waits_out_its_lock_is_a_conflict() {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    orders(&app, &admin).await;
+    let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
+    let reader = db.begin().await.unwrap();
+    reader
+        .execute_unprepared("SELECT 1 FROM public.orders")
+        .await
+        .unwrap();
+    let waited = app.delete(&format!("{ORDERS}/columns/note"), &admin).await;
+    assert_eq!(waited.status, StatusCode::CONFLICT, "{:?}", waited.body);
+    assert_eq!(waited.code(), "CONFLICT");
+    reader.commit().await.unwrap();
+    let dropped = app.delete(&format!("{ORDERS}/columns/note"), &admin).await;
+    assert_eq!(dropped.status, StatusCode::NO_CONTENT, "{:?}", dropped.body);
+    db.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_column_in_use_is_neither_renamed_nor_dropped_and_the_user_is_named() {
     let app = spawn_app().await;

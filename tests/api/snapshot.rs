@@ -1163,7 +1163,18 @@ async fn a_diff_that_rewrites_service_rows_waits_for_no_writer_of_them() {
     desired["dataviews"][view]["name"] = json!("Orders per state");
     let dashboard = named(&mut desired["dashboards"], "slug", "sales");
     desired["dashboards"][dashboard]["name"] = json!("Sales by state");
-    desired["grants"] = json!(desired["grants"].as_array().unwrap()[1..].to_vec());
+    // The first grant goes; a new one names the same role and table,
+    // whose rows the writer below holds.
+    let mut grants = desired["grants"].as_array().unwrap()[1..].to_vec();
+    let mut added = grants
+        .iter()
+        .find(|g| g["role"] == "Editors" && g["resource"] == "shop.orders")
+        .cloned()
+        .expect("the editors' grant on shop.orders");
+    added["action"] = json!("delete");
+    added["columns"] = Value::Null;
+    grants.push(added);
+    desired["grants"] = json!(grants);
     let table = named(&mut desired["tables"], "name", "orders");
     desired["tables"][table]["columns"]
         .as_array_mut()
@@ -1172,6 +1183,8 @@ async fn a_diff_that_rewrites_service_rows_waits_for_no_writer_of_them() {
     let resource = named(&mut desired["resources"], "table", "orders");
     desired["resources"][resource]["exposedMethods"] = json!(["GET"]);
 
+    let versions = "SELECT concat_ws(',', auth, catalog, settings) FROM svc.cache_version";
+    let versions_before = app.db.sql(versions).await;
     let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
     let writer = db.begin().await.unwrap();
     writer
@@ -1208,13 +1221,16 @@ async fn a_diff_that_rewrites_service_rows_waits_for_no_writer_of_them() {
         "alter dataview",
         "alter dashboard",
         "drop grant",
+        "create grant",
         "create column",
         "alter resource",
     ] {
         assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
     }
     writer.commit().await.unwrap();
-    // Nothing changed; the snapshot applies as the diff said.
+    // Nothing changed, the shared-state versions included (no instance
+    // drops its caches for a diff); the snapshot applies as the diff said.
+    assert_eq!(app.db.sql(versions).await, versions_before);
     assert_eq!(
         app.db
             .sql("SELECT description FROM svc.roles WHERE name = 'Editors'")
@@ -1238,7 +1254,60 @@ async fn a_diff_that_rewrites_service_rows_waits_for_no_writer_of_them() {
             .as_deref(),
         Some("Edits every order")
     );
+    // One grant dropped, one added.
     let after: usize = app.db.sql(count).await.unwrap().parse().unwrap();
-    assert_eq!(after, before - 1);
+    assert_eq!(after, before);
+    assert_ne!(app.db.sql(versions).await, versions_before);
+    db.close().await.unwrap();
+}
+
+/// What a role's or database's default could preset for the settings the
+/// service's functions keep per transaction changes nothing: a change in
+/// a session whose `tessera.dry_run` says "on" (the form diffs once used)
+/// or names another transaction still moves the shared-state versions,
+/// and a negative `tessera.answer_bytes` does not widen the ceiling.
+#[tokio::test]
+async fn preset_settings_switch_off_neither_version_bumps_nor_the_answer_ceiling() {
+    use sea_orm::ConnectionTrait;
+    let app = spawn_app().await;
+    let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
+    let version = "SELECT (auth + catalog + settings)::text FROM svc.cache_version";
+    db.execute_unprepared(
+        "INSERT INTO svc.roles (id, name, description) VALUES (gen_random_uuid(), 'Preset', '')",
+    )
+    .await
+    .unwrap();
+    for preset in ["on", "1"] {
+        let before: i64 = app.db.sql(version).await.unwrap().parse().unwrap();
+        // A session default is what a role's or database's default becomes.
+        db.execute_unprepared(&format!(
+            "SET tessera.dry_run = '{preset}'; \
+             UPDATE svc.roles SET description = 'preset {preset}' WHERE name = 'Preset'"
+        ))
+        .await
+        .unwrap();
+        let after: i64 = app.db.sql(version).await.unwrap().parse().unwrap();
+        assert!(after > before, "preset {preset}: {before} -> {after}");
+    }
+    // A control first: within the ceiling the piece passes.
+    let piece = "SELECT svc.answer_piece(json_build_array(repeat('x', 100)), 0, 200)::text";
+    db.execute_unprepared("SET tessera.answer_bytes = '-1000000'")
+        .await
+        .unwrap();
+    let within = db
+        .query_one_raw(sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Postgres,
+            piece.replace("200", "1000"),
+        ))
+        .await;
+    assert!(within.is_ok(), "{within:?}");
+    let past = db
+        .query_one_raw(sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Postgres,
+            piece.replace("200", "50"),
+        ))
+        .await;
+    let message = format!("{past:?}");
+    assert!(message.contains("max_answer_bytes"), "{message}");
     db.close().await.unwrap();
 }

@@ -171,8 +171,8 @@ pub fn ensure() -> Result<String> {
 }
 
 /// A primary and a streaming replica of it (`pg_basebackup`), each a
-/// throwaway cluster on a free port under the system's temporary folder;
-/// both stopped and removed when dropped.
+/// throwaway cluster on a free port under the system's temporary folder,
+/// with `pg_stat_statements` loaded; both stopped and removed when dropped.
 pub struct Replicated {
     bin: PathBuf,
     as_postgres: bool,
@@ -225,7 +225,8 @@ impl Replicated {
 
     fn start_one(&self, name: &str, port: u16) -> Result {
         let options = format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=300",
+            "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=300 \
+             -c shared_preload_libraries=pg_stat_statements",
             self.base.display()
         );
         run(pg_command(&self.bin, "pg_ctl", self.as_postgres)

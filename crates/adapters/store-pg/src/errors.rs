@@ -71,6 +71,14 @@ pub(crate) fn map_err(err: DbErr) -> StoreError {
                     message: "conflicted with a concurrent change; try again".into(),
                 };
             }
+            // lock_not_available: a change (a snapshot, a schema change)
+            // waited its lock_timeout for a lock another session holds.
+            "55P03" => {
+                return StoreError::Conflict {
+                    field: None,
+                    message: "waited too long for a lock another change holds; try again".into(),
+                };
+            }
             // An upsert naming one row twice.
             "21000" => {
                 return StoreError::Invalid(kernel::FieldError::new(

@@ -65,16 +65,28 @@ pub(crate) fn push_compact(out: &mut String, text: &str) {
     }
 }
 
-/// [`push_compact`] for JSON text built by PostgreSQL; kept as it is when
-/// already compact.
+/// [`push_compact`] for JSON text built by PostgreSQL, in place: kept as
+/// it is when already compact, else its spacing removed within its own
+/// buffer (an answer near `data.max_answer_bytes` is never held twice).
 pub(crate) fn compact(text: String) -> String {
     let mut spacing = Spacing::default();
-    if !text.chars().any(|c| spacing.skips(c)) {
+    let Some(at) = text.bytes().position(|b| spacing.skips(char::from(b))) else {
         return text;
+    };
+    // Whitespace, quotes and backslashes are ASCII, and no byte of a
+    // multi-byte character is: the scan goes byte by byte.
+    let mut bytes = text.into_bytes();
+    let mut kept = at;
+    for read in at + 1..bytes.len() {
+        let byte = bytes[read];
+        if !spacing.skips(char::from(byte)) {
+            bytes[kept] = byte;
+            kept += 1;
+        }
     }
-    let mut out = String::with_capacity(text.len());
-    push_compact(&mut out, &text);
-    out
+    bytes.truncate(kept);
+    // Only ASCII whitespace was taken out, so the text is still UTF-8.
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Where a scan of JSON text stands: inside a string or not.
@@ -582,6 +594,11 @@ mod tests {
             "{\"a b\":[1,2],\"c\":\"x \\\" y\"}"
         );
         assert_eq!(compact("{\"a\": 1}".to_owned()), "{\"a\":1}");
+        assert_eq!(
+            compact("[{\"ü ß\": \"a \\\" é\"}, \n {\"x\": [1, 2]}]".to_owned()),
+            "[{\"ü ß\":\"a \\\" é\"},{\"x\":[1,2]}]"
+        );
+        assert_eq!(compact("[1,2]".to_owned()), "[1,2]");
         // 0045-03-15 and a year past 9999: four digits, then chrono's own form.
         assert_eq!(
             written(Cell::Date, &(-713_975i32).to_be_bytes()),

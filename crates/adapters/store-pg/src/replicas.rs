@@ -3,14 +3,21 @@
 //! A caller's read goes to a replica only when it answers what the primary
 //! would, for that caller:
 //! - no stale permission: one small statement on the primary reads the
-//!   shared state's versions, and the read runs only when they are the ones
-//!   the request was planned on; the replica's statement checks that it
-//!   holds those same versions (else `TS412`, and the primary answers);
+//!   shared state's versions, and the replica's answer is taken only when
+//!   they are the ones the request was planned on; the replica's statement
+//!   checks that it holds those same versions (else `TS412`, and the
+//!   primary answers);
 //! - read-your-writes: the same statement reads the transactions of the
 //!   user's recent writes (`svc.write_marks`, noted by each write while
-//!   replicas serve) and the replica's statement checks each is visible in
-//!   its snapshot; a token sent back ([`data::consistency`]) adds its
-//!   transaction.
+//!   replicas serve), each of which must have ended as of the replica
+//!   statement's snapshot; a token sent back ([`data::consistency`]) adds
+//!   its transaction, checked in the replica's statement itself.
+//!
+//! Data API reads and DataViews send the primary's check and the replica's
+//! statement at once (the replica answering its snapshot's `xmin` beside
+//! the rows, [`settle_checked`]): a replica read costs the primary that one
+//! small statement and the caller one round trip. Exports and realtime
+//! reads ask the primary first ([`PgStore::read_target`]).
 //!
 //! A watcher samples the primary's WAL position and each replica's replay
 //! position every [`TICK`]: a replica that is down, not a standby, or more
@@ -329,14 +336,65 @@ impl PgStore {
         context: &Context,
         mut xids: Vec<String>,
     ) -> Result<Target, StoreError> {
-        if !self.replicas.any() {
+        let Some(max_lag_ms) = self.replica_lag_allowed().await? else {
             return Ok(Target::Primary);
+        };
+        let marks = self.primary_check(context).await?;
+        xids.extend(marks.xids.iter().map(u64::to_string));
+        let mut lsn = marks.lsn;
+        if let Some(token) = data::consistency::sent() {
+            lsn = lsn.max(token.lsn);
+            xids.push(token.xid.to_string());
+        }
+        match self.replicas.pick(lsn, max_lag_ms) {
+            Some(replica) => Ok(Target::Replica(replica, xid_list(&xids))),
+            None => {
+                fell_back("behind");
+                Ok(Target::Primary)
+            }
+        }
+    }
+
+    /// A replica that may serve a read sent at once with the primary's
+    /// check ([`PgStore::primary_check`], then [`settle_checked`]): one
+    /// current enough for the consistency token the request sent back,
+    /// with that token's transaction (`{1}`) for its statement to check;
+    /// `None` when the primary serves.
+    pub(crate) async fn replica_now(
+        &self,
+    ) -> Result<Option<(Arc<Replica>, Option<String>)>, StoreError> {
+        let Some(max_lag_ms) = self.replica_lag_allowed().await? else {
+            return Ok(None);
+        };
+        let token = data::consistency::sent();
+        let lsn = token.map_or(0, |t| t.lsn);
+        match self.replicas.pick(lsn, max_lag_ms) {
+            Some(replica) => Ok(Some((replica, token.map(|t| format!("{{{}}}", t.xid))))),
+            None => {
+                fell_back("behind");
+                Ok(None)
+            }
+        }
+    }
+
+    /// The lag a replica may have to serve, when any replica could serve
+    /// at it now.
+    async fn replica_lag_allowed(&self) -> Result<Option<u64>, StoreError> {
+        if !self.replicas.any() {
+            return Ok(None);
         }
         let max_lag_ms = self.versioned_settings().await?.0.data_replica_max_lag_ms();
         if !self.replicas.list.iter().any(|r| r.usable(max_lag_ms)) {
             fell_back("lag");
-            return Ok(Target::Primary);
+            return Ok(None);
         }
+        Ok(Some(max_lag_ms))
+    }
+
+    /// The primary's check of a read planned on `context`:
+    /// [`StoreError::Stale`] unless the shared state is still at the
+    /// context's versions; else the caller's write marks.
+    pub(crate) async fn primary_check(&self, context: &Context) -> Result<Marks, StoreError> {
         // On the reads' lane: a connection kept between requests, without
         // the pool's own round trip as it is given back.
         let rows = self
@@ -357,33 +415,60 @@ impl PgStore {
         if versions != context.versions {
             return Err(StoreError::Stale);
         }
-        let mut lsn = check
-            .mark_lsn
-            .and_then(|l| u64::try_from(l).ok())
-            .unwrap_or(0);
-        let marked = check.mark_xids;
-        if let Some(list) = marked {
-            xids.extend(
-                list.trim_matches(['{', '}'])
-                    .split(',')
-                    .filter(|x| !x.is_empty())
-                    .map(str::to_owned),
-            );
-        }
-        if let Some(token) = data::consistency::sent() {
-            lsn = lsn.max(token.lsn);
-            xids.push(token.xid.to_string());
-        }
-        match self.replicas.pick(lsn, max_lag_ms) {
-            Some(replica) => Ok(Target::Replica(
-                replica,
-                (!xids.is_empty()).then(|| format!("{{{}}}", xids.join(","))),
-            )),
-            None => {
+        Ok(Marks {
+            lsn: check
+                .mark_lsn
+                .and_then(|l| u64::try_from(l).ok())
+                .unwrap_or(0),
+            xids: check
+                .mark_xids
+                .as_deref()
+                .unwrap_or_default()
+                .trim_matches(['{', '}'])
+                .split(',')
+                .filter_map(|x| x.parse().ok())
+                .collect(),
+        })
+    }
+}
+
+/// The caller's recent writes, as the primary's check read them.
+pub(crate) struct Marks {
+    /// The largest WAL position noted.
+    lsn: u64,
+    /// Each transaction.
+    xids: Vec<u64>,
+}
+
+/// `xids` as an `xid8` array's text (`{1,2}`), `None` when empty.
+fn xid_list(xids: &[String]) -> Option<String> {
+    (!xids.is_empty()).then(|| format!("{{{}}}", xids.join(",")))
+}
+
+/// What a read sent to `replica` at once with the primary's check comes
+/// to, given the check's `marks`: rows (with the replica snapshot's
+/// `xmin`, when it answered one) are the answer only when every marked
+/// transaction ended as of that snapshot; otherwise as [`settle`].
+pub(crate) fn settle_checked<T>(
+    replica: &Replica,
+    answer: Result<(T, Option<i64>), StoreError>,
+    marks: &Marks,
+) -> Option<Result<T, StoreError>> {
+    match answer {
+        Ok((rows, xmin)) => {
+            let xmin = xmin.and_then(|x| u64::try_from(x).ok());
+            if marks
+                .xids
+                .iter()
+                .all(|&x| xmin.is_some_and(|xmin| x < xmin))
+            {
+                settle(replica, Ok(rows))
+            } else {
                 fell_back("behind");
-                Ok(Target::Primary)
+                None
             }
         }
+        Err(error) => settle(replica, Err(error)),
     }
 }
 

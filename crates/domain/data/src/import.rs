@@ -1,7 +1,9 @@
 //! CSV in (API.md 13): `POST /api/data/{schema}/{table}` with
 //! `Content-Type: text/csv`. The body is read in pieces as it arrives; its
-//! rows are checked as JSON inserts are and inserted in chunks, all in one
-//! transaction: every row, or none and the failing record's line.
+//! rows are checked as JSON inserts are and staged as they are read (one
+//! stream to the database for the whole import), then inserted from there
+//! in chunks, all in one transaction: every row, or none and the failing
+//! record's line.
 
 use permissions::{Access, Action, Plane, Principal};
 use serde_json::{Map, Value, json};
@@ -11,46 +13,55 @@ use crate::callers::{Caller, DataRequest};
 use crate::checks::{checked_columns, cover};
 use crate::csv::{Reader, Record};
 use crate::error::{DataError, Place, payload_error};
-use crate::query::{Change, Context, DataTransaction, Shown, Write};
+use crate::query::{Change, Context, ImportTransaction, Shown, Write};
 use crate::service::{DataService, Target};
 use crate::table::{Column, Kind, Table};
 use crate::writes::write_error;
 
-/// Rows inserted by one statement, at most.
-const CHUNK_ROWS: usize = 1000;
-/// Bytes of field text gathered before a chunk is inserted, at most.
-const CHUNK_BYTES: usize = 1 << 20;
+/// Rows staged at a time, at most.
+const STAGE_ROWS: usize = 1000;
+/// Bytes of field text gathered before they are staged, at most.
+const STAGE_BYTES: usize = 1 << 20;
+/// Rows one statement inserts from the staged rows, at most.
+const CHUNK_ROWS: u64 = 50_000;
 /// Longest field, in bytes.
 const FIELD_MAX: usize = 1 << 20;
 
 /// An import under way: created by [`DataService::begin_import`], fed the
 /// body's pieces, then finished. Dropped unfinished, nothing is inserted.
 pub struct Import {
-    /// The table, caller and header each chunk is inserted under.
+    /// The table, caller and header the rows are inserted under.
     chunk: Chunk,
     /// The credential and zone, to resolve the caller again when the shared
     /// state moves during the import.
     bearer: String,
     zone_header: Option<String>,
-    /// Opened with the first chunk, so a body that never comes holds none;
-    /// held by the chunk in flight while it is.
-    txn: Option<Box<dyn DataTransaction>>,
-    /// Whether the transaction was opened.
-    begun: bool,
-    /// The chunk being inserted while the next one is read.
-    in_flight: Option<tokio::task::JoinHandle<Sent>>,
+    /// Opened with the first rows staged, so a body that never comes holds
+    /// none.
+    txn: Option<Box<dyn ImportTransaction>>,
     /// Set by the first error: the import can no longer be finished.
     failed: bool,
     reader: Reader,
-    /// The header's names, once read (its columns are the chunk's).
+    /// The header's names, once read (its columns are the staged rows').
     names: Option<Vec<String>>,
-    /// The rows waiting, and the line of each.
+    /// The rows waiting to be staged, and the line of each.
     pending: Vec<Vec<Option<String>>>,
     lines: Vec<u64>,
     pending_bytes: usize,
+    /// What was staged and not yet inserted, a run of lines per send:
+    /// the first line, the last and the rows.
+    staged: Vec<Staged>,
     bytes: u64,
     max_bytes: u64,
     inserted: u64,
+}
+
+/// Rows staged together: lines `first..=last`, `rows` of them.
+#[derive(Debug, Clone, Copy)]
+struct Staged {
+    first: u64,
+    last: u64,
+    rows: u64,
 }
 
 impl DataService {
@@ -76,14 +87,13 @@ impl DataService {
             bearer: request.bearer.to_owned(),
             zone_header: request.zone_header.map(str::to_owned),
             txn: None,
-            begun: false,
-            in_flight: None,
             failed: false,
             reader: Reader::new(FIELD_MAX),
             names: None,
             pending: Vec::new(),
             lines: Vec::new(),
             pending_bytes: 0,
+            staged: Vec::new(),
             bytes: 0,
             max_bytes,
             inserted: 0,
@@ -109,7 +119,7 @@ impl DataService {
 }
 
 impl Import {
-    /// Reads the next piece of the body, inserting the chunks it completes.
+    /// Reads the next piece of the body, staging the rows it completes.
     pub async fn feed(&mut self, piece: &[u8]) -> Result<(), DataError> {
         let read = self.read(piece).await;
         self.settled(read).await
@@ -126,16 +136,16 @@ impl Import {
         parsed.map_err(|e| payload_error("data", e.message).at(Place::Line(e.line)))
     }
 
-    /// Ends the body: inserts what is left and commits; answers the number
-    /// of rows inserted.
+    /// Ends the body: stages what is left, inserts every staged row and
+    /// commits; answers the number of rows inserted.
     pub async fn finish(mut self) -> Result<u64, DataError> {
         if self.failed {
             return Err(payload_error("data", "the import failed before its end"));
         }
         let ended = self.end().await;
         self.settled(ended).await?;
-        self.flush().await?;
-        self.settle().await?;
+        self.stage().await?;
+        self.insert_staged().await?;
         if let Some(txn) = self.txn.take() {
             txn.commit().await?;
         }
@@ -177,8 +187,8 @@ impl Import {
             self.pending_bytes += fields.iter().flatten().map(String::len).sum::<usize>();
             self.pending.push(fields);
             self.lines.push(line);
-            if self.lines.len() >= CHUNK_ROWS || self.pending_bytes >= CHUNK_BYTES {
-                self.flush().await?;
+            if self.lines.len() >= STAGE_ROWS || self.pending_bytes >= STAGE_BYTES {
+                self.stage().await?;
             }
         }
         Ok(())
@@ -224,96 +234,86 @@ impl Import {
         Ok(())
     }
 
-    /// Sends the rows waiting to the database, to be inserted while the
-    /// next ones are read, after the chunk sent before them is settled.
-    async fn flush(&mut self) -> Result<(), DataError> {
-        self.settle().await?;
-        if self.lines.is_empty() {
+    /// Sends the rows waiting to the staged rows (the transaction opened
+    /// with the first of them).
+    async fn stage(&mut self) -> Result<(), DataError> {
+        let (Some(&first), Some(&last)) = (self.lines.first(), self.lines.last()) else {
             return Ok(());
-        }
-        let rows = std::mem::take(&mut self.pending);
-        let lines = std::mem::take(&mut self.lines);
-        self.pending_bytes = 0;
-        let mut txn = self.transaction().await?;
-        let chunk = self.chunk.clone();
-        self.in_flight = Some(tokio::spawn(async move {
-            let result = chunk.insert(txn.as_mut(), &rows, &lines).await;
-            Sent {
-                txn,
-                rows,
-                lines,
-                result,
+        };
+        let txn = match &mut self.txn {
+            Some(txn) => txn,
+            none => {
+                let columns = self.chunk.header.len();
+                none.insert(self.chunk.service.store.begin_import(columns).await?)
             }
-        }));
+        };
+        txn.stage(&self.pending, &self.lines).await?;
+        self.staged.push(Staged {
+            first,
+            last,
+            rows: self.lines.len() as u64,
+        });
+        self.pending.clear();
+        self.lines.clear();
+        self.pending_bytes = 0;
         Ok(())
     }
 
-    /// The import's transaction, taken to send a chunk in: opened with the
-    /// first chunk; none later means a chunk was lost, and the import fails.
-    async fn transaction(&mut self) -> Result<Box<dyn DataTransaction>, DataError> {
-        match self.txn.take() {
-            Some(txn) => Ok(txn),
-            None if self.begun => Err(DataError::Store(kernel::StoreError::Internal(
-                "an import lost its transaction".into(),
-            ))),
-            None => {
-                self.begun = true;
-                Ok(self.chunk.service.store.begin().await?)
+    /// Inserts every staged row, at most [`CHUNK_ROWS`] a statement, in
+    /// the order read. A chunk refused is inserted again by the runs it
+    /// was staged in, and a run refused row by row, to answer the first row
+    /// refused with its line.
+    async fn insert_staged(&mut self) -> Result<(), DataError> {
+        let staged = std::mem::take(&mut self.staged);
+        let mut runs = staged.as_slice();
+        while let Some(first) = runs.first() {
+            let mut rows = 0;
+            let taken = runs
+                .iter()
+                .take_while(|run| {
+                    rows += run.rows;
+                    rows == run.rows || rows <= CHUNK_ROWS
+                })
+                .count();
+            let (chunk, rest) = runs.split_at(taken);
+            runs = rest;
+            let last = chunk[taken - 1].last;
+            if self.insert_current(first.first, last).await.is_ok() {
+                continue;
             }
-        }
-    }
-
-    /// Waits for the chunk in flight (left in place until it ends, so a
-    /// cancelled wait loses nothing). Refused on stale shared state, it is
-    /// inserted again under the caller of now; refused otherwise, row by
-    /// row, to answer the first row refused with its line.
-    async fn settle(&mut self) -> Result<(), DataError> {
-        let Some(task) = self.in_flight.as_mut() else {
-            return Ok(());
-        };
-        let ended = task.await;
-        self.in_flight = None;
-        let sent = ended.map_err(|_| {
-            DataError::Store(kernel::StoreError::Internal(
-                "an import's insert stopped".into(),
-            ))
-        })?;
-        self.txn = Some(sent.txn);
-        let (rows, lines) = (sent.rows, sent.lines);
-        let inserted = match sent.result {
-            Ok(()) => Ok(()),
-            Err(error) if error.is_stale() => {
-                self.refresh().await?;
-                self.insert_current(&rows, &lines).await
+            for run in chunk {
+                if self.insert_current(run.first, run.last).await.is_ok() {
+                    continue;
+                }
+                for line in run.first..=run.last {
+                    self.insert_current(line, line)
+                        .await
+                        .map_err(|e| e.at(Place::Line(line)))?;
+                }
+                // Refused together, accepted one by one: a conflict among them.
+                return Err(
+                    payload_error("data", "rows of this chunk conflict with each other")
+                        .at(Place::Line(run.first)),
+                );
             }
-            Err(error) => Err(error),
-        };
-        if inserted.is_ok() {
-            self.inserted += lines.len() as u64;
-            return Ok(());
+            return Err(
+                payload_error("data", "rows of this chunk conflict with each other")
+                    .at(Place::Line(first.first)),
+            );
         }
-        for (row, line) in rows.chunks(1).zip(lines.chunks(1)) {
-            self.insert_current(row, line)
-                .await
-                .map_err(|e| e.at(Place::Line(line[0])))?;
-        }
-        // Refused together, accepted one by one: a conflict among them.
-        Err(
-            payload_error("data", "rows of this chunk conflict with each other")
-                .at(Place::Line(lines[0])),
-        )
+        Ok(())
     }
 
     /// `result`, unless a row read before its error is refused: then that
-    /// row's error (the chunk in flight and the rows waiting are inserted
-    /// first). After an error the import is over.
+    /// row's error (the rows read before it are staged and inserted first).
+    /// After an error the import is over.
     async fn settled(&mut self, result: Result<(), DataError>) -> Result<(), DataError> {
         let Err(error) = result else {
             return Ok(());
         };
         self.failed = true;
-        let earlier = match self.flush().await {
-            Ok(()) => self.settle().await,
+        let earlier = match self.stage().await {
+            Ok(()) => self.insert_staged().await,
             refused => refused,
         };
         match (earlier, line_of(&error)) {
@@ -325,51 +325,29 @@ impl Import {
         }
     }
 
-    /// Inserts `rows` (of `lines`) in the open transaction; when the shared
-    /// state moved under the import (the statement found its versions stale
-    /// and was undone), the caller is resolved again and the rows inserted
-    /// under the grants of now.
-    async fn insert_current(
-        &mut self,
-        rows: &[Vec<Option<String>>],
-        lines: &[u64],
-    ) -> Result<(), DataError> {
+    /// Inserts the staged rows of lines `first..=last` in the open
+    /// transaction; when the shared state moved under the import (the
+    /// statement found its versions stale and was undone), the caller is
+    /// resolved again and the rows inserted under the grants of now.
+    async fn insert_current(&mut self, first: u64, last: u64) -> Result<(), DataError> {
         for _ in 0..2 {
-            let chunk = self.chunk.clone();
-            let mut txn = self.transaction().await?;
-            let inserted = chunk.insert(txn.as_mut(), rows, lines).await;
-            self.txn = Some(txn);
-            match inserted {
+            let Some(txn) = self.txn.as_mut() else {
+                return Ok(());
+            };
+            match self.chunk.insert(txn.as_mut(), (first, last)).await {
                 Err(error) if error.is_stale() => self.refresh().await?,
-                done => return done,
+                Err(error) => return Err(error),
+                Ok(rows) => {
+                    self.inserted += rows;
+                    return Ok(());
+                }
             }
         }
         Err(DataError::Store(kernel::StoreError::Stale))
     }
 }
 
-impl Drop for Import {
-    /// An import dropped unfinished (the client went away, the body
-    /// stalled) stops its chunk in flight; the transaction rolls back.
-    fn drop(&mut self) {
-        if let Some(task) = self.in_flight.take() {
-            task.abort();
-        }
-    }
-}
-
-/// A chunk sent to the database: the transaction it ran in, its rows and
-/// lines, and whether it was inserted.
-struct Sent {
-    txn: Box<dyn DataTransaction>,
-    rows: Vec<Vec<Option<String>>>,
-    lines: Vec<u64>,
-    result: Result<(), DataError>,
-}
-
-/// The import's table, caller and header, owned, so that a chunk is
-/// inserted while the next one is read.
-#[derive(Clone)]
+/// The import's table, caller and header.
 struct Chunk {
     service: DataService,
     table: Arc<Table>,
@@ -380,14 +358,14 @@ struct Chunk {
 }
 
 impl Chunk {
-    /// Inserts `rows` (each the header's fields) in a savepoint of `txn`,
-    /// audited as `data.import` with their count and first and last line.
+    /// Inserts the staged rows of `lines` in a savepoint of `txn`,
+    /// audited as `data.import` with their count and first and last line;
+    /// answers how many there were.
     async fn insert(
         &self,
-        txn: &mut dyn DataTransaction,
-        rows: &[Vec<Option<String>>],
-        lines: &[u64],
-    ) -> Result<(), DataError> {
+        txn: &mut dyn ImportTransaction,
+        (first, last): (u64, u64),
+    ) -> Result<u64, DataError> {
         let table = &*self.table;
         let access = Access::evaluate(&self.principal, &table.scopes, Action::Create)?;
         let columns: Vec<&Column> = self.header.iter().map(|&i| &table.columns[i]).collect();
@@ -398,21 +376,21 @@ impl Chunk {
             ip: self.ip.as_deref(),
         };
         let mut audit = self.service.audit(caller, table, "data.import");
-        if let (Some(first), Some(last), Value::Object(details)) =
-            (lines.first(), lines.last(), &mut audit.details)
-        {
+        if let Value::Object(details) = &mut audit.details {
             details.insert("lines".into(), json!([first, last]));
         }
         let write = Write {
-            change: Change::InsertText { columns, rows },
+            change: Change::InsertStaged {
+                columns,
+                lines: (first, last),
+            },
             check: narrowed.row_filters(),
             returning: Shown::default(),
             guard_admin_power: !self.principal.admin,
             audit,
         };
-        txn.try_write(table, &[write], &self.context)
+        txn.try_write(table, &write, &self.context)
             .await
-            .map(|_| ())
             .map_err(|e| write_error(table, e))
     }
 }

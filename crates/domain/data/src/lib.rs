@@ -35,8 +35,8 @@ pub use exports::{Export, PER_CALLER as EXPORTS_PER_CALLER};
 pub use import::Import;
 pub use query::{
     Aggregate, AggregateQuery, Change, Chunks, Context, DataStore, DataTransaction, EMBED_ROWS_MAX,
-    Embed, Found, Function, ListQuery, Output, Predicate, Read, Shown, StatementSettings, Upsert,
-    Write,
+    Embed, Found, Function, ImportTransaction, ListQuery, Output, Predicate, Read, Shown,
+    StatementSettings, Upsert, Write,
 };
 pub use reads::{LIMIT_DEFAULT, LIMIT_MAX, ListParams, Page, RoleSubject, rows_seen_by};
 pub use role_view::{RoleView, embeds_from};

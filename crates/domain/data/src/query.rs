@@ -237,16 +237,17 @@ pub enum Change<'a> {
         /// Rows whose unique key is taken update the existing row instead.
         upsert: Option<Upsert<'a>>,
     },
-    /// Inserts rows given as text, each value parsed by PostgreSQL as its
-    /// column's type (a CSV import): each row holds its value of every
-    /// column, `None` for NULL. Its answer is the number of rows written,
-    /// not the rows, and its audit entry holds their count, not their keys
-    /// (the event's details say which lines they were).
-    InsertText {
-        /// Columns given.
+    /// Inserts the rows a CSV import staged ([`ImportTransaction::stage`])
+    /// at lines `first..=last`, in their order, each value parsed by
+    /// PostgreSQL as its column's type with the column's modifier. Its
+    /// answer is the number of rows written, not the rows, and its audit
+    /// entry holds their count, not their keys (the event's details say
+    /// which lines they were). Only an [`ImportTransaction`] runs it.
+    InsertStaged {
+        /// The staged rows' columns, in the header's order.
         columns: Vec<&'a Column>,
-        /// The rows.
-        rows: &'a [Vec<Option<String>>],
+        /// The first and last line inserted.
+        lines: (u64, u64),
     },
     /// Sets columns on the rows matching.
     Update {
@@ -296,8 +297,8 @@ pub struct Write<'a> {
     pub audit: AuditEvent,
 }
 
-/// A transaction of the Data API's store: a batch's operations, or an
-/// import's rows, all written or none. Dropped without [`commit`], it
+/// A transaction of the Data API's store: a batch's operations, all
+/// written or none. Dropped without [`commit`], it
 /// rolls back.
 ///
 /// [`commit`]: DataTransaction::commit
@@ -333,6 +334,34 @@ pub trait DataTransaction: Send {
 /// whatever the size of the answer. An error ends it.
 pub type Chunks = tokio::sync::mpsc::Receiver<Result<Vec<u8>, StoreError>>;
 
+/// A CSV import's transaction: the rows are staged as they are read (one
+/// stream to the database for the whole import), then inserted from there
+/// by [`Change::InsertStaged`] writes. Dropped without [`commit`], it rolls
+/// back.
+///
+/// [`commit`]: ImportTransaction::commit
+#[async_trait]
+pub trait ImportTransaction: Send {
+    /// Sends `rows` (each the header's fields, `None` for NULL) read at
+    /// `lines` to the staged rows; waits only while the stream is full.
+    async fn stage(
+        &mut self,
+        rows: &[Vec<Option<String>>],
+        lines: &[u64],
+    ) -> Result<(), StoreError>;
+    /// Runs a write of staged rows once every row sent is staged; when it
+    /// fails, what it did is undone and the transaction goes on (a
+    /// savepoint). Answers the number of rows written.
+    async fn try_write(
+        &mut self,
+        table: &Table,
+        write: &Write<'_>,
+        context: &Context,
+    ) -> Result<u64, StoreError>;
+    /// Commits everything written in it.
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}
+
 /// Persistence of the Data API.
 #[async_trait]
 pub trait DataStore: Send + Sync + 'static {
@@ -349,6 +378,9 @@ pub trait DataStore: Send + Sync + 'static {
     ) -> Result<Chunks, StoreError>;
     /// Opens a transaction.
     async fn begin(&self) -> Result<Box<dyn DataTransaction>, StoreError>;
+    /// Opens a CSV import's transaction, its staged rows holding `columns`
+    /// fields each.
+    async fn begin_import(&self, columns: usize) -> Result<Box<dyn ImportTransaction>, StoreError>;
     /// A registered table with its grants (cached); `None` when there is none.
     async fn table(&self, schema: &str, name: &str) -> Result<Option<Arc<Table>>, StoreError>;
     /// Every registered table (for the per-role OpenAPI document).

@@ -180,6 +180,11 @@ pub struct Column {
     pub name: String,
     /// The type as the catalog prints it (`format_type`), for casts.
     pub sql_type: String,
+    /// The type without its modifier (`format_type(type, -1)`: `bpchar`,
+    /// not `character(5)`): text cast to it and then written to the column
+    /// takes the modifier as an assignment does, so an over-long value is
+    /// refused, never cut (a CSV import's staged text).
+    pub input_type: String,
     /// Input class.
     pub kind: Kind,
     /// Accepts NULL.
@@ -197,6 +202,7 @@ impl Column {
         Self {
             name: name.to_owned(),
             sql_type: sql_type.to_owned(),
+            input_type: sql_type.to_owned(),
             kind,
             nullable: true,
             has_default: false,

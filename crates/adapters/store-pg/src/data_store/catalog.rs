@@ -36,6 +36,7 @@ const VIEWS_SQL: &str = "SELECT v.id, v.slug, v.name, v.published, \
 /// foreign keys, unique keys (no partial or expression index) and grants.
 const CATALOG_SQL: &str = "SELECT r.id, r.schema_name, r.table_name, r.exposed_methods, r.check_messages, \
     (SELECT json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod), \
+        'inputType', format_type(a.atttypid, -1), \
         'typname', t.typname, 'category', t.typcategory, 'nullable', NOT a.attnotnull, \
         'hasDefault', a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '', \
         'writable', a.attidentity <> 'a' AND a.attgenerated = '') ORDER BY a.attnum) \
@@ -156,6 +157,7 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
             Some(Column {
                 name: name.to_owned(),
                 sql_type: text("type").to_owned(),
+                input_type: text("inputType").to_owned(),
                 kind: Kind::classify(text("typname"), text("category")),
                 nullable: flag("nullable"),
                 has_default: flag("hasDefault"),

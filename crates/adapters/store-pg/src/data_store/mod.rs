@@ -8,6 +8,7 @@ mod answer;
 mod catalog;
 mod changes;
 mod export;
+mod import;
 mod reads;
 mod sql;
 mod view_sql;
@@ -18,13 +19,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use data::{Chunks, Context, DataStore, DataTransaction, Found, ListQuery, Read, Table, Write};
 use kernel::StoreError;
+use sea_orm::sqlx::Row as _;
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, QueryResult, Statement,
 };
 
 use crate::json_rows::{compact, write_object};
 use crate::query::{Begin, Commit, Query};
-use crate::replicas::{Replica, Target, settle};
+use crate::replicas::{Replica, settle_checked};
 use crate::{PgStore, rows};
 
 pub(crate) use catalog::Catalog;
@@ -59,18 +61,19 @@ impl PgStore {
         query: &views::query::ViewQuery<'_>,
         context: &Context,
     ) -> Result<views::store::ViewAnswer, StoreError> {
-        if let Target::Replica(replica, xids) = self.read_target(context).await?
-            && let Some(answer) = settle(
-                &replica,
-                self.view_rows_on(replica.db(), query, context, On::Replica(xids.as_deref()))
-                    .await,
-            )
-        {
-            return answer;
+        if let Some((replica, sent)) = self.replica_now().await? {
+            let (marks, tried) = tokio::join!(
+                self.primary_check(context),
+                self.view_rows_on(replica.db(), query, context, On::Replica(sent.as_deref())),
+            );
+            if let Some(answer) = settle_checked(&replica, tried, &marks?) {
+                return answer;
+            }
         }
         self.on_primary();
         self.view_rows_on(&self.db, query, context, On::Primary)
             .await
+            .map(|(answer, _)| answer)
     }
 
     async fn view_rows_on(
@@ -79,21 +82,22 @@ impl PgStore {
         query: &views::query::ViewQuery<'_>,
         context: &Context,
         on: On<'_>,
-    ) -> Result<views::store::ViewAnswer, StoreError> {
+    ) -> Result<(views::store::ViewAnswer, Option<i64>), StoreError> {
         let (sql, values) = view_sql(query, context, on);
         let params = params_json(&values);
         let row = self
             .row(db, (sql.clone(), values))
             .await?
             .ok_or_else(|| StoreError::Internal("a view read answered no row".into()))?;
-        Ok(views::store::ViewAnswer {
+        let answer = views::store::ViewAnswer {
             sql,
             params,
             found: Found {
                 json: json_of(&row)?,
                 total: rows::column(&row, "total")?,
             },
-        })
+        };
+        Ok((answer, snapshot_xmin(&row, on)?))
     }
 
     /// A published view, from the catalog.
@@ -136,6 +140,14 @@ fn built_by_postgres(read: &Read<'_>) -> bool {
     }
 }
 
+/// The `xmin` a replica's statement answered in `row` beside its JSON.
+fn snapshot_xmin(row: &QueryResult, on: On<'_>) -> Result<Option<i64>, StoreError> {
+    match on {
+        On::Replica(_) => rows::column(row, reads::XMIN_COLUMN),
+        On::Primary => Ok(None),
+    }
+}
+
 /// The JSON PostgreSQL built in column `body`, compact.
 fn json_of(row: &QueryResult) -> Result<Option<String>, StoreError> {
     let body: Option<String> = rows::column(row, "body")?;
@@ -164,14 +176,15 @@ fn trace_statement(sql: &str, values: &sea_orm::sea_query::Values) {
 }
 
 impl PgStore {
-    /// Runs a read on `conn` with its JSON built by PostgreSQL.
+    /// Runs a read on `conn` with its JSON built by PostgreSQL; on a
+    /// replica, with the `xmin` of the statement's snapshot.
     async fn read_json(
         &self,
         conn: &impl ConnectionTrait,
         table: &Table,
         read: &Read<'_>,
         (context, on): (&Context, On<'_>),
-    ) -> Result<Found, StoreError> {
+    ) -> Result<(Found, Option<i64>), StoreError> {
         let statement = match read {
             Read::Aggregate(query) => aggregate_sql(table, query, context, on),
             _ => Rows::of(read).sql(table, context, true, on),
@@ -181,31 +194,39 @@ impl PgStore {
             .row(conn, statement)
             .await?
             .ok_or_else(|| StoreError::Internal("a read answered no row".into()))?;
-        let json = json_of(&row)?;
-        Ok(match read {
+        let xmin = snapshot_xmin(&row, on)?;
+        let total = match read {
+            Read::One { .. } => None,
+            _ => rows::column(&row, "total")?,
+        };
+        let body: Option<String> = rows::column(&row, "body")?;
+        // The driver's copy of the answer goes before it is compacted.
+        drop(row);
+        let json = body.map(compact);
+        let found = match read {
             // One row: the object itself, or nothing.
             Read::One { .. } => Found {
                 json: json.map(|array| {
                     let items = array.trim();
                     items[1..items.len() - 1].to_owned()
                 }),
-                total: None,
+                total,
             },
-            _ => Found {
-                json,
-                total: rows::column(&row, "total")?,
-            },
-        })
+            _ => Found { json, total },
+        };
+        Ok((found, xmin))
     }
 
-    /// Runs a read on `replica`, or on the primary when `None`.
+    /// Runs a read on `replica`, or on the primary when `None`; on a
+    /// replica, with the `xmin` of the statement's snapshot when it
+    /// answered a row.
     async fn read_at(
         &self,
         replica: Option<&Replica>,
         table: &Table,
         read: &Read<'_>,
         (context, on): (&Context, On<'_>),
-    ) -> Result<Found, StoreError> {
+    ) -> Result<(Found, Option<i64>), StoreError> {
         let (db, lane) = match replica {
             Some(replica) => (replica.db(), replica.lane()),
             None => (&self.db, &*self.reads),
@@ -219,6 +240,7 @@ impl PgStore {
         let (keys, cells) = rows.layout();
         let list = matches!(read, Read::List(_));
         let mut out = String::with_capacity(1024);
+        let mut xmin = None;
         out.push('[');
         // Each row is written as it arrives, and the read stops as soon as
         // the answer passes the ceiling: the instance holds at most the
@@ -227,6 +249,9 @@ impl PgStore {
             .each(&sql, values, &mut |row| {
                 if out.len() > 1 {
                     out.push(',');
+                } else if replica.is_some() {
+                    // The statement's last column.
+                    xmin = row.try_get(row.len() - 1).ok();
                 }
                 write_object(&mut out, &row, &keys, &cells)?;
                 match out.len() as u64 > context.max_answer_bytes {
@@ -240,7 +265,7 @@ impl PgStore {
             return Err(StoreError::Stale);
         }
         if found == 0 && !list {
-            return Ok(Found::default());
+            return Ok((Found::default(), xmin));
         }
         out.push(']');
         if !list {
@@ -248,10 +273,13 @@ impl PgStore {
             out.remove(0);
             out.pop();
         }
-        Ok(Found {
-            json: Some(out),
-            total: None,
-        })
+        Ok((
+            Found {
+                json: Some(out),
+                total: None,
+            },
+            xmin,
+        ))
     }
 
     /// Runs the statements of `writes` on `conn`, one after the other.
@@ -279,24 +307,30 @@ impl PgStore {
         context: &Context,
     ) -> Result<Option<String>, StoreError> {
         let mark = self.replicas.any();
-        let Some(row) = self
+        match self
             .row(conn, write_sql(table, write, context, mark)?)
             .await?
-        else {
-            return Ok(None);
-        };
-        if mark {
-            let lsn: Option<i64> = rows::column(&row, "mark_lsn")?;
-            let xid: Option<i64> = rows::column(&row, "mark_xid")?;
-            if let (Some(lsn), Some(xid)) = (lsn, xid) {
-                data::consistency::note(data::consistency::Token {
-                    lsn: u64::try_from(lsn).unwrap_or(0),
-                    xid: u64::try_from(xid).unwrap_or(0),
-                });
-            }
+        {
+            Some(row) => answered(&row, mark),
+            None => Ok(None),
         }
-        json_of(&row)
     }
+}
+
+/// The answer of a write's statement (`row`): its JSON, the write noted
+/// for the request's answer when the statement was `mark`ed (replicas).
+fn answered(row: &QueryResult, mark: bool) -> Result<Option<String>, StoreError> {
+    if mark {
+        let lsn: Option<i64> = rows::column(row, "mark_lsn")?;
+        let xid: Option<i64> = rows::column(row, "mark_xid")?;
+        if let (Some(lsn), Some(xid)) = (lsn, xid) {
+            data::consistency::note(data::consistency::Token {
+                lsn: u64::try_from(lsn).unwrap_or(0),
+                xid: u64::try_from(xid).unwrap_or(0),
+            });
+        }
+    }
+    json_of(row)
 }
 
 #[async_trait]
@@ -310,6 +344,7 @@ impl DataTransaction for PgDataTransaction {
         self.store
             .read_json(&self.txn, table, read, (context, On::Primary))
             .await
+            .map(|(found, _)| found)
     }
 
     async fn write(
@@ -371,6 +406,13 @@ impl DataStore for PgStore {
         }))
     }
 
+    async fn begin_import(
+        &self,
+        columns: usize,
+    ) -> Result<Box<dyn data::ImportTransaction>, StoreError> {
+        Ok(Box::new(self.open_import(columns).await?))
+    }
+
     async fn table(&self, schema: &str, name: &str) -> Result<Option<Arc<Table>>, StoreError> {
         Ok(self
             .catalog()
@@ -411,23 +453,26 @@ impl DataStore for PgStore {
         read: &Read<'_>,
         context: &Context,
     ) -> Result<Found, StoreError> {
-        if let Target::Replica(replica, xids) = self.read_target(context).await?
-            && let Some(answer) = settle(
-                &replica,
+        // The replica's statement goes out with the primary's check, not
+        // after it: the caller waits for the longer of the two.
+        if let Some((replica, sent)) = self.replica_now().await? {
+            let (marks, tried) = tokio::join!(
+                self.primary_check(context),
                 self.read_at(
                     Some(&replica),
                     table,
                     read,
-                    (context, On::Replica(xids.as_deref())),
-                )
-                .await,
-            )
-        {
-            return answer;
+                    (context, On::Replica(sent.as_deref())),
+                ),
+            );
+            if let Some(answer) = settle_checked(&replica, tried, &marks?) {
+                return answer;
+            }
         }
         self.on_primary();
         self.read_at(None, table, read, (context, On::Primary))
             .await
+            .map(|(found, _)| found)
     }
 
     async fn write(

@@ -28,6 +28,24 @@ pub(crate) enum On<'g> {
     Replica(Option<&'g str>),
 }
 
+/// The oldest transaction still running as of the statement's snapshot,
+/// as a number: a replica's statement answers it beside its rows, so that
+/// a read sent before the primary named the caller's marked transactions
+/// is accepted only when every one of them is below it (ended as of the
+/// rows read).
+const SNAPSHOT_XMIN: &str = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
+
+/// The column that holds [`SNAPSHOT_XMIN`] in a replica's answer.
+pub(super) const XMIN_COLUMN: &str = "tessera:xmin";
+
+/// `, <xmin> AS "tessera:xmin"` on a replica, nothing on the primary.
+pub(super) fn xmin_column(on: On<'_>) -> String {
+    match on {
+        On::Primary => String::new(),
+        On::Replica(_) => format!(", {SNAPSHOT_XMIN} AS \"{XMIN_COLUMN}\""),
+    }
+}
+
 /// The shared state is at `versions`, compared in one InitPlan on
 /// `svc.cache_version`: with `raise`, a mismatch fails the statement with
 /// `TS412` ([`StoreError::Stale`]); without, the guarded read returns no row
@@ -206,6 +224,10 @@ impl Rows<'_, '_> {
             // A row with no column the caller may read: `{}`.
             rows.expr(Expr::cust("1"));
         }
+        if !json && matches!(on, On::Replica(_)) {
+            // After the row's cells, which the layout reads alone.
+            rows.expr(Expr::cust(SNAPSHOT_XMIN));
+        }
         let (limit, offset) = (self.limit, self.offset);
         let mut out = SqlWriterValues::new("$", true);
         // PostgreSQL builds a row's values before OFFSET skips it: with
@@ -250,7 +272,12 @@ impl Rows<'_, '_> {
         } else {
             let _ = out.write_str("NULL::bigint");
         }
-        let _ = write!(out, " AS \"total\" FROM {}(", open_rows(ROW_JSON));
+        let _ = write!(
+            out,
+            " AS \"total\"{} FROM {}(",
+            xmin_column(on),
+            open_rows(ROW_JSON)
+        );
         PostgresQueryBuilder.prepare_select_statement(&rows, &mut out);
         let _ = write!(out, "{page}){ROWS_CLOSE}");
         spliced(out, chosen_first)
@@ -371,7 +398,7 @@ pub(super) fn aggregate_sql(
         PostgresQueryBuilder.prepare_select_statement(&counted, &mut out);
         let _ = out.write_str(") AS \"g\") AS \"total\"");
     }
-    let _ = write!(out, " FROM {}(", open_rows(ROW_JSON));
+    let _ = write!(out, "{} FROM {}(", xmin_column(on), open_rows(ROW_JSON));
     PostgresQueryBuilder.prepare_select_statement(&groups, &mut out);
     let _ = write!(
         out,

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use views::query::{Computed, ViewQuery};
 
 use super::answer::{ROW_JSON, ROWS_CLOSE, answer, open_rows};
-use super::reads::{On, current};
+use super::reads::{On, current, xmin_column};
 use super::sql::{Rel, Sql, table_ref};
 
 /// The statement of `query` and its bound values.
@@ -98,7 +98,7 @@ pub(crate) fn view_sql(query: &ViewQuery<'_>, context: &Context, on: On<'_>) -> 
     } else {
         let _ = out.write_str("NULL::bigint AS \"total\"");
     }
-    let _ = write!(out, " FROM {}(", open_rows(ROW_JSON));
+    let _ = write!(out, "{} FROM {}(", xmin_column(on), open_rows(ROW_JSON));
     PostgresQueryBuilder.prepare_select_statement(&page, &mut out);
     let _ = write!(
         out,

@@ -1,16 +1,16 @@
 //! The statement of one Data API write.
 
-use data::{Change, Column, Context, Kind, Output, Shown, Table, Write};
+use data::{Change, Column, Context, Output, Shown, Table, Write};
 use kernel::StoreError;
 use kernel::sql::quote_ident;
 use sea_orm::sea_query::{
-    Alias, CommonTableExpression, Expr, Func, OnConflict, Query, SelectStatement, WithClause,
+    Alias, CommonTableExpression, Expr, ExprTrait, Func, OnConflict, Order, Query, SelectStatement,
+    WithClause,
 };
 
 use super::answer::{ROW_JSON, answer, measured_rows};
 use super::reads::{On, current};
 use super::sql::{Rel, Sql, build, table_ref};
-use crate::json_rows::write_string;
 
 /// The SQL of one write: a data-modifying CTE `w`, the audit entry when a row
 /// changed, and the rows as JSON, each checked against the grants. With
@@ -92,7 +92,7 @@ pub(crate) fn write_sql(
     }
     // A row shown by reach comes as one JSON column, `row`; an import
     // shows no row, only how many were written.
-    let mut answer = if matches!(write.change, Change::InsertText { .. }) {
+    let mut answer = if matches!(write.change, Change::InsertStaged { .. }) {
         Query::select()
             .expr_as(Expr::cust("count(*)::text"), Alias::new("body"))
             .from_subquery(rows, Alias::new("tessera:x"))
@@ -280,17 +280,40 @@ fn change(
                 .to_owned()
                 .into()
         }
-        // A CSV import's text: each value read by its column type's input
-        // function with the column's modifier, as a JSON insert of strings
-        // (and `COPY`) reads it.
-        Change::InsertText { columns, rows } => {
+        // A CSV import's staged text, in the order read: each value cast to
+        // its column's type without the modifier (its input function), the
+        // modifier then applied as the insert assigns it, so an over-long
+        // value is refused as a JSON insert of strings (and `COPY`)
+        // refuses it.
+        Change::InsertStaged {
+            columns,
+            lines: (first, last),
+        } => {
             if columns.is_empty() {
                 return Err(StoreError::Internal("an import names no column".into()));
             }
+            let mut staged = Query::select();
+            for (i, column) in columns.iter().enumerate() {
+                staged.expr(Expr::cust(format!(
+                    "CAST(\"s\".{} AS {})",
+                    super::import::staged_column(i),
+                    column.input_type
+                )));
+            }
+            staged
+                .from_as(
+                    (Alias::new("pg_temp"), Alias::new(super::import::STAGED)),
+                    Alias::new("s"),
+                )
+                .and_where(Expr::col((Alias::new("s"), Alias::new("line"))).between(
+                    i64::try_from(*first).unwrap_or(i64::MAX),
+                    i64::try_from(*last).unwrap_or(i64::MAX),
+                ))
+                .order_by((Alias::new("s"), Alias::new("line")), Order::Asc);
             Query::insert()
                 .into_table(table_ref(table))
                 .columns(columns.iter().map(|c| Alias::new(&c.name)))
-                .select_from(populated(&record_type, columns, text_rows(columns, rows)))
+                .select_from(staged)
                 .map_err(|e| StoreError::Internal(e.to_string()))?
                 .returning(Query::returning().columns(all_columns()))
                 .to_owned()
@@ -347,37 +370,6 @@ fn populated(record_type: &str, columns: &[&Column], json: String) -> SelectStat
     select
 }
 
-/// Rows of text as the JSON array of objects [`populated`] reads: each
-/// value a JSON string, a JSON column's value its JSON text (checked to be
-/// JSON when the import read it), NULL null.
-fn text_rows(columns: &[&Column], rows: &[Vec<Option<String>>]) -> String {
-    let mut out = String::with_capacity(2 + rows.len() * 64 * columns.len().max(1));
-    out.push('[');
-    for (i, row) in rows.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push('{');
-        for (k, (column, value)) in columns.iter().zip(row).enumerate() {
-            if k > 0 {
-                out.push(',');
-            }
-            write_string(&mut out, &column.name);
-            out.push(':');
-            match value.as_deref() {
-                None => out.push_str("null"),
-                Some(text) if matches!(column.kind, Kind::Json | Kind::Jsonb) => {
-                    out.push_str(text);
-                }
-                Some(text) => write_string(&mut out, text),
-            }
-        }
-        out.push('}');
-    }
-    out.push(']');
-    out
-}
-
 /// The audit entry of the rows written (`w`), when there are any.
 fn audit(
     table: &Table,
@@ -388,7 +380,7 @@ fn audit(
     let event = &write.audit;
     // An import's chunk is audited by its count and lines (in the event's
     // details): a million keys would make the log the import's main cost.
-    if matches!(write.change, Change::InsertText { .. }) {
+    if matches!(write.change, Change::InsertStaged { .. }) {
         let details = "CAST($1 AS jsonb) || jsonb_build_object('count', count(*))";
         return audit_insert(event, context, details, []);
     }
@@ -445,33 +437,4 @@ fn audit_insert<const N: usize>(
         .select_from(audit_row)
         .map_err(|e| StoreError::Internal(e.to_string()))
         .map(|insert| insert.to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use data::{Column, Kind};
-    use serde_json::json;
-
-    use super::text_rows;
-
-    #[test]
-    fn text_rows_are_json_strings_json_text_and_nulls() {
-        let name = Column::plain("name", "text", Kind::Text, true);
-        let meta = Column::plain("meta", "jsonb", Kind::Jsonb, true);
-        let rows = vec![
-            vec![
-                Some("say \"hi\"\n\\o/".to_owned()),
-                Some(r#"{"k": [1, 2]}"#.to_owned()),
-            ],
-            vec![None, None],
-        ];
-        let text = text_rows(&[&name, &meta], &rows);
-        let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(
-            rows,
-            json!([{ "name": "say \"hi\"\n\\o/", "meta": { "k": [1, 2] } },
-                   { "name": null, "meta": null }])
-        );
-        assert_eq!(text_rows(&[&name], &[]), "[]");
-    }
 }
