@@ -312,10 +312,10 @@ async fn an_import_in_chunks_answers_its_first_bad_line_and_audits_each_chunk() 
         .await;
     assert_eq!(count.data()[0]["n"], 0, "nothing inserted");
 
-    // Inserted 50,000 rows a statement (each staged run is 1,000).
-    let done = import(&app, &hr, format!("id,name,team\n{}", rows(1, 60_002))).await;
+    // Inserted 100,000 rows a statement (each staged run is 1,000).
+    let done = import(&app, &hr, format!("id,name,team\n{}", rows(1, 120_002))).await;
     assert_eq!(done.status, StatusCode::CREATED, "{:?}", done.body);
-    assert_eq!(done.data(), &json!({ "inserted": 60_001 }));
+    assert_eq!(done.data(), &json!({ "inserted": 120_001 }));
     let audit = app
         .get("/admin/api/audit?action=data.import&limit=10", &admin)
         .await;
@@ -336,10 +336,34 @@ async fn an_import_in_chunks_answers_its_first_bad_line_and_audits_each_chunk() 
     assert_eq!(
         chunks,
         [
-            (json!([2, 50_001]), json!(50_000)),
-            (json!([50_002, 60_002]), json!(10_001)),
+            (json!([2, 100_001]), json!(100_000)),
+            (json!([100_002, 120_002]), json!(20_001)),
         ]
     );
+}
+
+/// A refused row far from the rows before it (a run of blank lines
+/// between): found by halving the lines, not by trying each line, and
+/// answered with its line; nothing inserted.
+#[tokio::test]
+async fn a_refused_row_after_many_blank_lines_is_found_at_once() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (_, hr) = people(&app, &admin).await;
+    let body = format!("id,name,team\n1,a,red\n{}1,b,red\n", "\n".repeat(200_000));
+    let started = std::time::Instant::now();
+    let answer = import(&app, &hr, body).await;
+    assert_eq!(answer.status, StatusCode::CONFLICT, "{:?}", answer.body);
+    assert_eq!(answer.body["meta"]["line"], 200_003, "{:?}", answer.body);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    let count = app
+        .get("/api/data/app/people?aggregate=n:count()", &admin)
+        .await;
+    assert_eq!(count.data()[0]["n"], 0, "nothing inserted");
 }
 
 /// A client that goes away in the middle of an import, with chunks sent:
@@ -417,14 +441,15 @@ async fn an_import_goes_on_when_the_shared_state_moves_under_it() {
         .send(Ok(format!("id,name,team\n{}", rows(1, 1500))))
         .await
         .unwrap();
-    // The first rows are staged (the import's COPY runs); another session
-    // ends.
+    // The first rows are staged (the import's session is in its COPY, or
+    // just out of it); another session ends.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while app
         .db
         .sql(
-            "SELECT count(*)::text FROM pg_stat_activity \
-             WHERE datname = current_database() AND query LIKE 'COPY pg_temp.%'",
+            "SELECT count(*)::text FROM pg_stat_activity WHERE datname = current_database() \
+             AND xact_start IS NOT NULL AND (query LIKE 'COPY pg_temp.%' \
+             OR query LIKE '%set_config(''statement_timeout''%')",
         )
         .await
         .as_deref()
@@ -512,6 +537,20 @@ async fn imported_fields_are_read_as_each_columns_type_and_modifier() {
             refused.body
         );
     }
+    // A NUL character, which no PostgreSQL text holds: refused on its line.
+    let refused = post("id,code\n3,ab\n4,a\u{0}b\n").await;
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        refused.body
+    );
+    assert_eq!(
+        refused.body["errors"][0]["field"], "code",
+        "{:?}",
+        refused.body
+    );
+    assert_eq!(refused.body["meta"]["line"], 3, "{:?}", refused.body);
     let count = app
         .get("/api/data/app/codes?aggregate=n:count()", &admin)
         .await;

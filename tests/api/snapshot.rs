@@ -1261,6 +1261,21 @@ async fn a_diff_that_rewrites_service_rows_waits_for_no_writer_of_them() {
     db.close().await.unwrap();
 }
 
+/// Every foreign key of the service tables is deferrable (migration 0025
+/// made those of its day so): a diff defers them so the rows it adds lock
+/// nothing they name; a key added later without `DEFERRABLE` would bring
+/// those locks back.
+#[tokio::test]
+async fn every_service_foreign_key_is_deferrable() {
+    let app = spawn_app().await;
+    let keys = "SELECT count(*)::text FROM pg_constraint c \
+        JOIN pg_namespace n ON n.oid = c.connamespace WHERE c.contype = 'f' AND n.nspname = 'svc'";
+    let total: usize = app.db.sql(keys).await.unwrap().parse().unwrap();
+    assert!(total > 5, "{total} service foreign keys");
+    let immediate = app.db.sql(&format!("{keys} AND NOT c.condeferrable")).await;
+    assert_eq!(immediate.as_deref(), Some("0"));
+}
+
 /// What a role's or database's default could preset for the settings the
 /// service's functions keep per transaction changes nothing: a change in
 /// a session whose `tessera.dry_run` says "on" (the form diffs once used)

@@ -51,6 +51,7 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("peer") => peer_only(),
         Some("workflows") => workflows().and_then(|()| flows::flows()),
         Some("webhooks") => workflows(),
+        Some("echo") => flows::echo(),
         Some("views") => views(),
         Some("files") => files(),
         Some("scale") => scale::scale(),
@@ -70,7 +71,7 @@ pub fn suite(name: Option<&str>) -> Result {
             .and_then(|()| schema::schema())
             .and_then(|()| client()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, client, compare, console, data, files, peer, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), compare (two builds, TESSERA_BENCH_BEFORE against TESSERA_BENCH_SERVER), replicas, scale and webhooks are not in the default run)"
+            "unknown benchmark `{other}` (known: auth, client, compare, console, data, echo, files, peer, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), compare (two builds, TESSERA_BENCH_BEFORE against TESSERA_BENCH_SERVER), echo (the one-connection webhook against pgbench), replicas, scale and webhooks are not in the default run)"
         )),
     }
 }
@@ -1126,6 +1127,20 @@ fn median(values: &mut [f64]) -> f64 {
 /// Requests per second of a measurement.
 fn rps(measured: &Measured) -> f64 {
     measured.0.parse().unwrap_or(0.0)
+}
+
+/// A wrk latency (`812.00us`, `1.23ms`, `2.01s`) in milliseconds.
+fn millis(latency: &str) -> f64 {
+    let (number, factor) = if let Some(n) = latency.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = latency.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = latency.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        (latency, 1.0)
+    };
+    number.parse::<f64>().map_or(f64::NAN, |n| n * factor)
 }
 
 /// The peer workload of `../shared/bench/`: 100 rows of owner 7 by a

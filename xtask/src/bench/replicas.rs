@@ -10,8 +10,8 @@
 use std::path::Path;
 
 use super::{
-    ADMIN_EMAIL, ADMIN_PASSWORD, DATA_DURATION, Measured, PEER_PATH, free_port, login, peer_token,
-    psql_value, request, rps, start_server, start_server_with, wrk, wrk_with,
+    ADMIN_EMAIL, ADMIN_PASSWORD, DATA_DURATION, Measured, PEER_PATH, free_port, login, millis,
+    peer_token, psql_value, request, rps, start_server, start_server_with, wrk, wrk_with,
 };
 use crate::{Result, pg};
 
@@ -156,18 +156,4 @@ pub fn replicas() -> Result {
 
 fn print_run(name: &str, (rps, p50, p99, non_2xx): &Measured) {
     println!("{name:<34} {rps:>10} {p50:>9} {p99:>9} {non_2xx:>8}");
-}
-
-/// A wrk latency (`812.00us`, `1.23ms`, `2.01s`) in milliseconds.
-fn millis(latency: &str) -> f64 {
-    let (number, factor) = if let Some(n) = latency.strip_suffix("us") {
-        (n, 0.001)
-    } else if let Some(n) = latency.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = latency.strip_suffix('s') {
-        (n, 1000.0)
-    } else {
-        (latency, 1.0)
-    };
-    number.parse::<f64>().map_or(f64::NAN, |n| n * factor)
 }

@@ -36,7 +36,7 @@ use kernel::{StoreError, new_id};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
-    DatabaseTransaction, DbBackend, DbErr, EntityTrait, Set, Statement, Value,
+    DatabaseTransaction, DbBackend, DbErr, EntityTrait, QueryResult, Set, Statement, Value,
 };
 use uuid::Uuid;
 
@@ -249,6 +249,25 @@ impl PgStore {
 /// Runs a raw statement with bound values.
 pub(crate) fn stmt(sql: &str, values: impl IntoIterator<Item = Value>) -> Statement {
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
+}
+
+impl PgStore {
+    /// The first row of `sql` with `values`, run on the reads' lane: a
+    /// connection kept on this thread between requests, without the pool's
+    /// check of a connection given back (a round trip, and a wake-up of
+    /// another thread). For the hot single statements outside the Data API
+    /// (a webhook's lookup and its run's record); the statement may run
+    /// again on a fresh connection when a kept one is found broken before
+    /// it answered (a key taken twice is refused, never written twice).
+    pub(crate) async fn lane_row(
+        &self,
+        sql: &str,
+        values: impl IntoIterator<Item = Value>,
+    ) -> Result<Option<QueryResult>, StoreError> {
+        let values = sea_orm::sea_query::Values(values.into_iter().collect());
+        let rows = self.reads.rows(sql, values).await?;
+        Ok(rows.into_iter().next().map(QueryResult::from))
+    }
 }
 
 /// Whether `sql` (a `SELECT 1 ...`) finds a row.

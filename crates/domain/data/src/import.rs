@@ -13,7 +13,7 @@ use crate::callers::{Caller, DataRequest};
 use crate::checks::{checked_columns, cover};
 use crate::csv::{Reader, Record};
 use crate::error::{DataError, Place, payload_error};
-use crate::query::{Change, Context, ImportTransaction, Shown, Write};
+use crate::query::{Change, Context, ImportTransaction, Shown, Write, WriteAnswer};
 use crate::service::{DataService, Target};
 use crate::table::{Column, Kind, Table};
 use crate::writes::write_error;
@@ -23,9 +23,13 @@ const STAGE_ROWS: usize = 1000;
 /// Bytes of field text gathered before they are staged, at most.
 const STAGE_BYTES: usize = 1 << 20;
 /// Rows one statement inserts from the staged rows, at most.
-const CHUNK_ROWS: u64 = 50_000;
+const CHUNK_ROWS: u64 = 100_000;
+/// Bytes of field text one statement inserts, at most.
+const CHUNK_BYTES: u64 = 64 << 20;
 /// Longest field, in bytes.
 const FIELD_MAX: usize = 1 << 20;
+/// Columns an import's header names, at most.
+const COLUMNS_MAX: usize = 1599;
 
 /// An import under way: created by [`DataService::begin_import`], fed the
 /// body's pieces, then finished. Dropped unfinished, nothing is inserted.
@@ -48,20 +52,23 @@ pub struct Import {
     pending: Vec<Vec<Option<String>>>,
     lines: Vec<u64>,
     pending_bytes: usize,
-    /// What was staged and not yet inserted, a run of lines per send:
-    /// the first line, the last and the rows.
-    staged: Vec<Staged>,
+    /// What was staged and not yet sent to be inserted.
+    unsent: Option<Lines>,
+    /// The insert sent and not yet answered (one at a time), and its lines.
+    in_flight: Option<(Lines, WriteAnswer)>,
     bytes: u64,
     max_bytes: u64,
     inserted: u64,
 }
 
-/// Rows staged together: lines `first..=last`, `rows` of them.
+/// Staged rows: lines `first..=last`, `rows` of them holding `bytes` of
+/// field text.
 #[derive(Debug, Clone, Copy)]
-struct Staged {
+struct Lines {
     first: u64,
     last: u64,
     rows: u64,
+    bytes: u64,
 }
 
 impl DataService {
@@ -93,7 +100,8 @@ impl DataService {
             pending: Vec::new(),
             lines: Vec::new(),
             pending_bytes: 0,
-            staged: Vec::new(),
+            unsent: None,
+            in_flight: None,
             bytes: 0,
             max_bytes,
             inserted: 0,
@@ -145,7 +153,8 @@ impl Import {
         let ended = self.end().await;
         self.settled(ended).await?;
         self.stage().await?;
-        self.insert_staged().await?;
+        self.send_unsent().await?;
+        self.settle().await?;
         if let Some(txn) = self.txn.take() {
             txn.commit().await?;
         }
@@ -198,6 +207,17 @@ impl Import {
     /// write, as a JSON insert checks them.
     fn header_of(&self) -> Result<Vec<usize>, DataError> {
         let (table, names) = (&self.chunk.table, self.names.as_deref().unwrap_or_default());
+        // The staged rows hold each row's line beside its fields, within
+        // PostgreSQL's 1,600 columns.
+        if names.len() > COLUMNS_MAX {
+            return Err(payload_error(
+                "data",
+                format!(
+                    "names {} columns; an import names at most {COLUMNS_MAX}",
+                    names.len()
+                ),
+            ));
+        }
         let mut checked = Map::new();
         for name in names {
             if checked.insert(name.clone(), Value::Null).is_some() {
@@ -235,7 +255,8 @@ impl Import {
     }
 
     /// Sends the rows waiting to the staged rows (the transaction opened
-    /// with the first of them).
+    /// with the first of them), and, once a chunk's worth is staged, the
+    /// insert of that chunk.
     async fn stage(&mut self) -> Result<(), DataError> {
         let (Some(&first), Some(&last)) = (self.lines.first(), self.lines.last()) else {
             return Ok(());
@@ -248,60 +269,102 @@ impl Import {
             }
         };
         txn.stage(&self.pending, &self.lines).await?;
-        self.staged.push(Staged {
+        let (rows, bytes) = (self.lines.len() as u64, self.pending_bytes as u64);
+        let unsent = self.unsent.get_or_insert(Lines {
             first,
             last,
-            rows: self.lines.len() as u64,
+            rows: 0,
+            bytes: 0,
         });
+        unsent.last = last;
+        unsent.rows += rows;
+        unsent.bytes += bytes;
         self.pending.clear();
         self.lines.clear();
         self.pending_bytes = 0;
+        if unsent.rows >= CHUNK_ROWS || unsent.bytes >= CHUNK_BYTES {
+            self.send_unsent().await?;
+        }
         Ok(())
     }
 
-    /// Inserts every staged row, at most [`CHUNK_ROWS`] a statement, in
-    /// the order read. A chunk refused is inserted again by the runs it
-    /// was staged in, and a run refused row by row, to answer the first row
-    /// refused with its line.
-    async fn insert_staged(&mut self) -> Result<(), DataError> {
-        let staged = std::mem::take(&mut self.staged);
-        let mut runs = staged.as_slice();
-        while let Some(first) = runs.first() {
-            let mut rows = 0;
-            let taken = runs
-                .iter()
-                .take_while(|run| {
-                    rows += run.rows;
-                    rows == run.rows || rows <= CHUNK_ROWS
-                })
-                .count();
-            let (chunk, rest) = runs.split_at(taken);
-            runs = rest;
-            let last = chunk[taken - 1].last;
-            if self.insert_current(first.first, last).await.is_ok() {
-                continue;
-            }
-            for run in chunk {
-                if self.insert_current(run.first, run.last).await.is_ok() {
-                    continue;
-                }
-                for line in run.first..=run.last {
-                    self.insert_current(line, line)
-                        .await
-                        .map_err(|e| e.at(Place::Line(line)))?;
-                }
-                // Refused together, accepted one by one: a conflict among them.
-                return Err(
-                    payload_error("data", "rows of this chunk conflict with each other")
-                        .at(Place::Line(run.first)),
-                );
-            }
-            return Err(
-                payload_error("data", "rows of this chunk conflict with each other")
-                    .at(Place::Line(first.first)),
-            );
-        }
+    /// Sends the insert of the rows staged and not yet sent, once the one
+    /// in flight is settled; the next rows are read and staged meanwhile.
+    async fn send_unsent(&mut self) -> Result<(), DataError> {
+        self.settle().await?;
+        let (Some(lines), Some(txn)) = (self.unsent.take(), self.txn.as_mut()) else {
+            return Ok(());
+        };
+        let answer = self
+            .chunk
+            .send(txn.as_mut(), (lines.first, lines.last))
+            .await?;
+        self.in_flight = Some((lines, answer));
         Ok(())
+    }
+
+    /// Waits for the insert in flight. Refused on stale shared state, it
+    /// is inserted again under the caller of now; refused for a row (or
+    /// for its time), its lines are halved to find the first row refused.
+    async fn settle(&mut self) -> Result<(), DataError> {
+        let Some((lines, answer)) = self.in_flight.take() else {
+            return Ok(());
+        };
+        let refused = match answer.await {
+            Ok(rows) => {
+                self.inserted += rows;
+                return Ok(());
+            }
+            Err(error) => write_error(&self.chunk.table, error),
+        };
+        if refused.is_stale() {
+            self.refresh().await?;
+            return self.insert_lines(lines.first, lines.last, None).await;
+        }
+        self.insert_lines(lines.first, lines.last, Some(refused))
+            .await
+    }
+
+    /// Inserts the staged rows of lines `first..=last` (`refused` already,
+    /// when their insert was). When the database refuses a row of them,
+    /// the lines are halved until the first row refused is found (the
+    /// halves that go in are kept, so a row refused for a row before it is
+    /// found as a row-by-row insert would find it) and its error answered
+    /// with its line; lines whose insert ran past the statement timeout are
+    /// halved too, and go in as smaller inserts. Any other refusal (the
+    /// connection lost, the credential gone) is answered as it is.
+    async fn insert_lines(
+        &mut self,
+        first: u64,
+        last: u64,
+        mut refused: Option<DataError>,
+    ) -> Result<(), DataError> {
+        let (mut from, mut to) = (first, last);
+        loop {
+            let error = match refused.take() {
+                Some(error) => error,
+                None => match self.insert_current(from, to).await {
+                    Ok(()) if to == last => return Ok(()),
+                    Ok(()) => {
+                        // The rest, once the part that went in is known.
+                        (from, to) = (to + 1, last);
+                        continue;
+                    }
+                    Err(error) => error,
+                },
+            };
+            let timed_out = matches!(error, DataError::Store(kernel::StoreError::QueryTimeout));
+            if !timed_out && !of_a_row(&error) {
+                return Err(error);
+            }
+            if from == to {
+                return Err(match timed_out {
+                    true => error,
+                    false => error.at(Place::Line(from)),
+                });
+            }
+            to = from + (to - from) / 2;
+        }
     }
 
     /// `result`, unless a row read before its error is refused: then that
@@ -313,9 +376,10 @@ impl Import {
         };
         self.failed = true;
         let earlier = match self.stage().await {
-            Ok(()) => self.insert_staged().await,
+            Ok(()) => self.send_unsent().await,
             refused => refused,
         };
+        let earlier = earlier.and(self.settle().await);
         match (earlier, line_of(&error)) {
             (Err(earlier), Some(line)) if line_of(&earlier).is_some_and(|at| at > line) => {
                 Err(error)
@@ -334,7 +398,8 @@ impl Import {
             let Some(txn) = self.txn.as_mut() else {
                 return Ok(());
             };
-            match self.chunk.insert(txn.as_mut(), (first, last)).await {
+            let sent = self.chunk.send(txn.as_mut(), (first, last)).await?;
+            match sent.await.map_err(|e| write_error(&self.chunk.table, e)) {
                 Err(error) if error.is_stale() => self.refresh().await?,
                 Err(error) => return Err(error),
                 Ok(rows) => {
@@ -358,14 +423,14 @@ struct Chunk {
 }
 
 impl Chunk {
-    /// Inserts the staged rows of `lines` in a savepoint of `txn`,
-    /// audited as `data.import` with their count and first and last line;
-    /// answers how many there were.
-    async fn insert(
+    /// Sends the insert of the staged rows of `lines` (in a savepoint of
+    /// `txn`), audited as `data.import` with their count and first and
+    /// last line; its answer is how many there were.
+    async fn send(
         &self,
         txn: &mut dyn ImportTransaction,
         (first, last): (u64, u64),
-    ) -> Result<u64, DataError> {
+    ) -> Result<WriteAnswer, DataError> {
         let table = &*self.table;
         let access = Access::evaluate(&self.principal, &table.scopes, Action::Create)?;
         let columns: Vec<&Column> = self.header.iter().map(|&i| &table.columns[i]).collect();
@@ -389,7 +454,7 @@ impl Chunk {
             guard_admin_power: !self.principal.admin,
             audit,
         };
-        txn.try_write(table, &write, &self.context)
+        txn.send_write(table, &write, &self.context)
             .await
             .map_err(|e| write_error(table, e))
     }
@@ -420,6 +485,12 @@ fn checked_fields(
             fields.push(None);
             continue;
         };
+        if text.contains('\0') {
+            return Err(payload_error(
+                column.name.clone(),
+                "holds a NUL character, which no PostgreSQL text can",
+            ));
+        }
         let bad = || {
             payload_error(
                 column.name.clone(),
@@ -452,6 +523,23 @@ fn checked_fields(
         fields.push(Some(text));
     }
     Ok(fields)
+}
+
+/// Whether a refused insert of staged rows was refused for a row (its
+/// value, a check, a key, a grant's filter) rather than for the statement
+/// (a timeout, the connection or the database unavailable, the caller's
+/// credential gone).
+fn of_a_row(error: &DataError) -> bool {
+    !matches!(
+        error,
+        DataError::Auth(_)
+            | DataError::Store(
+                kernel::StoreError::QueryTimeout
+                    | kernel::StoreError::Unavailable(_)
+                    | kernel::StoreError::Internal(_)
+                    | kernel::StoreError::Stale
+            )
+    )
 }
 
 /// The CSV line an error names, if any.

@@ -36,7 +36,7 @@ pub use import::Import;
 pub use query::{
     Aggregate, AggregateQuery, Change, Chunks, Context, DataStore, DataTransaction, EMBED_ROWS_MAX,
     Embed, Found, Function, ImportTransaction, ListQuery, Output, Predicate, Read, Shown,
-    StatementSettings, Upsert, Write,
+    StatementSettings, Upsert, Write, WriteAnswer,
 };
 pub use reads::{LIMIT_DEFAULT, LIMIT_MAX, ListParams, Page, RoleSubject, rows_seen_by};
 pub use role_view::{RoleView, embeds_from};

@@ -335,9 +335,9 @@ pub trait DataTransaction: Send {
 pub type Chunks = tokio::sync::mpsc::Receiver<Result<Vec<u8>, StoreError>>;
 
 /// A CSV import's transaction: the rows are staged as they are read (one
-/// stream to the database for the whole import), then inserted from there
-/// by [`Change::InsertStaged`] writes. Dropped without [`commit`], it rolls
-/// back.
+/// stream to the database), then inserted from there by
+/// [`Change::InsertStaged`] writes, each sent while the next rows are
+/// read. Dropped without [`commit`], it rolls back.
 ///
 /// [`commit`]: ImportTransaction::commit
 #[async_trait]
@@ -349,18 +349,23 @@ pub trait ImportTransaction: Send {
         rows: &[Vec<Option<String>>],
         lines: &[u64],
     ) -> Result<(), StoreError>;
-    /// Runs a write of staged rows once every row sent is staged; when it
-    /// fails, what it did is undone and the transaction goes on (a
-    /// savepoint). Answers the number of rows written.
-    async fn try_write(
+    /// Sends a write of staged rows, run once every row sent before it is
+    /// staged; when it fails, what it did is undone and the transaction
+    /// goes on (a savepoint). Its answer, the number of rows written,
+    /// comes when awaited.
+    async fn send_write(
         &mut self,
         table: &Table,
         write: &Write<'_>,
         context: &Context,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<WriteAnswer, StoreError>;
     /// Commits everything written in it.
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
+
+/// The answer of a write sent by [`ImportTransaction::send_write`].
+pub type WriteAnswer =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, StoreError>> + Send>>;
 
 /// Persistence of the Data API.
 #[async_trait]

@@ -1,17 +1,32 @@
-//! A CSV import's transaction: its rows staged with one `COPY … FROM
-//! STDIN` for the whole import into a temporary table of text columns
-//! (the driver's `COPY` stalls on its socket's missing `TCP_NODELAY` once
-//! per `COPY`, so once per import), then inserted from there by the
-//! import's guarded writes ([`data::Change::InsertStaged`]).
+//! A CSV import's transaction: its rows staged with `COPY … FROM STDIN`
+//! into a temporary table of text columns, then inserted from there by
+//! the import's guarded writes ([`data::Change::InsertStaged`]).
+//!
+//! The driver's `COPY` stalls about 40 ms at its end (its sockets lack
+//! `TCP_NODELAY`: the end message waits for the server's delayed
+//! acknowledgement), so rows that arrive close together share one `COPY`:
+//! a `COPY` ends when the stream pauses for [`COPY_PAUSE`] or after
+//! [`COPY_MOST`], and then the connection is an ordinary transaction
+//! again (its idle limit applies; a client that stops sending holds
+//! nothing for long). A `COPY` runs without the statement timeout, which
+//! would count the time the client takes to send the body; every other
+//! statement of the import keeps it.
+//!
+//! One task holds the import's connection and runs its commands in
+//! order; the connection is closed when the import ends, never given back
+//! to the pool in the middle of a transaction.
+
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use data::{Context, ImportTransaction, Table, Write};
+use data::{Context, ImportTransaction, Table, Write, WriteAnswer};
 use kernel::StoreError;
+use sea_orm::sea_query::Values;
 use sea_orm::sqlx::pool::PoolConnection;
-use sea_orm::sqlx::{self, Postgres};
+use sea_orm::sqlx::postgres::PgRow;
+use sea_orm::sqlx::{self, PgConnection, Postgres};
 use sea_query_sqlx::SqlxValues;
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot};
 
 use super::write::write_sql;
 use crate::PgStore;
@@ -20,31 +35,37 @@ use crate::errors::map_sqlx;
 /// The staged rows' temporary table, dropped with the transaction.
 pub(super) const STAGED: &str = "tessera:staged";
 
-/// Batches of CSV text in the stream to the `COPY` at once, at most.
-const IN_FLIGHT: usize = 4;
+/// Commands waiting for the import's task, at most: staged batches of
+/// 1 MiB at most each, so an import holds at most 16 MiB of rows read
+/// ahead while a chunk is inserted.
+const WAITING: usize = 16;
+/// A `COPY` ends when no rows came for this long.
+const COPY_PAUSE: Duration = Duration::from_millis(200);
+/// A `COPY` ends after this long, to begin again with the next rows.
+const COPY_MOST: Duration = Duration::from_secs(5);
 
 /// The staged table's column holding field `i` of a row.
 pub(super) fn staged_column(i: usize) -> String {
     format!("\"c{i}\"")
 }
 
-/// A running `COPY` of the staged rows: what feeds it, and the task that
-/// holds the import's connection while it runs.
-struct Copying {
-    rows: mpsc::Sender<Vec<u8>>,
-    task: JoinHandle<(PoolConnection<Postgres>, Result<(), sqlx::Error>)>,
+/// What the import's task is asked to do, in order.
+enum Command {
+    /// Rows as CSV records, each its line then its fields.
+    Stage(Vec<u8>),
+    /// One statement in a savepoint, undone when it fails.
+    Write {
+        sql: String,
+        values: Values,
+        reply: oneshot::Sender<Result<Option<PgRow>, StoreError>>,
+    },
+    Commit(oneshot::Sender<Result<(), StoreError>>),
 }
 
-/// [`ImportTransaction`] on one connection of the pool, closed when the
-/// import ends (it never goes back to the pool mid-transaction).
+/// [`ImportTransaction`] on one connection of the pool.
 pub(super) struct PgImport {
     store: PgStore,
-    /// The connection, in the import's transaction; `None` while a `COPY`
-    /// holds it.
-    connection: Option<PoolConnection<Postgres>>,
-    copying: Option<Copying>,
-    /// Whether the staged rows are indexed by line (after their `COPY`).
-    indexed: bool,
+    commands: mpsc::Sender<Command>,
 }
 
 impl PgStore {
@@ -71,68 +92,191 @@ impl PgStore {
             .execute(&mut *connection)
             .await
             .map_err(map_sqlx)?;
+        let timeout: (String,) = sqlx::query_as("SELECT current_setting('statement_timeout')")
+            .fetch_one(&mut *connection)
+            .await
+            .map_err(map_sqlx)?;
+        let (commands, received) = mpsc::channel(WAITING);
+        tokio::spawn(serve(connection, received, timeout.0));
         Ok(PgImport {
             store: self.clone(),
-            connection: Some(connection),
-            copying: None,
-            indexed: false,
+            commands,
         })
     }
 }
 
 impl PgImport {
-    /// The connection, once the running `COPY` (if any) has ended.
-    async fn connection(&mut self) -> Result<&mut PoolConnection<Postgres>, StoreError> {
-        if let Some(Copying { rows, task }) = self.copying.take() {
-            drop(rows);
-            let (connection, copied) = task
-                .await
-                .map_err(|_| StoreError::Internal("an import's COPY stopped".into()))?;
-            self.connection = Some(connection);
-            copied.map_err(map_sqlx)?;
-        }
-        self.connection
-            .as_mut()
-            .ok_or_else(|| StoreError::Internal("an import lost its connection".into()))
-    }
-
-    /// The stream to the running `COPY`, started when none is.
-    fn copy(&mut self) -> Result<&mpsc::Sender<Vec<u8>>, StoreError> {
-        if self.copying.is_none() {
-            let connection = self
-                .connection
-                .take()
-                .ok_or_else(|| StoreError::Internal("an import lost its connection".into()))?;
-            let (rows, batches) = mpsc::channel(IN_FLIGHT);
-            self.copying = Some(Copying {
-                rows,
-                task: tokio::spawn(copied(connection, batches)),
-            });
-            self.indexed = false;
-        }
-        self.copying
-            .as_ref()
-            .map(|copying| &copying.rows)
-            .ok_or_else(|| StoreError::Internal("an import's COPY did not start".into()))
+    async fn send(&self, command: Command) -> Result<(), StoreError> {
+        self.commands
+            .send(command)
+            .await
+            .map_err(|_| StoreError::Internal("an import's connection task ended".into()))
     }
 }
 
-/// Runs the staged rows' `COPY` on `connection` with every batch that
-/// comes, until the stream ends; gives the connection back.
-async fn copied(
-    mut connection: PoolConnection<Postgres>,
-    mut batches: mpsc::Receiver<Vec<u8>>,
-) -> (PoolConnection<Postgres>, Result<(), sqlx::Error>) {
-    let copied = async {
-        let statement = format!("COPY pg_temp.\"{STAGED}\" FROM STDIN (FORMAT csv)");
-        let mut copy = connection.copy_in_raw(&statement).await?;
-        while let Some(batch) = batches.recv().await {
-            copy.send(batch).await?;
-        }
-        copy.finish().await.map(|_| ())
+/// A `COPY` of the import that failed: the first command after it answers
+/// its error, later ones that it happened.
+#[derive(Default)]
+enum Copied {
+    #[default]
+    Fine,
+    Failed(StoreError),
+    Answered,
+}
+
+impl Copied {
+    fn is_fine(&self) -> bool {
+        matches!(self, Copied::Fine)
     }
-    .await;
-    (connection, copied)
+
+    /// The error to answer, once a `COPY` failed.
+    fn answer(&mut self) -> StoreError {
+        match std::mem::replace(self, Copied::Answered) {
+            Copied::Failed(error) => error,
+            _ => StoreError::Internal("an earlier COPY of the import failed".into()),
+        }
+    }
+}
+
+/// Runs the import's commands on `connection` until the import is
+/// dropped (the connection is then closed: the transaction rolls back).
+/// After a `COPY` fails, every command answers its error.
+async fn serve(
+    mut connection: PoolConnection<Postgres>,
+    mut commands: mpsc::Receiver<Command>,
+    timeout: String,
+) {
+    let mut failed = Copied::Fine;
+    let mut indexed = false;
+    let mut next = commands.recv().await;
+    while let Some(command) = next.take() {
+        match command {
+            Command::Stage(_) if !failed.is_fine() => {}
+            Command::Stage(batch) => {
+                indexed = false;
+                let (copied, ended) = copy(&mut connection, batch, &mut commands, &timeout).await;
+                if let Err(error) = copied {
+                    failed = Copied::Failed(error);
+                }
+                next = match ended {
+                    Ended::Paused => None,
+                    Ended::Next(command) => Some(command),
+                    Ended::Gone => return,
+                };
+            }
+            Command::Write { reply, .. } if !failed.is_fine() => {
+                let _ = reply.send(Err(failed.answer()));
+            }
+            Command::Write { sql, values, reply } => {
+                let written = write(&mut connection, (sql, values), &mut indexed).await;
+                let _ = reply.send(written);
+            }
+            Command::Commit(reply) => {
+                let committed = match failed.is_fine() {
+                    true => run(&mut connection, "COMMIT").await,
+                    false => Err(failed.answer()),
+                };
+                let _ = reply.send(committed);
+                return;
+            }
+        }
+        if next.is_none() {
+            next = commands.recv().await;
+        }
+    }
+}
+
+/// How a `COPY` ended.
+enum Ended {
+    /// The stream paused, or the `COPY` ran for [`COPY_MOST`].
+    Paused,
+    /// Another command came.
+    Next(Command),
+    /// The import was dropped.
+    Gone,
+}
+
+/// One `COPY` of `batch` and of the batches that follow it closely.
+async fn copy(
+    connection: &mut PgConnection,
+    batch: Vec<u8>,
+    commands: &mut mpsc::Receiver<Command>,
+    timeout: &str,
+) -> (Result<(), StoreError>, Ended) {
+    if let Err(error) = run(connection, "SET LOCAL statement_timeout = 0").await {
+        return (Err(error), Ended::Paused);
+    }
+    let started = Instant::now();
+    let statement = format!("COPY pg_temp.\"{STAGED}\" FROM STDIN (FORMAT csv)");
+    let mut copy = match connection.copy_in_raw(&statement).await {
+        Ok(copy) => copy,
+        Err(error) => return (Err(map_sqlx(error)), Ended::Paused),
+    };
+    let mut batch = batch;
+    let ended = loop {
+        if let Err(error) = copy.send(batch).await {
+            return (Err(map_sqlx(error)), Ended::Paused);
+        }
+        let left = COPY_MOST.saturating_sub(started.elapsed());
+        match tokio::time::timeout(COPY_PAUSE.min(left), commands.recv()).await {
+            Ok(Some(Command::Stage(more))) => batch = more,
+            Ok(Some(other)) => break Ended::Next(other),
+            Ok(None) => return (Ok(()), Ended::Gone),
+            Err(_) => break Ended::Paused,
+        }
+    };
+    if let Err(error) = copy.finish().await {
+        return (Err(map_sqlx(error)), ended);
+    }
+    let restored = sqlx::query("SELECT set_config('statement_timeout', $1, true)")
+        .bind(timeout)
+        .execute(&mut *connection)
+        .await
+        .map(|_| ())
+        .map_err(map_sqlx);
+    (restored, ended)
+}
+
+/// Runs `sql` with the simple protocol.
+async fn run(connection: &mut PgConnection, sql: &'static str) -> Result<(), StoreError> {
+    sqlx::raw_sql(sql)
+        .execute(connection)
+        .await
+        .map(|_| ())
+        .map_err(map_sqlx)
+}
+
+/// Runs one write of staged rows in a savepoint (the staged rows indexed
+/// by line first, once after they were copied: cheaper than keeping a key
+/// up to date while copying).
+async fn write(
+    connection: &mut PgConnection,
+    (sql, values): (String, Values),
+    indexed: &mut bool,
+) -> Result<Option<PgRow>, StoreError> {
+    if !*indexed {
+        let statement = format!("CREATE INDEX ON pg_temp.\"{STAGED}\" USING brin (line)");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+            .execute(&mut *connection)
+            .await
+            .map_err(map_sqlx)?;
+        *indexed = true;
+    }
+    run(connection, "SAVEPOINT data_import").await?;
+    let written = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
+        .fetch_optional(&mut *connection)
+        .await
+        .map_err(map_sqlx);
+    match written {
+        Ok(row) => {
+            run(connection, "RELEASE SAVEPOINT data_import").await?;
+            Ok(row)
+        }
+        Err(error) => {
+            run(connection, "ROLLBACK TO SAVEPOINT data_import").await?;
+            Err(error)
+        }
+    }
 }
 
 #[async_trait]
@@ -151,76 +295,36 @@ impl ImportTransaction for PgImport {
             }
             batch.push(b'\n');
         }
-        if self.copy()?.send(batch).await.is_err() {
-            // The `COPY` ended early: its error.
-            self.connection().await?;
-            return Err(StoreError::Internal("an import's COPY ended early".into()));
-        }
-        Ok(())
+        self.send(Command::Stage(batch)).await
     }
 
-    async fn try_write(
+    async fn send_write(
         &mut self,
         table: &Table,
         write: &Write<'_>,
         context: &Context,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<WriteAnswer, StoreError> {
         let mark = self.store.replicas.any();
         let (sql, values) = write_sql(table, write, context, mark)?;
-        let index = !self.indexed;
-        self.indexed = true;
-        let connection = self.connection().await?;
-        if index {
-            // Each chunk reads its lines through this (built once, after
-            // the `COPY`: cheaper than keeping a key up to date in it).
-            let statement = format!("CREATE INDEX ON pg_temp.\"{STAGED}\" USING brin (line)");
-            sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
-                .execute(&mut **connection)
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Write { sql, values, reply }).await?;
+        Ok(Box::pin(async move {
+            let written = answer
                 .await
-                .map_err(map_sqlx)?;
-        }
-        let savepoint = async |connection: &mut PoolConnection<Postgres>, sql: &'static str| {
-            sqlx::raw_sql(sql)
-                .execute(&mut **connection)
-                .await
-                .map_err(map_sqlx)
-        };
-        savepoint(connection, "SAVEPOINT data_import").await?;
-        let written = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
-            .fetch_optional(&mut **connection)
-            .await
-            .map_err(map_sqlx);
-        let written = match written {
-            Ok(row) => row,
-            Err(error) => {
-                savepoint(connection, "ROLLBACK TO SAVEPOINT data_import").await?;
-                return Err(error);
-            }
-        };
-        savepoint(connection, "RELEASE SAVEPOINT data_import").await?;
-        let count = match written {
-            Some(row) => super::answered(&sea_orm::QueryResult::from(row), mark)?,
-            None => None,
-        };
-        Ok(count.and_then(|n| n.parse().ok()).unwrap_or(0))
+                .map_err(|_| StoreError::Internal("an import's connection task ended".into()))??;
+            let count = match written {
+                Some(row) => super::answered(&sea_orm::QueryResult::from(row), mark)?,
+                None => None,
+            };
+            Ok(count.and_then(|n| n.parse().ok()).unwrap_or(0))
+        }))
     }
 
-    async fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
-        let connection = self.connection().await?;
-        sqlx::raw_sql("COMMIT")
-            .execute(&mut **connection)
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Commit(reply)).await?;
+        answer
             .await
-            .map_err(map_sqlx)?;
-        Ok(())
-    }
-}
-
-impl Drop for PgImport {
-    /// An import dropped unfinished stops its `COPY`; its connection is
-    /// closed, which rolls the transaction back.
-    fn drop(&mut self) {
-        if let Some(copying) = self.copying.take() {
-            copying.task.abort();
-        }
+            .map_err(|_| StoreError::Internal("an import's connection task ended".into()))?
     }
 }

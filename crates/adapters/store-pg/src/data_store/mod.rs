@@ -62,11 +62,14 @@ impl PgStore {
         context: &Context,
     ) -> Result<views::store::ViewAnswer, StoreError> {
         if let Some((replica, sent)) = self.replica_now().await? {
-            let (marks, tried) = tokio::join!(
-                self.primary_check(context),
-                self.view_rows_on(replica.db(), query, context, On::Replica(sent.as_deref())),
-            );
-            if let Some(answer) = settle_checked(&replica, tried, &marks?) {
+            // A stale check ends the replica's statement at once.
+            let (marks, tried) =
+                futures_util::future::try_join(self.primary_check(context), async {
+                    let on = On::Replica(sent.as_deref());
+                    Ok(self.view_rows_on(replica.db(), query, context, on).await)
+                })
+                .await?;
+            if let Some(answer) = settle_checked(&replica, tried, &marks) {
                 return answer;
             }
         }
@@ -456,16 +459,16 @@ impl DataStore for PgStore {
         // The replica's statement goes out with the primary's check, not
         // after it: the caller waits for the longer of the two.
         if let Some((replica, sent)) = self.replica_now().await? {
-            let (marks, tried) = tokio::join!(
-                self.primary_check(context),
-                self.read_at(
-                    Some(&replica),
-                    table,
-                    read,
-                    (context, On::Replica(sent.as_deref())),
-                ),
-            );
-            if let Some(answer) = settle_checked(&replica, tried, &marks?) {
+            // A stale check ends the replica's statement at once.
+            let (marks, tried) =
+                futures_util::future::try_join(self.primary_check(context), async {
+                    let on = On::Replica(sent.as_deref());
+                    Ok(self
+                        .read_at(Some(&replica), table, read, (context, on))
+                        .await)
+                })
+                .await?;
+            if let Some(answer) = settle_checked(&replica, tried, &marks) {
                 return answer;
             }
         }

@@ -115,14 +115,19 @@ impl PgStore {
         execute: bool,
     ) -> Result<(DatabaseTransaction, Vec<StepReport>, Snapshot), StoreError> {
         let txn = self.db.open_txn().await?;
-        // One apply at a time: the plan holds until the commit. A diff,
-        // which changes nothing, waits for none and holds none up.
         if execute {
+            // One apply at a time: the plan holds until the commit.
             txn.run(stmt(
                 "SELECT pg_advisory_xact_lock(hashtext('tessera.snapshot'))",
                 [],
             ))
             .await?;
+        } else {
+            // A diff, which changes nothing, waits for no apply and holds
+            // none up; it reads the configuration as of one moment (an
+            // apply committing meanwhile is not half seen).
+            txn.run_unprepared("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                .await?;
         }
         let limits = if execute { LIMITS } else { DIFF_LIMITS };
         txn.run_unprepared(limits).await?;

@@ -192,8 +192,7 @@ impl DefinitionStore for PgStore {
 
     async fn webhook(&self, call: WebhookLookup<'_>) -> Result<Option<WebhookTarget>, StoreError> {
         let row = self
-            .db
-            .fetch_optional(stmt(
+            .lane_row(
                 WEBHOOK_SQL,
                 [
                     call.slug.into(),
@@ -205,7 +204,7 @@ impl DefinitionStore for PgStore {
                     call.rate_limit_key.into(),
                     call.rate_limit_default.into(),
                 ],
-            ))
+            )
             .await?
             .ok_or_else(|| StoreError::Internal("svc.cache_version has no row".into()))?;
         self.seen.observe(versions_of(&row, "v_")?);

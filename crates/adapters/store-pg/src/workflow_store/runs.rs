@@ -80,8 +80,9 @@ impl RunStore for PgStore {
         outcome: &Outcome,
         steps: &[StepRecord],
     ) -> Result<(), StoreError> {
-        execute(
-            &self.db,
+        // On the reads' lane: a pure webhook run is stored by this one
+        // statement, on the webhook's own hot path.
+        self.lane_row(
             "INSERT INTO svc.workflow_runs (id, workflow_id, status, test, definition, input, run_as, caller_id, \
                  result, error, steps, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())",
             [
