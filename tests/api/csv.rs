@@ -342,6 +342,22 @@ async fn an_import_in_chunks_answers_its_first_bad_line_and_audits_each_chunk() 
     );
 }
 
+/// A header of 1,600 names (the most a record holds): the staged rows
+/// need one more column for the line, so the import is refused before
+/// anything is staged.
+#[tokio::test]
+async fn a_header_of_1600_columns_is_refused() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let (_, hr) = people(&app, &admin).await;
+    let header: Vec<String> = (0..1600).map(|i| format!("c{i}")).collect();
+    let answer = import(&app, &hr, format!("{}\n", header.join(","))).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{:?}", answer.body);
+    assert_eq!(answer.code(), "INVALID_PAYLOAD");
+    let message = answer.body["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("at most 1599"), "{message}");
+}
+
 /// A refused row far from the rows before it (a run of blank lines
 /// between): found by halving the lines, not by trying each line, and
 /// answered with its line; nothing inserted.

@@ -295,9 +295,10 @@ impl Import {
         let (Some(lines), Some(txn)) = (self.unsent.take(), self.txn.as_mut()) else {
             return Ok(());
         };
+        // Every row staged so far: those before it went in.
         let answer = self
             .chunk
-            .send(txn.as_mut(), (lines.first, lines.last))
+            .send(txn.as_mut(), (lines.first, lines.last), true)
             .await?;
         self.in_flight = Some((lines, answer));
         Ok(())
@@ -398,7 +399,7 @@ impl Import {
             let Some(txn) = self.txn.as_mut() else {
                 return Ok(());
             };
-            let sent = self.chunk.send(txn.as_mut(), (first, last)).await?;
+            let sent = self.chunk.send(txn.as_mut(), (first, last), false).await?;
             match sent.await.map_err(|e| write_error(&self.chunk.table, e)) {
                 Err(error) if error.is_stale() => self.refresh().await?,
                 Err(error) => return Err(error),
@@ -424,12 +425,14 @@ struct Chunk {
 
 impl Chunk {
     /// Sends the insert of the staged rows of `lines` (in a savepoint of
-    /// `txn`), audited as `data.import` with their count and first and
-    /// last line; its answer is how many there were.
+    /// `txn`; `whole` when they are every row staged so far), audited as
+    /// `data.import` with their count and first and last line; its answer
+    /// is how many there were.
     async fn send(
         &self,
         txn: &mut dyn ImportTransaction,
         (first, last): (u64, u64),
+        whole: bool,
     ) -> Result<WriteAnswer, DataError> {
         let table = &*self.table;
         let access = Access::evaluate(&self.principal, &table.scopes, Action::Create)?;
@@ -454,7 +457,7 @@ impl Chunk {
             guard_admin_power: !self.principal.admin,
             audit,
         };
-        txn.send_write(table, &write, &self.context)
+        txn.send_write(table, (&write, whole), &self.context)
             .await
             .map_err(|e| write_error(table, e))
     }

@@ -351,12 +351,13 @@ pub trait ImportTransaction: Send {
     ) -> Result<(), StoreError>;
     /// Sends a write of staged rows, run once every row sent before it is
     /// staged; when it fails, what it did is undone and the transaction
-    /// goes on (a savepoint). Its answer, the number of rows written,
-    /// comes when awaited.
+    /// goes on (a savepoint). `whole`: it writes every row staged so far,
+    /// which are then cleared once it went in. Its answer, the number of
+    /// rows written, comes when awaited.
     async fn send_write(
         &mut self,
         table: &Table,
-        write: &Write<'_>,
+        write: (&Write<'_>, bool),
         context: &Context,
     ) -> Result<WriteAnswer, StoreError>;
     /// Commits everything written in it.

@@ -53,10 +53,12 @@ pub(super) fn staged_column(i: usize) -> String {
 enum Command {
     /// Rows as CSV records, each its line then its fields.
     Stage(Vec<u8>),
-    /// One statement in a savepoint, undone when it fails.
+    /// One statement in a savepoint, undone when it fails; the staged
+    /// rows cleared once it went in, when it wrote every one of them.
     Write {
         sql: String,
         values: Values,
+        whole: bool,
         reply: oneshot::Sender<Result<Option<PgRow>, StoreError>>,
     },
     Commit(oneshot::Sender<Result<(), StoreError>>),
@@ -147,13 +149,11 @@ async fn serve(
     timeout: String,
 ) {
     let mut failed = Copied::Fine;
-    let mut indexed = false;
     let mut next = commands.recv().await;
     while let Some(command) = next.take() {
         match command {
             Command::Stage(_) if !failed.is_fine() => {}
             Command::Stage(batch) => {
-                indexed = false;
                 let (copied, ended) = copy(&mut connection, batch, &mut commands, &timeout).await;
                 if let Err(error) = copied {
                     failed = Copied::Failed(error);
@@ -167,9 +167,13 @@ async fn serve(
             Command::Write { reply, .. } if !failed.is_fine() => {
                 let _ = reply.send(Err(failed.answer()));
             }
-            Command::Write { sql, values, reply } => {
-                let written = write(&mut connection, (sql, values), &mut indexed).await;
-                let _ = reply.send(written);
+            Command::Write {
+                sql,
+                values,
+                whole,
+                reply,
+            } => {
+                let _ = reply.send(write(&mut connection, (sql, values), whole).await);
             }
             Command::Commit(reply) => {
                 let committed = match failed.is_fine() {
@@ -246,22 +250,14 @@ async fn run(connection: &mut PgConnection, sql: &'static str) -> Result<(), Sto
         .map_err(map_sqlx)
 }
 
-/// Runs one write of staged rows in a savepoint (the staged rows indexed
-/// by line first, once after they were copied: cheaper than keeping a key
-/// up to date while copying).
+/// Runs one write of staged rows in a savepoint; when it went in and
+/// wrote every staged row (`whole`), the staged rows are cleared, so that
+/// the next chunk's statement reads its own rows alone (no index to keep).
 async fn write(
     connection: &mut PgConnection,
     (sql, values): (String, Values),
-    indexed: &mut bool,
+    whole: bool,
 ) -> Result<Option<PgRow>, StoreError> {
-    if !*indexed {
-        let statement = format!("CREATE INDEX ON pg_temp.\"{STAGED}\" USING brin (line)");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
-            .execute(&mut *connection)
-            .await
-            .map_err(map_sqlx)?;
-        *indexed = true;
-    }
     run(connection, "SAVEPOINT data_import").await?;
     let written = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
         .fetch_optional(&mut *connection)
@@ -270,6 +266,13 @@ async fn write(
     match written {
         Ok(row) => {
             run(connection, "RELEASE SAVEPOINT data_import").await?;
+            if whole {
+                let clear = format!("TRUNCATE pg_temp.\"{STAGED}\"");
+                sqlx::raw_sql(sqlx::AssertSqlSafe(clear))
+                    .execute(&mut *connection)
+                    .await
+                    .map_err(map_sqlx)?;
+            }
             Ok(row)
         }
         Err(error) => {
@@ -301,13 +304,19 @@ impl ImportTransaction for PgImport {
     async fn send_write(
         &mut self,
         table: &Table,
-        write: &Write<'_>,
+        (write, whole): (&Write<'_>, bool),
         context: &Context,
     ) -> Result<WriteAnswer, StoreError> {
         let mark = self.store.replicas.any();
         let (sql, values) = write_sql(table, write, context, mark)?;
         let (reply, answer) = oneshot::channel();
-        self.send(Command::Write { sql, values, reply }).await?;
+        self.send(Command::Write {
+            sql,
+            values,
+            whole,
+            reply,
+        })
+        .await?;
         Ok(Box::pin(async move {
             let written = answer
                 .await
