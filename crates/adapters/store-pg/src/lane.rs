@@ -1,4 +1,6 @@
-//! Connections the Data API's reads keep between requests.
+//! Connections the Data API's reads keep between requests (and the other
+//! hot single statements: a replica read's check on the primary, a
+//! webhook's lookup and its pure run's record).
 //!
 //! The driver's pool checks every connection given back to it with a round
 //! trip of its own (an empty `Sync`, answered by `ReadyForQuery`): on the
