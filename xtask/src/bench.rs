@@ -685,17 +685,25 @@ fn fresh_binary(
     Ok((server, port, database, admin))
 }
 
-/// Workflow webhooks: a public sync echo (transform + finish), the same
-/// authenticated with a token, and an async one; the public rate limit
-/// raised; then the public echo over one connection (its latency alone).
-fn workflows() -> Result {
-    let (_server, port, _database, admin) = fresh_server("tessera_bench_workflows")?;
+/// A release server on a new database `name` for webhook benchmarks, the
+/// public rate limit raised out of the way: the server, its port, the
+/// database, the administrator's session and user id.
+fn webhook_server(name: &str) -> Result<(Server, u16, String, String, String)> {
+    let (server, port, database, admin) = fresh_server(name)?;
     let me = user_id(port, &admin)?;
     settings(
         port,
         &admin,
         r#"{"workflows.public_rate_limit_per_minute":1000000}"#,
     )?;
+    Ok((server, port, database, admin, me))
+}
+
+/// Workflow webhooks: a public sync echo (transform + finish), the same
+/// authenticated with a token, and an async one; the public rate limit
+/// raised; then the public echo over one connection (its latency alone).
+fn workflows() -> Result {
+    let (_server, port, _database, admin, me) = webhook_server("tessera_bench_workflows")?;
     let steps = r#"[{"id":"greet","type":"transform","output":{"hello":"{{start.data.body.name}}"}},
         {"id":"done","type":"finish","result":"{{steps.greet.result}}"}]"#;
     for (slug, trigger) in [

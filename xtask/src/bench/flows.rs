@@ -9,9 +9,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::{
-    WORKFLOW_DURATION, fresh_server, json_string, millis, patch, pgbench_with, post, print_header,
-    print_row, psql, psql_value, publish_workflow, request, settings, start_server_with, user_id,
-    wrk_with,
+    WORKFLOW_DURATION, json_string, millis, patch, pgbench_with, post, print_header, print_row,
+    psql, psql_value, publish_workflow, request, start_server_with, webhook_server, wrk_with,
 };
 use crate::Result;
 
@@ -31,13 +30,7 @@ const EVENT_RATE: &str = "1000";
 const ITEMS: usize = 1000;
 
 pub(super) fn flows() -> Result {
-    let (_server, port, database, admin) = fresh_server("tessera_bench_flows")?;
-    let me = user_id(port, &admin)?;
-    settings(
-        port,
-        &admin,
-        r#"{"workflows.public_rate_limit_per_minute":1000000}"#,
-    )?;
+    let (_server, port, database, admin, me) = webhook_server("tessera_bench_flows")?;
     echo_against_pgbench(port, &database, &admin, &me)?;
     for_each(port, &database, &admin, &me)?;
     let (_second, _) = start_server_with(&database, &[])?;
@@ -48,13 +41,7 @@ pub(super) fn flows() -> Result {
 /// The public sync echo against pgbench alone (`cargo xtask bench echo`),
 /// for runs that alternate builds.
 pub(super) fn echo() -> Result {
-    let (_server, port, database, admin) = fresh_server("tessera_bench_flows")?;
-    let me = user_id(port, &admin)?;
-    settings(
-        port,
-        &admin,
-        r#"{"workflows.public_rate_limit_per_minute":1000000}"#,
-    )?;
+    let (_server, port, database, admin, me) = webhook_server("tessera_bench_flows")?;
     echo_against_pgbench(port, &database, &admin, &me)
 }
 
