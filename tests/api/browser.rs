@@ -86,7 +86,7 @@ impl Browser {
 
     /// Opens `path` of the console, signs in as the administrator on the
     /// page it sends to, and waits to be back.
-    async fn sign_in_to(&self, app: &TestApp, path: &str) {
+    pub(crate) async fn sign_in_to(&self, app: &TestApp, path: &str) {
         self.open(app, path).await;
         self.wait_for("form[data-action=sign-in]").await;
         self.fill("email", testkit::ADMIN_EMAIL).await;
@@ -110,7 +110,7 @@ impl Browser {
     /// The serious and critical violations axe-core (pinned in
     /// `tests/browser-tools`, installed by `npm ci` there) finds on the
     /// page open, each as `rule: elements`.
-    async fn accessibility_violations(&self) -> Vec<String> {
+    pub(crate) async fn accessibility_violations(&self) -> Vec<String> {
         let source = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/browser-tools/node_modules/axe-core/axe.min.js"
@@ -132,7 +132,7 @@ impl Browser {
         serde_json::from_value(found).unwrap()
     }
 
-    async fn open(&self, app: &TestApp, path: &str) {
+    pub(crate) async fn open(&self, app: &TestApp, path: &str) {
         self.client
             .goto(&format!("{}{path}", app.address))
             .await
@@ -423,15 +423,27 @@ async fn pages_forbid_referrers_and_framing() {
         );
         let html = response.text().await.unwrap();
         assert!(
-            html.contains("/admin/auth/assets/auth.js")
+            html.contains("/admin/auth/assets/")
                 && !html.contains("http://")
                 && !html.contains("https://"),
             "no external assets"
         );
     }
+    let html = app
+        .client
+        .get(format!("{}/admin/auth/sign-in", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let start = html.find("/admin/auth/assets/").unwrap();
+    let path = &html[start..start + html[start..].find('"').unwrap()];
+    assert!(path.ends_with("/auth.css"), "{path}");
     let script = app
         .client
-        .get(format!("{}/admin/auth/assets/auth.js", app.address))
+        .get(format!("{}{path}", app.address))
         .send()
         .await
         .unwrap();
@@ -901,7 +913,7 @@ async fn the_tables_page_previews_creates_exposes_and_drops_a_table() {
 }
 
 /// Waits up to 10 s for the console's status line to contain `text`.
-async fn status_shows(browser: &Browser, text: &str) {
+pub(crate) async fn status_shows(browser: &Browser, text: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut seen = String::new();
     while std::time::Instant::now() < deadline {
@@ -916,8 +928,20 @@ async fn status_shows(browser: &Browser, text: &str) {
     panic!("the status never showed {text:?} (last: {seen:?})");
 }
 
+/// Clicks the element at `css` once it is there and can take the click
+/// (a page that draws again may replace it between the find and the click).
 pub(crate) async fn click(browser: &Browser, css: &str) {
-    browser.wait_for(css).await.click().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match browser.wait_for(css).await.click().await {
+            Ok(()) => return,
+            Err(e) => assert!(
+                std::time::Instant::now() < deadline,
+                "{css} never took a click: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits up to 5 s for a resource matching `test`; answers it.
@@ -1026,8 +1050,7 @@ async fn the_rows_page_inserts_edits_refuses_filters_and_deletes() {
     field.send_keys("\u{E00C}").await.unwrap();
 
     // Filter to one row (title eq first), then delete it.
-    click(&browser, "#filter-column option[value=title]").await;
-    browser.fill("filter-value", "first").await;
+    add_rule(&browser, "title", "equals", "first").await;
     click(&browser, "#filter button[type=submit]").await;
     wait_for_text(&browser, "#count", "of 1").await;
     click(&browser, "#grid tbody tr:nth-child(2) [aria-label^=Delete]").await;
@@ -1119,9 +1142,7 @@ async fn the_rows_page_shows_related_rows_groups_searches_and_imports() {
     wait_for_text(&browser, "#group-grid thead", "orders").await;
     wait_for_text(&browser, "#group-grid tbody", "paid").await;
 
-    choose(&browser, "filter-column", "note").await;
-    choose(&browser, "filter-op", "search").await;
-    browser.fill("filter-value", "rush -no").await;
+    add_rule(&browser, "note", "contains the words", "rush -no").await;
     click(&browser, "#filter button[type=submit]").await;
     wait_for_text(&browser, "#count", "of 1").await;
     click(&browser, "#filter-clear").await;
@@ -1137,6 +1158,9 @@ async fn the_rows_page_shows_related_rows_groups_searches_and_imports() {
     let input = browser.wait_for("#import").await;
     input.send_keys(bad.to_str().unwrap()).await.unwrap();
     wait_for_text(&browser, "#grid-error", "Line 3").await;
+    // The refused line itself, read from the file, under the reason.
+    wait_for_text(&browser, "#import-line", "3: seven,open").await;
+    browser.wait_for("#import-progress[hidden]").await;
     let _ = std::fs::remove_file(good);
     let _ = std::fs::remove_file(bad);
     let stored = app
@@ -1160,6 +1184,33 @@ pub(crate) async fn wait_for_text(browser: &Browser, css: &str, text: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("{css} never showed {text:?} (last: {seen:?})");
+}
+
+/// Adds a rule to the filter builder at `box` (its top group) by clicks
+/// and typing: `column`, the operator shown as `operator`, `value` typed.
+pub(crate) async fn add_rule_in(
+    browser: &Browser,
+    container: &str,
+    column: &str,
+    operator: &str,
+    value: &str,
+) {
+    let before = browser
+        .client
+        .find_all(Locator::Css(&format!("{container} .filter-rule")))
+        .await
+        .unwrap()
+        .len();
+    click(browser, &format!("{container} [data-filter-add=top]")).await;
+    let rule = format!("{container} [data-rule=\"{}\"]", before + 1);
+    choose_in(browser, &format!("{rule} .filter-column"), column).await;
+    choose_in(browser, &format!("{rule} .filter-op"), operator).await;
+    type_into(browser, &format!("{rule} input.filter-value"), value).await;
+}
+
+/// [`add_rule_in`] the rows page's filter.
+async fn add_rule(browser: &Browser, column: &str, operator: &str, value: &str) {
+    add_rule_in(browser, "#filter-builder", column, operator, value).await;
 }
 
 /// The console's users and roles page: a role and a user created through
@@ -1236,7 +1287,7 @@ async fn the_people_page_creates_a_role_and_a_user_and_changes_them() {
 }
 
 /// Waits up to 10 s until nothing matches `css`.
-async fn wait_gone(browser: &Browser, css: &str) {
+pub(crate) async fn wait_gone(browser: &Browser, css: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while browser.client.find(Locator::Css(css)).await.is_ok() {
         assert!(std::time::Instant::now() < deadline, "{css} stayed");
@@ -1245,7 +1296,7 @@ async fn wait_gone(browser: &Browser, css: &str) {
 }
 
 /// Sets the text box `id` to `text` at once (long JSON, typed in no time).
-async fn set_text(browser: &Browser, id: &str, text: &str) {
+pub(crate) async fn set_text(browser: &Browser, id: &str, text: &str) {
     browser
         .client
         .execute(
@@ -1258,19 +1309,19 @@ async fn set_text(browser: &Browser, id: &str, text: &str) {
 
 /// Replaces the text of the input at `css`, once there, as a person types
 /// it (each key an input event).
-async fn type_into(browser: &Browser, css: &str, text: &str) {
+pub(crate) async fn type_into(browser: &Browser, css: &str, text: &str) {
     let input = browser.wait_for(css).await;
     input.clear().await.unwrap();
     input.send_keys(text).await.unwrap();
 }
 
 /// Chooses the option showing `text` of the select `id`.
-async fn choose(browser: &Browser, id: &str, text: &str) {
+pub(crate) async fn choose(browser: &Browser, id: &str, text: &str) {
     choose_in(browser, &format!("#{id}"), text).await;
 }
 
 /// Chooses the option showing `text` of the select at `css`, once there.
-async fn choose_in(browser: &Browser, css: &str, text: &str) {
+pub(crate) async fn choose_in(browser: &Browser, css: &str, text: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let select = browser.wait_for(css).await;
@@ -1289,19 +1340,19 @@ async fn choose_in(browser: &Browser, css: &str, text: &str) {
     }
 }
 
-fn screenshot_to(name: &str, png: Vec<u8>) {
+pub(crate) fn screenshot_to(name: &str, png: Vec<u8>) {
     std::fs::write(artefact(name), png).unwrap();
 }
 
 /// Keeps a screenshot of the page as `name` and closes the browser.
-async fn finish(browser: Browser, name: &str) {
+pub(crate) async fn finish(browser: Browser, name: &str) {
     screenshot_to(name, browser.client.screenshot().await.unwrap());
     browser.client.close().await.unwrap();
 }
 
 /// A new service, its administrator's session, and a browser signed in to
 /// the console page at `path`.
-async fn console_at(path: &str) -> (TestApp, String, Browser) {
+pub(crate) async fn console_at(path: &str) -> (TestApp, String, Browser) {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
     let browser = Browser::start().await;
@@ -1309,8 +1360,9 @@ async fn console_at(path: &str) -> (TestApp, String, Browser) {
     (app, admin, browser)
 }
 
-/// The grants page: a read grant with a row filter written with the
-/// `$USER.id` button, a refused filter marked, and the preview as the role
+/// The grants page: a filter typed as JSON refused in place, then a read
+/// grant whose row filter is built as a rule (`$USER.id` typed as its
+/// value), shown again as a rule in the matrix, and the preview as the role
 /// showing what a member reads.
 #[tokio::test]
 async fn the_grants_page_grants_a_row_filter_and_previews_as_the_role() {
@@ -1339,21 +1391,51 @@ async fn the_grants_page_grants_a_row_filter_and_previews_as_the_role() {
     browser.sign_in_to(&app, "/admin/grants?role=Writers").await;
     wait_for_text(&browser, "#grants tbody", "No grants").await;
     choose(&browser, "grant-target", "app.notes").await;
-    // A filter on a column the table lacks is refused, the box marked.
-    browser.fill("grant-filter", r#"{"nope": {"eq": 1}}"#).await;
+    // A filter typed as JSON (the advanced form) on a column the table
+    // lacks is refused, the box marked.
+    click(&browser, "#grant-filter .filter-json summary").await;
+    type_into(
+        &browser,
+        "#grant-filter .filter-json textarea",
+        r#"{"nope": {"eq": 1}}"#,
+    )
+    .await;
     click(&browser, "#new-grant button[type=submit]").await;
     wait_for_text(&browser, "#grant-error", "nope is not a column").await;
-    browser.wait_for("#grant-filter[aria-invalid=true]").await;
-    browser.fill("grant-filter", r#"{"owner": {"eq": "#).await;
-    click(&browser, "button[data-variable='$USER.id']").await;
     browser
+        .wait_for("#grant-filter .filter-json textarea[aria-invalid=true]")
+        .await;
+    // The rule built by clicks and typing, the variable typed as a value.
+    click(
+        &browser,
+        "#grant-filter [aria-label='Row filter of the new grant: remove rule 1']",
+    )
+    .await;
+    add_rule_in(&browser, "#grant-filter", "owner", "equals", "$USER.id").await;
+    let json = browser
         .client
-        .find(Locator::Id("grant-filter"))
-        .await
-        .unwrap()
-        .send_keys("}}")
+        .execute(
+            "return document.querySelector('#grant-filter .filter-json textarea').value;",
+            vec![],
+        )
         .await
         .unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(json.as_str().unwrap()).unwrap(),
+        json!({ "owner": { "eq": "$USER.id" } })
+    );
+    for theme in ["light", "dark"] {
+        browser
+            .client
+            .execute(
+                "document.documentElement.dataset.theme = arguments[0];",
+                vec![json!(theme)],
+            )
+            .await
+            .unwrap();
+        let violations = browser.accessibility_violations().await;
+        assert!(violations.is_empty(), "grants ({theme}): {violations:?}");
+    }
     click(&browser, "#new-grant button[type=submit]").await;
     wait_for_text(&browser, "#grants tbody", "$USER.id").await;
     let grants = app
@@ -1365,6 +1447,20 @@ async fn the_grants_page_grants_a_row_filter_and_previews_as_the_role() {
         "{:?}",
         grants.body
     );
+    // The matrix shows the same filter as a rule when its cell is opened.
+    click(&browser, "[data-cell='Writers app.notes read']").await;
+    browser.wait_for("#matrix-edit:not([hidden])").await;
+    let shown = browser
+        .client
+        .execute(
+            "return [...document.querySelectorAll('#matrix-filter .filter-rule')].map((r) =>
+                [...r.querySelectorAll('select, input')].map((c) => c.value).join(' '));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(shown, json!(["owner eq $USER.id"]));
+    click(&browser, "#matrix-cancel").await;
 
     // Preview as the role, $USER being alice: what alice reads.
     choose(&browser, "preview-user", "alice@example.com").await;
@@ -1583,54 +1679,6 @@ async fn the_workflows_page_previews_a_schedule_runs_now_and_replays() {
     click(&browser, "#refresh-runs").await;
     browser.wait_for("#runs details:nth-of-type(2)").await;
     finish(browser, "workflow-schedule.png").await;
-}
-
-/// The DataViews page: a view saved from its JSON, previewed (SQL and rows)
-/// and published, then served at /api/views/{slug}.
-#[tokio::test]
-async fn the_dataviews_page_saves_previews_and_publishes_a_view() {
-    let app = spawn_app().await;
-    let admin = app.admin_session().await;
-    crate::data::keyed_table(
-        &app,
-        &admin,
-        "orders",
-        json!([{ "name": "region", "dataType": "text" },
-            { "name": "amount", "dataType": "numeric" }]),
-        &["POST"],
-    )
-    .await;
-    let rows = json!({ "data": [
-        { "region": "north", "amount": 5 }, { "region": "north", "amount": 7 }, { "region": "south", "amount": 1 },
-    ] });
-    assert_eq!(
-        app.post("/api/data/app/orders", &admin, rows).await.status,
-        StatusCode::CREATED
-    );
-    let browser = Browser::start().await;
-    browser.sign_in_to(&app, "/admin/dataviews").await;
-    wait_for_text(&browser, "#state", "New, not saved").await;
-    let view = json!({ "slug": "by-region", "name": "By region", "source": "app.orders",
-        "columns": [ { "name": "region", "column": "region" }, { "name": "total", "agg": "sum", "column": "amount" } ],
-        "sort": ["region"] });
-    set_text(&browser, "definition", &view.to_string()).await;
-    click(&browser, "#save").await;
-    wait_for_text(&browser, "#state", "Draft").await;
-    click(&browser, "#run-preview").await;
-    wait_for_text(&browser, "#preview-sql", "sum(").await;
-    wait_for_text(&browser, "#preview-rows tbody tr:first-child", "north").await;
-    wait_for_text(&browser, "#preview-rows tbody tr:first-child", "12").await;
-    click(&browser, "#publish").await;
-    wait_for_text(&browser, "#state", "Published").await;
-    let served = app.get("/api/views/by-region", &admin).await;
-    assert_eq!(served.status, StatusCode::OK, "{:?}", served.body);
-    assert_eq!(
-        served.data().as_array().unwrap().len(),
-        2,
-        "{:?}",
-        served.body
-    );
-    finish(browser, "dataviews.png").await;
 }
 
 /// The SQL console page: rows of a statement with parameters, and
@@ -2350,7 +2398,14 @@ async fn a_new_administrator_builds_a_backend_with_clicks_and_typing() {
     browser.wait_for(&format!("{read}[data-granted]")).await;
     click(&browser, read).await;
     browser.wait_for("#matrix-edit:not([hidden])").await;
-    type_into(&browser, "#matrix-filter", r#"{"amount": {"gt": 100}}"#).await;
+    add_rule_in(
+        &browser,
+        "#matrix-filter",
+        "amount",
+        "is greater than",
+        "100",
+    )
+    .await;
     click(&browser, "#matrix-save").await;
     status_shows(&browser, "row filter is saved").await;
     let grants = app.get("/admin/api/grants", &admin).await;

@@ -14,6 +14,7 @@ mod audit;
 mod binary;
 mod browser;
 mod concurrency;
+mod console;
 mod csv;
 mod data;
 mod envelope;

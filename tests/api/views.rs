@@ -539,6 +539,105 @@ async fn a_preview_shows_the_statement_that_runs_with_its_rows() {
     assert_eq!(served.data(), &rows);
 }
 
+/// The builder's live preview: a definition never saved runs as the
+/// administrator in a chosen zone, then as a member of a role, whose read
+/// grants on the source (row filters included) apply; nothing is saved.
+#[tokio::test]
+async fn an_unsaved_definition_previews_as_a_role_in_a_zone() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let resource = sales(&app, &admin).await;
+    let role = create_role(&app, &admin, "Analysts").await;
+    let (_, reader) = member(&app, &admin, "analyst@example.com", &role).await;
+    let preview = |query: String, body: Value| {
+        let app = &app;
+        let admin = &admin;
+        async move {
+            app.post(
+                &format!("/admin/api/dataviews/preview{query}"),
+                admin,
+                json!({ "data": body }),
+            )
+            .await
+        }
+    };
+    let days = |answer: &Answer| {
+        assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+        answer.data()["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| {
+                (
+                    row["day"].as_str().unwrap().to_owned(),
+                    cents(&row["total"]),
+                    row["count"].as_i64().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+
+    let auckland = preview("?zone=Pacific/Auckland".into(), per_day()).await;
+    assert_eq!(days(&auckland), expected_days(chrono_tz::Pacific::Auckland));
+    let utc = preview("?zone=UTC".into(), per_day()).await;
+    assert_eq!(days(&utc), expected_days(chrono_tz::UTC));
+
+    // As the role: no read grant on the source, refused as a reader is.
+    let as_role = format!("?roleId={role}&zone=UTC");
+    let denied = preview(as_role.clone(), per_day()).await;
+    assert_eq!(denied.status, StatusCode::FORBIDDEN, "{:?}", denied.body);
+    assert_eq!(denied.code(), "PERMISSION_DENIED");
+    grant(
+        &app,
+        &admin,
+        &role,
+        &resource,
+        "read",
+        json!({ "team": { "eq": "red" } }),
+        Value::Null,
+    )
+    .await;
+    let red: i64 = SALES
+        .iter()
+        .skip(1)
+        .filter(|s| s.2 == "red")
+        .map(|s| s.1)
+        .sum();
+    let rows = days(&preview(as_role.clone(), per_day()).await);
+    assert_eq!(rows.iter().map(|r| r.1).sum::<i64>(), red);
+    // The administrator's preview of the same definition sees every team.
+    let all: i64 = SALES.iter().skip(1).map(|s| s.1).sum();
+    assert_eq!(days(&utc).iter().map(|r| r.1).sum::<i64>(), all);
+
+    // Refusals: a definition that does not fit, a zone, a role unknown.
+    let mut wrong = per_day();
+    wrong["columns"][1]["column"] = json!("nope");
+    let refused = preview(String::new(), wrong).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        refused.body
+    );
+    assert_eq!(refused.code(), "INVALID_PAYLOAD");
+    let zone = preview("?zone=Mars/Olympus".into(), per_day()).await;
+    assert_eq!(zone.status, StatusCode::BAD_REQUEST, "{:?}", zone.body);
+    assert_eq!(zone.code(), "INVALID_QUERY");
+    let unknown = preview(format!("?roleId={}", uuid::Uuid::new_v4()), per_day()).await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{:?}", unknown.body);
+    // Administrators only; and nothing was saved.
+    let member_asks = app
+        .post(
+            "/admin/api/dataviews/preview",
+            &reader,
+            json!({ "data": per_day() }),
+        )
+        .await;
+    assert_eq!(member_asks.status, StatusCode::FORBIDDEN);
+    let saved = app.get("/admin/api/dataviews", &admin).await;
+    assert_eq!(saved.data(), &json!([]));
+}
+
 #[tokio::test]
 async fn definitions_are_checked_against_their_source_when_saved() {
     let app = spawn_app().await;

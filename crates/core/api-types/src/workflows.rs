@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// `POST /admin/api/workflows` and `PATCH /admin/api/workflows/{id}` body
-/// (API.md section 6); PATCH changes only what it names.
+/// (the definition of a workflow); PATCH changes only what it names.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkflowRequest {

@@ -61,6 +61,30 @@ pub struct RoleSubject {
     pub api_access: bool,
 }
 
+impl RoleSubject {
+    /// A member of this role alone as the Data API would see them, on the
+    /// credential of `admin` (who asks for a preview): `$USER` stands for
+    /// `user` (none: nobody), `$PERIOD` is cut in `zone` (none: the
+    /// system's). Refused as the Data API would refuse such a member.
+    pub fn member(
+        self,
+        user: Option<uuid::Uuid>,
+        admin: &Principal,
+        zone: Option<String>,
+    ) -> Result<Principal, DataError> {
+        let member = Principal {
+            user_id: user.unwrap_or_default(),
+            credential: admin.credential,
+            role_ids: vec![self.id],
+            api_access: self.api_access,
+            admin: self.id == kernel::ADMINISTRATORS_ROLE_ID,
+            timezone: zone,
+        };
+        member.authorize(Plane::Api, false)?;
+        Ok(member)
+    }
+}
+
 impl DataService {
     /// `GET /api/data/{schema}/{table}`: a page of rows.
     pub async fn list(
@@ -95,15 +119,7 @@ impl DataService {
             Plane::Admin,
             Effect::Reads,
             async |admin, version| {
-                let member = Principal {
-                    user_id: user.unwrap_or_default(),
-                    credential: admin.principal.credential,
-                    role_ids: vec![role.id],
-                    api_access: role.api_access,
-                    admin: role.id == kernel::ADMINISTRATORS_ROLE_ID,
-                    timezone: None,
-                };
-                member.authorize(Plane::Api, false)?;
+                let member = role.member(user, admin.principal, None)?;
                 let caller = Caller {
                     principal: &member,
                     ..admin

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use data::{DataError, DataRequest, Effect, ListParams, Table};
+use data::{Caller, DataError, DataRequest, Effect, ListParams, RoleSubject, Table};
+use kernel::validate::TimeZoneName;
 use kernel::{FieldError, StoreError, new_id};
-use permissions::{Plane, Principal};
+use permissions::{Action, Plane, Principal, Scope};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -23,6 +24,19 @@ pub struct Preview {
     pub params: Vec<Value>,
     /// The rows, as a JSON array's text.
     pub rows: String,
+}
+
+/// Who a definition's preview reads as.
+#[derive(Debug, Clone, Default)]
+pub struct PreviewAs {
+    /// A member of this role alone (its read grants on the source apply,
+    /// row filters and column limits included); none: the administrator
+    /// asking.
+    pub role: Option<RoleSubject>,
+    /// The user `$USER` stands for (none: nobody).
+    pub user: Option<Uuid>,
+    /// The zone buckets and `$PERIOD` are cut in (none: the reader's).
+    pub zone: Option<TimeZoneName>,
 }
 
 impl ViewService {
@@ -116,6 +130,28 @@ impl ViewService {
     pub async fn preview(&self, request: DataRequest<'_>, id: Uuid) -> Result<Preview, ViewError> {
         let current = self.get(id).await?;
         let definition = Definition::parse(current.draft.as_object().unwrap_or(&Map::new()))?;
+        self.run_preview(request, &definition, &PreviewAs::default())
+            .await
+    }
+
+    /// Runs `body`, a definition saved or not, as `who` says: what the
+    /// console's builder shows while it is edited.
+    pub async fn preview_definition(
+        &self,
+        request: DataRequest<'_>,
+        body: &Map<String, Value>,
+        who: &PreviewAs,
+    ) -> Result<Preview, ViewError> {
+        let definition = Definition::parse(body)?;
+        self.run_preview(request, &definition, who).await
+    }
+
+    async fn run_preview(
+        &self,
+        request: DataRequest<'_>,
+        definition: &Definition,
+        who: &PreviewAs,
+    ) -> Result<Preview, ViewError> {
         let params = ListParams::default();
         let answer = self
             .data
@@ -123,14 +159,40 @@ impl ViewService {
                 request,
                 Plane::Admin,
                 Effect::Reads,
-                async |caller, version| {
+                async |admin, version| {
                     let (source, shape) =
-                        self.source_shape(&definition).await.map_err(|e| match e {
+                        self.source_shape(definition).await.map_err(|e| match e {
                             ViewError::Data(e) => e,
                             ViewError::Store(e) => DataError::Store(e),
                             ViewError::Invalid(e) => DataError::Payload(e),
                         })?;
-                    self.run(caller, version, &definition, &source, &shape, &[], &params)
+                    let zone = who.zone.as_ref().map(|z| z.as_str().to_owned());
+                    let Some(role) = who.role else {
+                        let principal = Principal {
+                            timezone: zone.or_else(|| admin.principal.timezone.clone()),
+                            ..admin.principal.clone()
+                        };
+                        let caller = Caller {
+                            principal: &principal,
+                            ..admin
+                        };
+                        return self
+                            .run(caller, version, definition, &source, &shape, &[], &params)
+                            .await;
+                    };
+                    let member = role.member(who.user, admin.principal, zone)?;
+                    // The view itself as a grant without a filter gives it.
+                    let view = [Scope {
+                        role_id: role.id,
+                        action: Action::Read,
+                        filter: None,
+                        columns: None,
+                    }];
+                    let caller = Caller {
+                        principal: &member,
+                        ..admin
+                    };
+                    self.run(caller, version, definition, &source, &shape, &view, &params)
                         .await
                 },
             )

@@ -14,6 +14,6 @@ mod service;
 pub mod store;
 
 pub use dashboards::{ResolvedDashboard, ResolvedWidget};
-pub use dataviews::Preview;
+pub use dataviews::{Preview, PreviewAs};
 pub use error::ViewError;
 pub use service::ViewService;

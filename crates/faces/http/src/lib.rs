@@ -169,6 +169,7 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 .service(admin::dataviews::remove)
                 .service(admin::dataviews::publish)
                 .service(admin::dataviews::preview)
+                .service(admin::dataviews::preview_definition)
                 .service(admin::dashboards::list)
                 .service(admin::dashboards::create)
                 .service(admin::dashboards::get)

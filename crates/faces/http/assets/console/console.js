@@ -1,7 +1,8 @@
 // Pages of the console under /admin/: the index and the dashboards here, the
 // other pages in a script each (tables.js, rows.js, people.js, grants.js,
-// access.js, settings.js, audit.js, workflows.js, dataviews.js, sql.js),
-// loaded before this one, which starts the page its <main> names. Each reads
+// access.js, settings.js, audit.js, workflows.js, dataviews.js, sql.js,
+// with the shared filters.js and tabs.js where used), loaded before this
+// one, which starts the page its <main> names. Each reads
 // the APIs with the session of the person signed in through
 // /admin/auth/sign-in (kept in sessionStorage), and sends anyone else there.
 "use strict";
@@ -118,11 +119,21 @@ function element(tag, text, attributes) {
   return node;
 }
 
+/// `control` under its name: a label for one input, a named group for a
+/// composite (rows of inputs, a branch of steps); `help` under it.
+function field(labelText, control, help) {
+  const single = control.matches("input, select, textarea");
+  const box = element(single ? "label" : "div", null, single ? { class: "field" } : { class: "field wide", role: "group", "aria-label": labelText });
+  box.append(element("span", labelText, { class: "field-name" }), control);
+  if (help) box.append(element("small", help, { class: "help" }));
+  return box;
+}
+
 function link(href, text) {
   return element("a", text, { href });
 }
 
-// ---- Definitions edited as JSON (workflows.js, dataviews.js) -------------
+// ---- Definitions (workflows.js, dataviews.js) -----------------------------
 
 // The line of `path` (such as `steps[1].type`, as a refusal's field names it)
 // in `value` printed as JSON with two spaces; the deepest part found.
@@ -145,17 +156,24 @@ function lineOf(value, path) {
   return best;
 }
 
-// A collection of definitions edited as JSON (`path`: its Admin API route):
-// a list to pick one from, its `fields` in a text box, Save (create or
-// change), Publish, and a refusal shown with the line of the field it names
-// selected. `template`: a new definition; `chosen(record)`: told of every
-// record shown; `refused(error)`: told of a refusal of a save. Answers the
-// record shown, as a function.
-function definitionEditor({ path, fields, template, chosen, refused = () => {} }) {
+// A collection of definitions (`path`: its Admin API route) edited in the
+// text box #definition, which a builder may write into: a list to pick one
+// from, its `fields`, Save (create or change), Publish, and a refusal shown
+// with the line of the field it names selected. `template`: a new
+// definition; `chosen(record)`: told of every record shown; `redraw()`:
+// told when unsaved edits are put back in the box after a reload;
+// `refused(error)`: told of a refusal of a save. Edits not saved are kept
+// through Publish and reloads, and leaving them asks first. Answers the
+// record shown and a reload, as functions.
+function definitionEditor({ path, fields, template, chosen, redraw = () => {}, refused = () => {} }) {
   const list = document.getElementById("records");
   const box = document.getElementById("definition");
   let records = [];
   let current = null;
+  // The box's text as the record shown left it: anything else is an edit.
+  let saved = "";
+  const dirty = () => box.value !== saved;
+  guardUnsaved(dirty);
   const describe = (r) => `${r.name} (${r.slug})${r.published ? "" : " — draft"}`;
   const show = (record) => {
     current = record;
@@ -168,14 +186,22 @@ function definitionEditor({ path, fields, template, chosen, refused = () => {} }
       : record.published ? `Published ${new Date(record.publishedAt).toLocaleString()}; saving changes the draft until the next publish.` : "Draft: not served until published.";
     list.value = record ? record.id : "";
     chosen(record);
+    saved = box.value;
   };
-  const load = async (id) => {
+  // Reads the list again and shows `id`; `keep`: unsaved edits stay.
+  const load = async (id, keep) => {
+    const edits = keep && dirty() ? box.value : null;
     const result = await api(path);
     if (!result) return;
     if (result.status !== 200) return showStatus(refusal(result));
     records = result.answer.data;
     list.replaceChildren(element("option", "— new —", { value: "" }), ...records.map((r) => element("option", describe(r), { value: r.id })));
     show(records.find((r) => r.id === id) || null);
+    if (edits !== null) {
+      box.value = edits;
+      redraw();
+      document.getElementById("state").textContent += " Your edits are not saved yet.";
+    }
   };
   const refuse = (result, sent) => {
     const error = firstError(result);
@@ -193,7 +219,10 @@ function definitionEditor({ path, fields, template, chosen, refused = () => {} }
     if (!box.closest("[hidden]")) box.focus();
     box.setSelectionRange(start, start + lines[line].length);
   };
-  list.addEventListener("change", () => show(records.find((r) => r.id === list.value) || null));
+  list.addEventListener("change", () => {
+    if (dirty() && !confirm("You have unsaved edits. Open another and lose them?")) { list.value = current ? current.id : ""; return; }
+    show(records.find((r) => r.id === list.value) || null);
+  });
   document.getElementById("editor").addEventListener("submit", async (event) => {
     event.preventDefault();
     showAlert("editor-error", "");
@@ -206,14 +235,48 @@ function definitionEditor({ path, fields, template, chosen, refused = () => {} }
     await load(result.answer.data.id);
   });
   document.getElementById("publish").addEventListener("click", async () => {
+    if (dirty() && !confirm("Publish serves the last saved version, without your unsaved edits (they stay here). Publish it?")) return;
     const result = await call("POST", `${path}/${current.id}/publish`);
     if (!result) return;
     if (result.status !== 200) return showAlert("editor-error", refusal(result));
     showStatus(`Published ${result.answer.data.name}.`);
-    await load(current.id);
+    await load(current.id, true);
   });
   load(new URLSearchParams(location.search).get("id"));
-  return { current: () => current, reload: () => load(current && current.id) };
+  return { current: () => current, reload: () => load(current && current.id, true) };
+}
+
+// ---- Unsaved edits ---------------------------------------------------------
+
+// What tells whether the page holds edits not saved (definitionEditor, the
+// settings page).
+const unsavedChecks = [];
+let leaving = false;
+
+// Registers `dirty`, which answers whether the page holds edits not saved:
+// leaving the page then asks first.
+function guardUnsaved(dirty) {
+  unsavedChecks.push(dirty);
+}
+
+function hasUnsaved() {
+  return unsavedChecks.some((dirty) => dirty());
+}
+
+// A link followed or the page closed with edits not saved asks first: the
+// console's own question for links, the browser's for the rest.
+function startUnsavedGuard() {
+  document.addEventListener("click", (event) => {
+    const target = event.target.closest("a[href]");
+    if (!target || target.hasAttribute("download") || event.defaultPrevented || !hasUnsaved()) return;
+    if (!confirm("You have unsaved edits. Leave this page and lose them?")) { event.preventDefault(); return; }
+    leaving = true;
+  });
+  window.addEventListener("beforeunload", (event) => {
+    if (leaving || !hasUnsaved()) return;
+    event.preventDefault();
+    event.returnValue = "";
+  });
 }
 
 // ---- The index page -------------------------------------------------------
@@ -427,6 +490,7 @@ function startShell(page) {
     applyTheme(theme);
   });
   document.getElementById("sign-out").addEventListener("click", signOut);
+  startUnsavedGuard();
 }
 
 document.addEventListener("DOMContentLoaded", () => {

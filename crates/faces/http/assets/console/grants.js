@@ -1,13 +1,30 @@
 // The grants page of the console: every role's grants on every table as a
 // matrix (a toggle per action, the row filter edited in place), a role's
-// grants on resources, workflows and DataViews, a new grant with its row filter (with the variables at
-// hand), removal, and a preview of a table as a member of the role reads it.
+// grants on resources, workflows and DataViews, a new grant with its row
+// filter (both built with the rules of filters.js, the variables offered),
+// removal, and a preview of a table as a member of the role reads it.
 "use strict";
 
 const ACTIONS = { resource: ["read", "create", "update", "delete"], workflow: ["invoke"], dataView: ["read"] };
 
-// What a grant can be on, by id: { kind, label }.
+// What a grant can be on, by id: { kind, label, columns() }.
 const targets = new Map();
+// The columns ({ name, dataType }) of the tables, by "schema.table".
+const tableColumns = new Map();
+let newFilter;
+let matrixFilter;
+
+// The columns of `schema.table`, read once per schema.
+async function columnsOfTable(schema, table) {
+  const name = `${schema}.${table}`;
+  if (!tableColumns.has(name)) {
+    const result = await api(`/admin/api/schema/${encodeURIComponent(schema)}/tables`);
+    for (const found of result?.status === 200 ? result.answer.data : []) {
+      tableColumns.set(`${schema}.${found.name}`, found.columns.map((c) => ({ name: c.name, dataType: c.dataType })));
+    }
+  }
+  return tableColumns.get(name) || [];
+}
 
 function selectedRole() {
   return document.getElementById("grant-role").value;
@@ -72,15 +89,15 @@ function toggle(role, table, action) {
 
 /// Opens the in-place editor of `grant`'s row filter (`cell`: the toggle
 /// focus goes back to).
-function editGrant(grant, label, cell) {
+async function editGrant(grant, label, cell) {
   editing = { grant, cell };
+  const table = MATRIX.tables.find((t) => t.id === grant.resourceId);
+  matrixFilter.columns(table ? await columnsOfTable(table.schema, table.table) : []);
+  matrixFilter.set(grant.filter ?? null);
   document.getElementById("matrix-edit").hidden = false;
   document.getElementById("matrix-edit-title").textContent = label;
-  const box = document.getElementById("matrix-filter");
-  box.value = grant.filter ? JSON.stringify(grant.filter, null, 2) : "";
-  box.removeAttribute("aria-invalid");
   showAlert("matrix-error", "");
-  box.focus();
+  document.querySelector("#matrix-filter select, #matrix-filter button")?.focus();
 }
 
 function closeEditor() {
@@ -94,8 +111,9 @@ function closeEditor() {
 /// old one removed; between the two the role holds both (they add up).
 async function saveFilter() {
   showAlert("matrix-error", "");
-  const filter = jsonOf("matrix-filter", "matrix-error");
-  if (filter === undefined || !editing) return;
+  const filter = matrixFilter.value();
+  if (filter === undefined) return showAlert("matrix-error", "The filter's JSON does not parse.");
+  if (!editing) return;
   const save = document.getElementById("matrix-save");
   save.disabled = true;
   try {
@@ -106,7 +124,7 @@ async function saveFilter() {
     const made = await call("POST", "/admin/api/grants", data);
     if (!made) return;
     if (made.status !== 201) {
-      document.getElementById("matrix-filter").setAttribute("aria-invalid", "true");
+      matrixFilter.refuse(refusal(made));
       return showAlert("matrix-error", refusal(made));
     }
     const removed = await call("DELETE", `/admin/api/grants/${old.id}`);
@@ -200,9 +218,13 @@ async function loadMembers() {
     ...members.map((user) => element("option", user.email, { value: user.id })));
 }
 
-function fillActions() {
-  const kind = targets.get(document.getElementById("grant-target").value)?.kind || "resource";
+// The actions and the filter's columns of the target chosen.
+async function fillActions() {
+  const target = targets.get(document.getElementById("grant-target").value);
+  const kind = target?.kind || "resource";
   document.getElementById("grant-action").replaceChildren(...ACTIONS[kind].map((a) => element("option", a, { value: a })));
+  document.getElementById("grant-filter-box").hidden = kind === "workflow";
+  newFilter.columns(target ? await target.columns() : []);
 }
 
 async function loadTargets() {
@@ -210,42 +232,35 @@ async function loadTargets() {
     ["/admin/api/resources", "/admin/api/workflows", "/admin/api/dataviews"].map(api));
   const target = document.getElementById("grant-target");
   const groups = [];
-  const add = (kind, title, items, label) => {
+  const add = (kind, title, items, label, columns) => {
     const group = element("optgroup", null, { label: title });
     for (const item of items) {
-      targets.set(item.id, { kind, label: label(item) });
+      targets.set(item.id, { kind, label: label(item), columns: () => columns(item) });
       group.append(element("option", label(item), { value: item.id }));
     }
     groups.push(group);
   };
   const tables = resources?.answer?.data || [];
   MATRIX.tables = tables.filter((r) => r.schema !== "svc");
-  add("resource", "Tables", tables, (r) => `${r.schema}.${r.table}`);
-  add("workflow", "Workflows", workflows?.answer?.data || [], (w) => `workflow ${w.slug}`);
-  add("dataView", "DataViews", views?.answer?.data || [], (v) => `view ${v.slug}`);
+  add("resource", "Tables", tables, (r) => `${r.schema}.${r.table}`, (r) => columnsOfTable(r.schema, r.table));
+  add("workflow", "Workflows", workflows?.answer?.data || [], (w) => `workflow ${w.slug}`, async () => []);
+  // A DataView grant's filter is over the view's output columns.
+  add("dataView", "DataViews", views?.answer?.data || [], (v) => `view ${v.slug}`,
+    async (v) => (Array.isArray(v.columns) ? v.columns : []).map((c) => ({ name: c.name, dataType: c.agg === "count" ? "bigint" : "" })));
   target.replaceChildren(...groups);
-  fillActions();
+  await fillActions();
   document.getElementById("preview-table").replaceChildren(...tables.filter((r) => r.exposedMethods.includes("GET"))
     .map((r) => element("option", `${r.schema}.${r.table}`, { value: `${r.schema}/${r.table}` })));
-}
-
-function insertVariable(name) {
-  const box = document.getElementById("grant-filter");
-  const at = box.selectionStart ?? box.value.length;
-  const text = `"${name}"`;
-  box.value = box.value.slice(0, at) + text + box.value.slice(box.selectionEnd ?? at);
-  box.focus();
-  box.selectionStart = box.selectionEnd = at + text.length;
 }
 
 async function addGrant(event) {
   event.preventDefault();
   showAlert("grant-error", "");
-  const filter = jsonOf("grant-filter", "grant-error");
-  if (filter === undefined) return;
   const id = document.getElementById("grant-target").value;
   const kind = targets.get(id)?.kind;
   if (!kind) return showAlert("grant-error", "Choose what the grant is on.");
+  const filter = kind === "workflow" ? null : newFilter.value();
+  if (filter === undefined) return showAlert("grant-error", "The filter's JSON does not parse.");
   const data = { roleId: selectedRole(), action: document.getElementById("grant-action").value, [`${kind}Id`]: id };
   if (filter !== null) data.filter = filter;
   const columns = document.getElementById("grant-columns").value.split(",").map((c) => c.trim()).filter(Boolean);
@@ -253,10 +268,10 @@ async function addGrant(event) {
   const result = await call("POST", "/admin/api/grants", data);
   if (!result) return;
   if (result.status !== 201) {
-    if (firstError(result).field?.startsWith("filter")) document.getElementById("grant-filter").setAttribute("aria-invalid", "true");
+    if (firstError(result).field?.startsWith("filter")) newFilter.refuse(refusal(result));
     return showAlert("grant-error", refusal(result));
   }
-  document.getElementById("grant-filter").value = "";
+  newFilter.set(null);
   document.getElementById("grant-columns").value = "";
   showStatus(`Granted ${data.action} on ${targets.get(id).label}.`);
   await refreshAll();
@@ -305,7 +320,8 @@ async function grantsPage() {
   document.getElementById("grant-target").addEventListener("change", fillActions);
   document.getElementById("new-grant").addEventListener("submit", addGrant);
   document.getElementById("preview").addEventListener("submit", preview);
-  document.querySelectorAll("[data-variable]").forEach((b) => b.addEventListener("click", () => insertVariable(b.dataset.variable)));
+  newFilter = filterBuilder(document.getElementById("grant-filter"), { name: "Row filter of the new grant" });
+  matrixFilter = filterBuilder(document.getElementById("matrix-filter"), { name: "Row filter" });
   document.getElementById("matrix-save").addEventListener("click", saveFilter);
   document.getElementById("matrix-remove").addEventListener("click", removeEdited);
   document.getElementById("matrix-cancel").addEventListener("click", closeEditor);

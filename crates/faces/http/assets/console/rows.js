@@ -1,16 +1,22 @@
 // The rows page of the console: a table's rows through the Data API with
-// paging, sorting, a filter builder (full-text search included), insert,
-// inline edits and delete; a refused write shows its reason next to the
-// cell or the new row. Related rows are shown through embeds, groups through
-// aggregates, and the rows go out and in as CSV. A row opens in a side
-// panel with its fields and links to its related rows both ways, which
-// open this page on the other table filtered to them (`?filter=`).
+// paging, sorting, the filter builder of filters.js (full-text search
+// included), insert, inline edits and delete; a refused write shows its
+// reason next to the cell or the new row. Rows changed elsewhere arrive
+// through realtime and change in place, marked a moment; a paused
+// indicator shows when the stream is refused or lost. Related rows are
+// shown through embeds, groups through aggregates, and the rows go out and
+// in as CSV (an import with its progress, and its first refused line). A
+// row opens in a side panel with its fields and links to its related rows
+// both ways, which open this page on the other table filtered to them
+// (`?filter=`).
 "use strict";
 
 const PAGE = 50;
 const NUMERIC = /^(smallint|integer|bigint|numeric|real|double precision)/;
-const OPERATORS = ["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "isNull", "search"];
-const grid = { schema: "", table: "", columns: [], key: [], offset: 0, sort: "", filter: null, embeds: [], info: null };
+const grid = { schema: "", table: "", columns: [], key: [], offset: 0, sort: "", filter: null, embeds: [], info: null, total: 0 };
+// How long a row changed elsewhere stays marked, in milliseconds.
+const MARKED_FOR = 2000;
+let rowFilter;
 
 function dataPath(suffix) {
   return `/api/data/${encodeURIComponent(grid.schema)}/${encodeURIComponent(grid.table)}${suffix || ""}`;
@@ -60,7 +66,7 @@ function edit(cell, row, column) {
 }
 
 function dataRow(row) {
-  const tr = element("tr");
+  const tr = element("tr", null, { "data-key": keyOf(row) });
   for (const column of grid.columns) {
     const cell = element("td", shown(row[column.name]), { tabindex: "0", "data-column": column.name });
     cell.addEventListener("click", () => edit(cell, row, column));
@@ -81,6 +87,7 @@ function dataRow(row) {
   const last = element("td", null, { class: "row-actions" });
   last.append(open, " ", remove);
   tr.append(last);
+  tr.row = row;
   return tr;
 }
 
@@ -193,38 +200,72 @@ async function exportCsv() {
   link.remove();
 }
 
+// Sends `file` as CSV, showing the upload's progress; answers { status, answer }.
+function upload(file, token) {
+  const bar = document.getElementById("import-progress");
+  bar.hidden = false;
+  bar.value = 0;
+  return new Promise((resolve) => {
+    const request = new XMLHttpRequest();
+    request.open("POST", BASE + dataPath());
+    request.setRequestHeader("Authorization", "Bearer " + token);
+    request.setRequestHeader("Content-Type", "text/csv");
+    request.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable) bar.value = Math.round((event.loaded / event.total) * 100);
+    });
+    // Sent: the rows are being inserted, for as long as that takes.
+    request.upload.addEventListener("load", () => {
+      bar.removeAttribute("value");
+      document.getElementById("import-result").textContent = `Sent ${file.name}; inserting its rows…`;
+    });
+    request.addEventListener("loadend", () => {
+      bar.hidden = true;
+      let answer = null;
+      try { answer = JSON.parse(request.responseText); } catch { answer = null; }
+      resolve({ status: request.status, answer });
+    });
+    request.send(file);
+  });
+}
+
+// Line `number` of `file` (1 is the header), read from its first 16 MiB.
+async function lineOfFile(file, number) {
+  const text = await file.slice(0, 16 * 1024 * 1024).text();
+  return text.split(/\r?\n/)[number - 1];
+}
+
 // A CSV file's rows, inserted all or none.
 async function importCsv(event) {
   const file = event.target.files[0];
   const token = session();
   if (!file || !token) return;
-  const response = await fetch(BASE + dataPath(), {
-    method: "POST", headers: { Authorization: "Bearer " + token, "Content-Type": "text/csv" }, body: file,
-  });
-  const answer = await response.json().catch(() => null);
   const status = document.getElementById("import-result");
+  const shownLine = document.getElementById("import-line");
+  shownLine.hidden = true;
+  status.textContent = `Sending ${file.name}…`;
+  const { status: code, answer } = await upload(file, token);
   event.target.value = "";
-  if (response.status === 201) {
+  if (code === 201) {
     status.textContent = `Inserted ${answer.data.inserted} rows from ${file.name}.`;
     showAlert("grid-error", "");
     return load();
   }
+  if (code === 401) return signIn();
   status.textContent = "";
-  const line = answer?.meta?.line ? `Line ${answer.meta.line}: ` : "";
-  showAlert("grid-error", `Nothing imported. ${line}${refusal({ answer })}`);
+  const number = answer?.meta?.line;
+  showAlert("grid-error", `Nothing imported. ${number ? `Line ${number}: ` : ""}${refusal({ answer })}`);
+  const text = number ? await lineOfFile(file, number) : undefined;
+  if (text !== undefined) {
+    shownLine.textContent = `${number}: ${text}`;
+    shownLine.hidden = false;
+  }
 }
 
-// The filter a link from a related row opens the page with (`?filter=`):
-// one column of this table, one operator the builder shows, or none, so
-// the builder always shows the whole filter applied.
+// The filter the page's address holds (`?filter=`, a link from a related
+// row), shown in the builder; none when it is not JSON.
 function addressFilter() {
   try {
-    const filter = JSON.parse(new URLSearchParams(location.search).get("filter"));
-    const entries = Object.entries(filter || {});
-    if (entries.length !== 1 || !grid.columns.some((c) => c.name === entries[0][0])) return null;
-    const ops = entries[0][1];
-    const known = ops && typeof ops === "object" && Object.keys(ops).length === 1 && OPERATORS.includes(Object.keys(ops)[0]);
-    return known ? filter : null;
+    return JSON.parse(new URLSearchParams(location.search).get("filter"));
   } catch {
     return null;
   }
@@ -271,18 +312,105 @@ async function load() {
   const table = document.getElementById("grid");
   if (result.status === 404 || result.status === 405) {
     document.getElementById("not-exposed").hidden = false;
+    document.getElementById("live").hidden = true;
+    stream?.close();
     table.hidden = true;
     return;
   }
   if (result.status !== 200) return showAlert("grid-error", firstError(result).message);
   const rows = result.answer.data;
-  const total = result.answer.meta.total;
+  grid.total = result.answer.meta.total;
+  grid.shown = rows.length;
   table.tHead.replaceChildren(header());
   table.tBodies[0].replaceChildren(newRow(), ...rows.map(dataRow));
-  document.getElementById("count").textContent =
-    total ? `Rows ${grid.offset + 1}–${grid.offset + rows.length} of ${total}` : "No rows";
+  showCount();
   document.getElementById("prev").disabled = grid.offset === 0;
-  document.getElementById("next").disabled = grid.offset + rows.length >= total;
+  document.getElementById("next").disabled = grid.offset + rows.length >= grid.total;
+}
+
+function showCount() {
+  document.getElementById("count").textContent = grid.total
+    ? `Rows ${grid.offset + 1}–${grid.offset + grid.shown} of ${grid.total}` : "No rows";
+}
+
+// ---- Live changes ------------------------------------------------------
+
+let stream = null;
+
+// Shows the stream's state: connecting, live, lost (retrying) or refused.
+function liveState(state) {
+  const texts = {
+    connecting: "Connecting to live changes…",
+    live: "Live: rows changed elsewhere change here.",
+    lost: "Paused: the live stream was lost; reconnecting…",
+    refused: "Paused: live changes were refused; the rows shown may be out of date.",
+  };
+  document.getElementById("live").dataset.state = state;
+  document.getElementById("live-text").textContent = texts[state];
+  document.getElementById("live-resume").hidden = state !== "refused";
+}
+
+// Marks `tr` changed for a moment.
+function mark(tr, kind) {
+  tr.classList.add("changed", `changed-${kind}`);
+  setTimeout(() => tr.classList.remove("changed", `changed-${kind}`), MARKED_FOR);
+}
+
+// A change made elsewhere, applied to the rows shown: an update or delete
+// of a row shown changes it in place; a new row comes first.
+function applyChange(kind, change) {
+  const body = document.getElementById("grid").tBodies[0];
+  if (!body.rows.length) return;
+  // Rows without a key cannot be told apart: the page is read again.
+  if (!grid.key.length) {
+    clearTimeout(applyChange.reload);
+    applyChange.reload = setTimeout(load, 300);
+    return;
+  }
+  const key = keyOf(change.row);
+  const shown = body.querySelector(`tr[data-key="${CSS.escape(key)}"]`);
+  if (kind === "delete") {
+    if (!shown) return;
+    mark(shown, "delete");
+    setTimeout(() => shown.remove(), MARKED_FOR);
+    grid.total = Math.max(0, grid.total - 1);
+    grid.shown = Math.max(0, grid.shown - 1);
+    return showCount();
+  }
+  if (!shown && kind === "update") return;
+  const kept = shown ? shown.row : {};
+  const tr = dataRow({ ...kept, ...change.row });
+  tr.row = { ...kept, ...change.row };
+  if (shown) {
+    shown.replaceWith(tr);
+  } else {
+    if (grid.offset !== 0) return;
+    body.rows[0].after(tr);
+    grid.total += 1;
+    grid.shown += 1;
+    showCount();
+  }
+  mark(tr, shown ? "update" : "insert");
+}
+
+// Follows the table's changes under the grants of the person signed in,
+// with the filter shown.
+function follow() {
+  stream?.close();
+  if (document.getElementById("live").hidden) return;
+  const token = session();
+  if (!token) return;
+  const query = new URLSearchParams({ subscribe: `${grid.schema}.${grid.table}`, access_token: token });
+  if (grid.filter) query.set("filter", JSON.stringify(grid.filter));
+  const current = new EventSource(`${BASE}/api/realtime?${query}`);
+  stream = current;
+  liveState("connecting");
+  current.addEventListener("open", () => liveState("live"));
+  current.addEventListener("error", () => liveState(current.readyState === EventSource.CLOSED ? "refused" : "lost"));
+  for (const kind of ["insert", "update", "delete"]) {
+    current.addEventListener(kind, (event) => applyChange(kind, JSON.parse(event.data)));
+  }
+  current.addEventListener("reset", () => load());
 }
 
 async function rowsPage() {
@@ -298,28 +426,26 @@ async function rowsPage() {
   grid.info = info;
   grid.filter = addressFilter();
   grid.key = info.columns.filter((c) => c.primaryKey).map((c) => c.name);
-  const columnSelect = document.getElementById("filter-column");
-  for (const column of grid.columns) columnSelect.append(element("option", column.name, { value: column.name }));
-  const opSelect = document.getElementById("filter-op");
-  for (const op of OPERATORS) opSelect.append(element("option", op, { value: op }));
-  // A filter from the address shows in the builder.
-  const [column, ops] = Object.entries(grid.filter || {})[0] || [];
-  const [op, value] = (ops && typeof ops === "object" && Object.entries(ops)[0]) || [];
-  if (op) {
-    columnSelect.value = column;
-    opSelect.value = op;
-    document.getElementById("filter-value").value = shown(value);
-  }
+  rowFilter = filterBuilder(document.getElementById("filter-builder"), {
+    columns: grid.columns, filter: grid.filter, search: true, name: "Row filter",
+  });
   document.getElementById("filter").addEventListener("submit", (event) => {
     event.preventDefault();
-    const column = grid.columns.find((c) => c.name === columnSelect.value);
-    const text = document.getElementById("filter-value").value;
-    const value = opSelect.value === "isNull" ? text !== "false" : valueOf(column, text);
-    grid.filter = { [column.name]: { [opSelect.value]: value } };
+    const value = rowFilter.value();
+    if (value === undefined) return showAlert("grid-error", "The filter's JSON does not parse.");
+    grid.filter = value;
     grid.offset = 0;
     load();
+    follow();
   });
-  document.getElementById("filter-clear").addEventListener("click", () => { grid.filter = null; grid.offset = 0; load(); });
+  document.getElementById("filter-clear").addEventListener("click", () => {
+    rowFilter.set(null);
+    grid.filter = null;
+    grid.offset = 0;
+    load();
+    follow();
+  });
+  document.getElementById("live-resume").addEventListener("click", follow);
   const embedSelect = document.getElementById("embed");
   const choices = embedChoices(info);
   choices.forEach((choice, i) => embedSelect.append(element("option", choice.label, { value: String(i) })));
@@ -339,4 +465,5 @@ async function rowsPage() {
   document.getElementById("prev").addEventListener("click", () => { grid.offset = Math.max(0, grid.offset - PAGE); load(); });
   document.getElementById("next").addEventListener("click", () => { grid.offset += PAGE; load(); });
   await load();
+  follow();
 }

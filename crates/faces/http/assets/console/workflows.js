@@ -1,7 +1,9 @@
 // The workflows page of the console: a workflow's definition built as cards
 // (the trigger and each step with a form of its type, nested branches and
-// loops, reordering, template paths offered, a refusal shown on its card)
-// or edited as JSON (console.js's definition editor), enabled or not, a schedule trigger with
+// loops, reordering by drag or keys, template paths offered, a refusal
+// shown on its card)
+// or edited as JSON (console.js's definition editor, tabs.js's tabs),
+// unsaved edits kept and guarded, enabled or not, a schedule trigger with
 // its next five runs, its draft run in test mode or its published version
 // run now, and its runs, newest first, with each step's result, attempts and
 // child runs, and a Replay button.
@@ -180,13 +182,14 @@ async function runTest(event) {
 
 async function workflowsPage() {
   const enabled = document.getElementById("enabled");
-  startTabs();
+  builderShown = startDefinitionTabs((parsed) => { draft = parsed; drawBuilder(); });
   await loadChoices();
   workflows = definitionEditor({
     path: "/admin/api/workflows",
     fields: ["slug", "name", "trigger", "steps"],
     template: WORKFLOW_TEMPLATE,
     refused: refusedInBuilder,
+    redraw: builderFromBox,
     chosen: (workflow) => {
       enabled.disabled = !workflow;
       enabled.checked = !!workflow && workflow.enabled;
@@ -246,22 +249,14 @@ const TRIGGERS = {
 };
 
 let draft = null;
+// Whether the Builder tab is the one shown (set by startDefinitionTabs).
+let builderShown = () => true;
 // Resources, users and workflows offered in the cards' lists.
 const choices = { resources: [], users: [], workflows: [] };
 
-/// The definition in the text box, parsed; null when it does not parse.
-function definitionInBox() {
-  try {
-    const parsed = JSON.parse(document.getElementById("definition").value);
-    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : null;
-  } catch { return null; }
-}
-
 /// Writes `draft` into the text box after a change in the builder.
 function changed() {
-  const box = document.getElementById("definition");
-  box.value = JSON.stringify(draft, null, 2);
-  box.removeAttribute("aria-invalid");
+  writeDefinition(draft);
 }
 
 /// A value as its input shows it: text as is, anything else as JSON.
@@ -278,16 +273,6 @@ function valueText(value) {
 /// an object...), else the text, templates included.
 function parseValue(text) {
   try { return JSON.parse(text); } catch { return text; }
-}
-
-/// `control` under its name: a label for one input, a named group for a
-/// composite (rows of inputs, a branch of steps).
-function field(labelText, control, help) {
-  const single = control.matches("input, select, textarea");
-  const box = element(single ? "label" : "div", null, single ? { class: "field" } : { class: "field wide", role: "group", "aria-label": labelText });
-  box.append(element("span", labelText, { class: "field-name" }), control);
-  if (help) box.append(element("small", help, { class: "help" }));
-  return box;
 }
 
 /// An input bound to `owner[key]` (`parse` turns its text into the value;
@@ -609,9 +594,44 @@ function stepCard(list, i, path) {
   const remove = element("button", "Remove", { type: "button", class: "ghost danger", "aria-label": `Remove step ${step.id}` });
   remove.addEventListener("click", () => { list.splice(i, 1); changed(); drawBuilder(); document.querySelector(`#builder [data-add="${CSS.escape(path.replace(/\[\d+\]$/, ""))}"]`)?.focus(); });
   head.append(id, move(i - 1, "Move up"), move(i + 1, "Move down"), remove);
+  draggable(card, head, list, i, path);
   card.append(head, element("p", help, { class: "help" }), stepFields(step, path), failureFields(step, path),
     element("p", null, { class: "card-error widget-error", role: "alert", hidden: "" }));
   return card;
+}
+
+// The step being dragged: its list and place.
+let dragging = null;
+
+/// Lets `card` (step `i` of `list`) be dragged by its handle onto another
+/// card of the same list, which it then takes the place of.
+function draggable(card, head, list, i, path) {
+  const handle = element("span", "⠿", { class: "drag-handle", draggable: "true", title: "Drag to move the step (or use Move up and Move down)", "aria-hidden": "true" });
+  head.prepend(handle);
+  handle.addEventListener("dragstart", (event) => {
+    dragging = { list, i };
+    event.dataTransfer.effectAllowed = "move";
+    event.dataTransfer.setData("text/plain", path);
+    event.dataTransfer.setDragImage(card, 12, 12);
+    card.classList.add("dragging");
+  });
+  handle.addEventListener("dragend", () => { dragging = null; card.classList.remove("dragging"); });
+  card.addEventListener("dragover", (event) => {
+    if (!dragging || dragging.list !== list || event.target.closest(".step-card") !== card) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "move";
+    card.classList.add("drop-target");
+  });
+  card.addEventListener("dragleave", () => card.classList.remove("drop-target"));
+  card.addEventListener("drop", (event) => {
+    card.classList.remove("drop-target");
+    if (!dragging || dragging.list !== list || dragging.i === i) return;
+    event.preventDefault();
+    list.splice(i, 0, list.splice(dragging.i, 1)[0]);
+    dragging = null;
+    changed();
+    drawBuilder(`${path}.id`);
+  });
 }
 
 /// A list of steps (the workflow's, a branch's, a loop's) with its Add row.
@@ -685,40 +705,6 @@ function refusedInBuilder(error) {
   message.hidden = false;
   if (found && found.matches("input, select, textarea")) { found.setAttribute("aria-invalid", "true"); if (builderShown()) found.focus(); }
   else if (builderShown()) card.scrollIntoView({ block: "center" });
-}
-
-function builderShown() {
-  return document.getElementById("tab-builder").getAttribute("aria-selected") === "true";
-}
-
-/// The Builder and JSON tabs: leaving JSON draws the cards from the text.
-function startTabs() {
-  // Enter in a builder field does not save the workflow.
-  document.getElementById("builder").addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && event.target.matches("input")) event.preventDefault();
-  });
-  const tabs = [document.getElementById("tab-builder"), document.getElementById("tab-json")];
-  const choose = (tab) => {
-    if (tab.id === "tab-builder") {
-      const parsed = definitionInBox();
-      if (!parsed) { showAlert("editor-error", "The JSON does not parse: fix it before going back to the builder."); return; }
-      showAlert("editor-error", "");
-      draft = parsed;
-      drawBuilder();
-    }
-    for (const t of tabs) {
-      const on = t === tab;
-      t.setAttribute("aria-selected", String(on));
-      document.getElementById(t.getAttribute("aria-controls")).hidden = !on;
-    }
-    tab.focus();
-  };
-  for (const tab of tabs) {
-    tab.addEventListener("click", () => choose(tab));
-    tab.addEventListener("keydown", (event) => {
-      if (event.key === "ArrowRight" || event.key === "ArrowLeft") choose(tabs[(tabs.indexOf(tab) + 1) % 2]);
-    });
-  }
 }
 
 async function loadChoices() {

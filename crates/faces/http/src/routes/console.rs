@@ -7,22 +7,63 @@
 
 use std::cell::OnceCell;
 use std::rc::Rc;
+use std::sync::LazyLock;
 
-use actix_web::http::header;
+use actix_web::middleware::Compress;
 use actix_web::{HttpResponse, web};
 
+use crate::routes::assets::{Asset, AssetSet, CSS, JAVASCRIPT, SVG};
 use crate::routes::help;
 use crate::routes::pages::secured;
 
 const LAYOUT: &str = include_str!("../../assets/console/layout.html");
-const SCRIPT: &str = include_str!("../../assets/console/console.js");
-const STYLE: &str = include_str!("../../assets/console/console.css");
-const ICON: &str = include_str!("../../assets/console/favicon.svg");
-/// The definition editor the workflows and DataViews pages share.
-const EDITOR: &str = include_str!("../../assets/console/editor.html");
-const CHART: &str = include_str!("../../assets/vendor/chart-4.6.1.umd.min.js");
-/// Where Chart.js is served; the version in the path lets browsers keep it.
-const CHART_PATH: &str = "/admin/assets/chart-4.6.1.umd.min.js";
+
+macro_rules! script {
+    ($name:literal) => {
+        Asset {
+            name: concat!($name, ".js"),
+            content_type: JAVASCRIPT,
+            body: include_str!(concat!("../../assets/console/", $name, ".js")),
+        }
+    };
+}
+
+/// Every script, style and icon of the console.
+static ASSETS: [Asset; 17] = [
+    script!("console"),
+    Asset {
+        name: "console.css",
+        content_type: CSS,
+        body: include_str!("../../assets/console/console.css"),
+    },
+    Asset {
+        name: "favicon.svg",
+        content_type: SVG,
+        body: include_str!("../../assets/console/favicon.svg"),
+    },
+    Asset {
+        name: "chart.umd.min.js",
+        content_type: JAVASCRIPT,
+        body: include_str!("../../assets/vendor/chart-4.6.1.umd.min.js"),
+    },
+    script!("filters"),
+    script!("tables"),
+    script!("rows"),
+    script!("people"),
+    script!("grants"),
+    script!("access"),
+    script!("settings"),
+    script!("audit"),
+    script!("workflows"),
+    script!("dataviews"),
+    script!("sql"),
+    script!("snapshot"),
+    script!("tabs"),
+];
+
+/// The console's assets under `/admin/assets/{version}/`.
+pub(crate) static SET: LazyLock<AssetSet> =
+    LazyLock::new(|| AssetSet::new("/admin/assets", &ASSETS));
 
 /// A page of the console.
 struct Page {
@@ -33,18 +74,18 @@ struct Page {
     name: &'static str,
     /// The page's shell, inside the layout.
     body: &'static str,
-    /// The page's own script, served at `/admin/assets/{name}.js`.
-    script: Option<&'static str>,
+    /// The assets its page runs on, loaded before console.js.
+    scripts: &'static [&'static str],
 }
 
 macro_rules! console_page {
-    ($route:literal, $title:literal, $name:literal) => {
+    ($route:literal, $title:literal, $name:literal $(, $shared:literal)*) => {
         Page {
             route: $route,
             title: $title,
             name: $name,
             body: include_str!(concat!("../../assets/console/", $name, ".html")),
-            script: Some(include_str!(concat!("../../assets/console/", $name, ".js"))),
+            scripts: &[$($shared,)* concat!($name, ".js")],
         }
     };
 }
@@ -56,66 +97,62 @@ const PAGES: [Page; 12] = [
         title: "Dashboard",
         name: "dashboard",
         body: include_str!("../../assets/console/dashboard.html"),
-        script: None,
+        scripts: &["chart.umd.min.js"],
     },
     console_page!("/admin/tables", "Tables", "tables"),
-    console_page!("/admin/rows/{schema}/{table}", "Rows", "rows"),
+    console_page!("/admin/rows/{schema}/{table}", "Rows", "rows", "filters.js"),
     console_page!("/admin/people", "Users and roles", "people"),
-    console_page!("/admin/grants", "Grants", "grants"),
+    console_page!("/admin/grants", "Grants", "grants", "filters.js"),
     console_page!("/admin/access", "Tokens and invitations", "access"),
     console_page!("/admin/settings", "Settings", "settings"),
     console_page!("/admin/audit", "Audit log", "audit"),
-    console_page!("/admin/workflows", "Workflows", "workflows"),
-    console_page!("/admin/dataviews", "DataViews", "dataviews"),
+    console_page!("/admin/workflows", "Workflows", "workflows", "tabs.js"),
+    console_page!(
+        "/admin/dataviews",
+        "DataViews",
+        "dataviews",
+        "tabs.js",
+        "filters.js"
+    ),
     console_page!("/admin/sql", "SQL console", "sql"),
     console_page!("/admin/snapshot", "Snapshot", "snapshot"),
 ];
 
-/// The HTML of `page` with its links written under `base`; the page's own
-/// script (and Chart.js for dashboards) runs before console.js, which
-/// starts the page.
+/// The HTML of `page` with its links written under `base`.
 fn render(base: &str, page: &Page) -> String {
-    let own = match page.script {
-        Some(_) => Some(format!("/admin/assets/{}.js", page.name)),
-        None if page.name == "dashboard" => Some(CHART_PATH.to_owned()),
-        None => None,
-    };
-    shell(
-        base,
-        page.title,
-        page.name,
-        &page.body.replace("{{editor}}", EDITOR),
-        own.as_deref(),
-    )
+    shell(base, page.title, page.name, page.body, page.scripts)
 }
 
 /// The layout around `body`, titled `title`, started as page `name`, with
-/// the script at `own` (a path under `base`) loaded before console.js.
-pub(crate) fn shell(base: &str, title: &str, name: &str, body: &str, own: Option<&str>) -> String {
-    let mut scripts = String::new();
-    if let Some(path) = own {
-        scripts.push_str(&format!("<script src=\"{base}{path}\" defer></script>\n"));
+/// the assets named in `scripts` loaded before console.js, which starts
+/// the page.
+pub(crate) fn shell(base: &str, title: &str, name: &str, body: &str, scripts: &[&str]) -> String {
+    let mut tags = String::new();
+    for script in scripts.iter().chain(&["console.js"]) {
+        tags.push_str(&format!(
+            "<script src=\"{}\" defer></script>\n",
+            SET.path(base, script)
+        ));
     }
-    scripts.push_str(&format!(
-        "<script src=\"{base}/admin/assets/console.js\" defer></script>"
-    ));
     LAYOUT
         .replace("{{title}}", title)
-        .replace("{{scripts}}", &scripts)
+        .replace("{{scripts}}", tags.trim_end())
         .replace("{{page}}", name)
         .replace("{{body}}", body)
+        .replace("{{assets}}", &SET.path(base, ""))
         .replace("{{base}}", base)
 }
 
-fn serve(
-    content_type: &'static str,
-    body: String,
-) -> impl Fn() -> std::future::Ready<HttpResponse> + Clone {
-    move || std::future::ready(secured(content_type, body.clone()))
-}
-
 const HTML: &str = "text/html; charset=utf-8";
-const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+
+/// Serves `body` at `path`, compressed when the browser takes gzip.
+fn page(config: &mut web::ServiceConfig, path: &str, body: String) {
+    config.service(
+        web::resource(path)
+            .wrap(Compress::default())
+            .route(web::get().to(move || std::future::ready(secured(HTML, body.clone())))),
+    );
+}
 
 /// Adds the console pages and their assets, their links written under
 /// `base` (the mount path).
@@ -127,79 +164,51 @@ pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut w
             title: "Home",
             name: "index",
             body: include_str!("../../assets/console/index.html"),
-            script: None,
+            scripts: &[],
         },
     );
-    config
-        .route("/admin", web::get().to(serve(HTML, index.clone())))
-        .route("/admin/", web::get().to(serve(HTML, index)));
-    for page in &PAGES {
-        config.route(page.route, web::get().to(serve(HTML, render(base, page))));
-        if let Some(script) = page.script {
-            let path = format!("/admin/assets/{}.js", page.name);
-            config.route(&path, web::get().to(serve(JAVASCRIPT, script.to_owned())));
-        }
+    page(config, "/admin", index.clone());
+    page(config, "/admin/", index);
+    for shown in &PAGES {
+        page(config, shown.route, render(base, shown));
     }
+    SET.register(config, &ASSETS);
     let help_base = base.to_owned();
-    config.route(
+    page(
+        config,
         "/admin/help/",
-        web::get().to(move || {
-            let page = shell(
-                &help_base,
-                "Documentation",
-                "help",
-                &help::index(&help_base),
-                None,
-            );
-            std::future::ready(secured(HTML, page))
-        }),
+        shell(
+            &help_base,
+            "Documentation",
+            "help",
+            &help::index(&help_base),
+            &[],
+        ),
     );
     let help_base = base.to_owned();
     // Each page is rendered at its first request, once per worker.
     let rendered: Rc<[OnceCell<String>]> = help::DOCS.iter().map(|_| OnceCell::new()).collect();
-    config.route(
-        "/admin/help/{slug}",
-        web::get().to(move |slug: web::Path<String>| {
-            let answer = match help::DOCS.iter().position(|doc| doc.slug == slug.as_str()) {
-                Some(index) => {
-                    let page = rendered[index].get_or_init(|| {
-                        let doc = &help::DOCS[index];
-                        let body = format!(
-                            "<article class=\"doc\">{}</article>",
-                            help::render(&help_base, doc.markdown)
-                        );
-                        let title = help::escape(help::title(doc.markdown));
-                        shell(&help_base, &title, "help", &body, None)
-                    });
-                    secured(HTML, page.clone())
-                }
-                None => HttpResponse::NotFound().finish(),
-            };
-            std::future::ready(answer)
-        }),
+    config.service(
+        web::resource("/admin/help/{slug}")
+            .wrap(Compress::default())
+            .route(web::get().to(move |slug: web::Path<String>| {
+                let answer = match help::DOCS.iter().position(|doc| doc.slug == slug.as_str()) {
+                    Some(index) => {
+                        let page = rendered[index].get_or_init(|| {
+                            let doc = &help::DOCS[index];
+                            let body = format!(
+                                "<article class=\"doc\">{}</article>",
+                                help::render(&help_base, doc.markdown)
+                            );
+                            let title = help::escape(help::title(doc.markdown));
+                            shell(&help_base, &title, "help", &body, &[])
+                        });
+                        secured(HTML, page.clone())
+                    }
+                    None => HttpResponse::NotFound().finish(),
+                };
+                std::future::ready(answer)
+            })),
     );
     config
-        .route(
-            "/admin/assets/console.js",
-            web::get().to(serve(JAVASCRIPT, SCRIPT.to_owned())),
-        )
-        .route(
-            "/admin/assets/console.css",
-            web::get().to(serve("text/css; charset=utf-8", STYLE.to_owned())),
-        )
-        .route(
-            "/admin/assets/favicon.svg",
-            web::get().to(serve("image/svg+xml", ICON.to_owned())),
-        )
-        .route(
-            CHART_PATH,
-            web::get().to(|| async {
-                let mut answer = secured(JAVASCRIPT, CHART.to_owned());
-                answer.headers_mut().insert(
-                    header::CACHE_CONTROL,
-                    header::HeaderValue::from_static("public, max-age=31536000, immutable"),
-                );
-                answer
-            }),
-        )
 }

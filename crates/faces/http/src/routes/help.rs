@@ -1,7 +1,10 @@
-//! The project's documentation served by the binary under `/admin/help/`:
-//! each page of `docs/` rendered from Markdown into the console's layout,
-//! with links between pages and their anchors kept, so help texts in the
-//! console link to pages the running service has (docs/console.md).
+//! The project's guides served by the binary under `/admin/help/`: each
+//! guide of `docs/` rendered from Markdown into the console's layout, with
+//! links between pages and their anchors kept, so help texts in the console
+//! link to pages the running service has (docs/console.md). The project's
+//! engineering notes (reliability, performance, decisions, architecture)
+//! stay in the repository: they cite the contract and the work's history,
+//! which mean nothing to the people running the service.
 
 use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd, html};
 
@@ -21,8 +24,8 @@ macro_rules! doc {
     };
 }
 
-/// The guides, in the order the index lists them; then the project's notes.
-pub(crate) const DOCS: [Doc; 20] = [
+/// The guides, in the order the index lists them.
+pub(crate) const DOCS: [Doc; 16] = [
     doc!("console"),
     doc!("schema"),
     doc!("data-api"),
@@ -39,14 +42,7 @@ pub(crate) const DOCS: [Doc; 20] = [
     doc!("environments"),
     doc!("embedding"),
     doc!("operations"),
-    doc!("reliability"),
-    doc!("performance"),
-    doc!("decisions"),
-    doc!("architecture"),
 ];
-
-/// How many of [`DOCS`] are guides; the rest are the project's notes.
-const GUIDES: usize = 16;
 
 /// A page's title: its first heading's text, as Markdown has it (escape
 /// it for HTML with [`escape`]).
@@ -161,25 +157,21 @@ pub(crate) fn render(base: &str, markdown: &str) -> String {
         .replace(" style=\"text-align: right\"", " class=\"right\"")
 }
 
-/// The index of the documentation: the guides, then the project's notes.
+/// The index of the documentation: the guides.
 pub(crate) fn index(base: &str) -> String {
-    let list = |docs: &[Doc]| {
-        docs.iter()
-            .map(|doc| {
-                format!(
-                    "<li><a href=\"{base}/admin/help/{}\">{}</a></li>",
-                    doc.slug,
-                    escape(title(doc.markdown))
-                )
-            })
-            .collect::<String>()
-    };
+    let list = DOCS
+        .iter()
+        .map(|doc| {
+            format!(
+                "<li><a href=\"{base}/admin/help/{}\">{}</a></li>",
+                doc.slug,
+                escape(title(doc.markdown))
+            )
+        })
+        .collect::<String>();
     format!(
-        "<div class=\"heading\"><h1>Documentation</h1><p class=\"lede\">How Tessera works and how to run it: the same pages as the project's <code>docs/</code>, served by this binary.</p></div>\
-         <div class=\"sections\"><section aria-labelledby=\"guides\"><h2 id=\"guides\">Guides</h2><ul>{}</ul></section>\
-         <section aria-labelledby=\"notes\"><h2 id=\"notes\">Project notes</h2><ul>{}</ul></section></div>",
-        list(&DOCS[..GUIDES]),
-        list(&DOCS[GUIDES..])
+        "<div class=\"heading\"><h1>Documentation</h1><p class=\"lede\">How Tessera works and how to run it: the guides of the project's <code>docs/</code>, served by this binary.</p></div>\
+         <div class=\"sections\"><section aria-labelledby=\"guides\"><h2 id=\"guides\">Guides</h2><ul>{list}</ul></section></div>"
     )
 }
 

@@ -2,6 +2,7 @@
 
 pub mod account;
 pub mod admin;
+pub(crate) mod assets;
 pub mod auth;
 pub mod console;
 pub mod data;

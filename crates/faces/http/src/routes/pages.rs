@@ -1,13 +1,37 @@
 //! The account pages under `/admin/auth/`: small HTML forms over the JSON
 //! routes, with their script and style embedded in the binary.
 
+use std::sync::LazyLock;
+
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, web};
 
+use crate::routes::assets::{Asset, AssetSet, CSS, JAVASCRIPT};
+use crate::routes::console;
+
 const LAYOUT: &str = include_str!("../../assets/auth/layout.html");
-const SCRIPT: &str = include_str!("../../assets/auth/auth.js");
-const ACCOUNT_SCRIPT: &str = include_str!("../../assets/auth/account.js");
-const STYLE: &str = include_str!("../../assets/auth/auth.css");
+
+/// The pages' scripts and style.
+static ASSETS: [Asset; 3] = [
+    Asset {
+        name: "auth.js",
+        content_type: JAVASCRIPT,
+        body: include_str!("../../assets/auth/auth.js"),
+    },
+    Asset {
+        name: "account.js",
+        content_type: JAVASCRIPT,
+        body: include_str!("../../assets/auth/account.js"),
+    },
+    Asset {
+        name: "auth.css",
+        content_type: CSS,
+        body: include_str!("../../assets/auth/auth.css"),
+    },
+];
+
+/// The pages' assets under `/admin/auth/assets/{version}/`.
+static SET: LazyLock<AssetSet> = LazyLock::new(|| AssetSet::new("/admin/auth/assets", &ASSETS));
 
 /// (path, title, body) of every page.
 const PAGES: [(&str, &str, &str); 6] = [
@@ -66,6 +90,8 @@ pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut w
         let html = LAYOUT
             .replace("{{title}}", title)
             .replace("{{body}}", body)
+            .replace("{{assets}}", &SET.path(base, ""))
+            .replace("{{icon}}", &console::SET.path(base, "favicon.svg"))
             .replace("{{base}}", base);
         config.route(
             path,
@@ -75,20 +101,6 @@ pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut w
             }),
         );
     }
+    SET.register(config, &ASSETS);
     config
-        .route(
-            "/admin/auth/assets/auth.js",
-            web::get()
-                .to(|| async { secured("text/javascript; charset=utf-8", SCRIPT.to_owned()) }),
-        )
-        .route(
-            "/admin/auth/assets/account.js",
-            web::get().to(|| async {
-                secured("text/javascript; charset=utf-8", ACCOUNT_SCRIPT.to_owned())
-            }),
-        )
-        .route(
-            "/admin/auth/assets/auth.css",
-            web::get().to(|| async { secured("text/css; charset=utf-8", STYLE.to_owned()) }),
-        )
 }

@@ -2,9 +2,14 @@
 
 use actix_web::{HttpResponse, delete, get, patch, post, web};
 use api_types::{DataEnvelope, DataView, DataViewPreview, DataViewRequest, ErrorEnvelope};
+use data::RoleSubject;
+use kernel::Code;
+use kernel::validate::TimeZoneName;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 use views::store::DataViewRecord;
+use views::{Preview, PreviewAs};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -153,11 +158,79 @@ pub async fn preview(
         .views
         .preview(caller.request(), id.into_inner())
         .await?;
-    let rows: Value = serde_json::from_str(&preview.rows)
-        .map_err(|_| ApiError::new(kernel::Code::Internal, "Internal error"))?;
+    preview_answer(preview)
+}
+
+/// Who a definition's preview reads as.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewQuery {
+    /// Read as a member of this role alone (its read grants on the source
+    /// apply); none: as the administrator calling.
+    role_id: Option<Uuid>,
+    /// The user `$USER` stands for in a role's preview (none: nobody).
+    user_id: Option<Uuid>,
+    /// The IANA time zone buckets and `$PERIOD` are cut in.
+    zone: Option<String>,
+}
+
+/// Runs a definition, saved or not (the console's builder as it is
+/// edited), as the administrator or a member of a role: the SQL that ran,
+/// its bound values and its rows. The definition is checked as a save
+/// checks it; nothing is changed or audited.
+#[utoipa::path(tag = "dataviews", operation_id = "previewDataViewDefinition", security(("bearer" = [])), params(PreviewQuery),
+    request_body = inline(DataEnvelope<DataViewRequest>),
+    responses((status = 200, description = "The statement and its rows", body = inline(DataEnvelope<DataViewPreview>)),
+        (status = 400, description = "Invalid definition or zone", body = ErrorEnvelope),
+        (status = 403, description = "The role may not read the source", body = ErrorEnvelope),
+        (status = 404, description = "No such role", body = ErrorEnvelope)))]
+#[post("/dataviews/preview")]
+pub async fn preview_definition(
+    state: web::Data<AppState>,
+    _caller: Caller<AdminPlane>,
+    caller: LazyCaller,
+    query: web::Query<PreviewQuery>,
+    body: Data<Map<String, Value>>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.into_inner();
+    let zone = query
+        .zone
+        .map(|zone| {
+            TimeZoneName::parse(&zone, "zone")
+                .map_err(|e| ApiError::field(Code::InvalidQuery, "zone", e.message))
+        })
+        .transpose()?;
+    let role = match query.role_id {
+        Some(id) => {
+            let role = state.services.roles.role(id).await?;
+            Some(RoleSubject {
+                id: role.id,
+                api_access: role.api_access,
+            })
+        }
+        None => None,
+    };
+    let who = PreviewAs {
+        role,
+        user: query.user_id,
+        zone,
+    };
+    let ran = state
+        .services
+        .views
+        .preview_definition(caller.request(), &body.0, &who)
+        .await?;
+    preview_answer(ran)
+}
+
+/// A preview's answer: its rows parsed back into JSON.
+fn preview_answer(ran: Preview) -> Result<HttpResponse, ApiError> {
+    let rows: Value = serde_json::from_str(&ran.rows)
+        .map_err(|_| ApiError::new(Code::Internal, "Internal error"))?;
     Ok(ok(DataViewPreview {
-        sql: preview.sql,
-        params: preview.params,
+        sql: ran.sql,
+        params: ran.params,
         rows,
     }))
 }
