@@ -132,6 +132,22 @@ impl Browser {
         serde_json::from_value(found).unwrap()
     }
 
+    /// No serious or critical accessibility violation on the page open, in
+    /// the light theme and in the dark one (`screen` names it in a failure).
+    pub(crate) async fn accessible_in_both_themes(&self, screen: &str) {
+        for theme in ["light", "dark"] {
+            self.client
+                .execute(
+                    "document.documentElement.dataset.theme = arguments[0];",
+                    vec![json!(theme)],
+                )
+                .await
+                .unwrap();
+            let violations = self.accessibility_violations().await;
+            assert!(violations.is_empty(), "{screen} ({theme}): {violations:?}");
+        }
+    }
+
     pub(crate) async fn open(&self, app: &TestApp, path: &str) {
         self.client
             .goto(&format!("{}{path}", app.address))
@@ -1424,18 +1440,7 @@ async fn the_grants_page_grants_a_row_filter_and_previews_as_the_role() {
         serde_json::from_str::<serde_json::Value>(json.as_str().unwrap()).unwrap(),
         json!({ "owner": { "eq": "$USER.id" } })
     );
-    for theme in ["light", "dark"] {
-        browser
-            .client
-            .execute(
-                "document.documentElement.dataset.theme = arguments[0];",
-                vec![json!(theme)],
-            )
-            .await
-            .unwrap();
-        let violations = browser.accessibility_violations().await;
-        assert!(violations.is_empty(), "grants ({theme}): {violations:?}");
-    }
+    browser.accessible_in_both_themes("grants").await;
     click(&browser, "#new-grant button[type=submit]").await;
     wait_for_text(&browser, "#grants tbody", "$USER.id").await;
     let grants = app
@@ -1801,53 +1806,22 @@ async fn the_settings_tokens_invitations_and_audit_pages_work() {
 async fn every_console_page_loads_without_errors_and_fits_360_pixels() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
-    crate::data::keyed_table(
-        &app,
-        &admin,
-        "items",
-        json!([{ "name": "label", "dataType": "text" }]),
-        &["GET", "POST"],
-    )
-    .await;
+    crate::console::items(&app, &admin, &["GET", "POST"]).await;
     let browser = Browser::start().await;
     browser.client.set_window_size(360, 800).await.unwrap();
     browser.sign_in_to(&app, "/admin/").await;
     browser.console_errors().await;
-    for path in [
-        "/admin/",
-        "/admin/tables",
-        "/admin/rows/app/items",
-        "/admin/people",
-        "/admin/grants",
-        "/admin/access",
-        "/admin/settings",
-        "/admin/audit",
-        "/admin/workflows",
-        "/admin/dataviews",
-        "/admin/sql",
-        "/admin/snapshot",
-        "/admin/help/",
-        "/admin/help/workflows",
-    ] {
+    for path in crate::console::PAGES
+        .iter()
+        .chain(&["/admin/help/", "/admin/help/workflows"])
+    {
         browser.open(&app, path).await;
         browser.wait_for("main[data-page]").await;
         // The page's reads are done when the network is quiet a moment.
         tokio::time::sleep(Duration::from_millis(700)).await;
         let errors = browser.console_errors().await;
         assert!(errors.is_empty(), "{path}: {errors:?}");
-        // Accessible in both themes: no serious or critical violation.
-        for theme in ["light", "dark"] {
-            browser
-                .client
-                .execute(
-                    "document.documentElement.dataset.theme = arguments[0];",
-                    vec![json!(theme)],
-                )
-                .await
-                .unwrap();
-            let violations = browser.accessibility_violations().await;
-            assert!(violations.is_empty(), "{path} ({theme}): {violations:?}");
-        }
+        browser.accessible_in_both_themes(path).await;
         let wider = browser
             .client
             .execute(

@@ -15,8 +15,9 @@ use crate::browser::{
     Browser, add_rule_in, choose_in, click, console_at, type_into, wait_for_text, wait_gone,
 };
 
-/// The pages of the console a signed-in administrator opens.
-const PAGES: [&str; 13] = [
+/// The pages of the console a signed-in administrator opens (a dashboard's
+/// is checked beside them).
+pub(crate) const PAGES: [&str; 12] = [
     "/admin/",
     "/admin/tables",
     "/admin/rows/app/items",
@@ -29,8 +30,19 @@ const PAGES: [&str; 13] = [
     "/admin/dataviews",
     "/admin/sql",
     "/admin/snapshot",
-    "/admin/dashboards/any",
 ];
+
+/// `app.items`: a key and a `label`, exposed for `methods`.
+pub(crate) async fn items(app: &TestApp, admin: &str, methods: &[&str]) {
+    crate::data::keyed_table(
+        app,
+        admin,
+        "items",
+        json!([{ "name": "label", "dataType": "text" }]),
+        methods,
+    )
+    .await;
+}
 
 /// Every `src="…"` and `href="…"` of `html` under `/admin/` assets.
 fn asset_paths(html: &str) -> Vec<String> {
@@ -240,23 +252,6 @@ async fn value_of(browser: &Browser, css: &str) -> String {
         .to_owned()
 }
 
-/// No serious or critical accessibility violation on the page open, in the
-/// light theme and in the dark one.
-async fn accessible_in_both_themes(browser: &Browser, screen: &str) {
-    for theme in ["light", "dark"] {
-        browser
-            .client
-            .execute(
-                "document.documentElement.dataset.theme = arguments[0];",
-                vec![json!(theme)],
-            )
-            .await
-            .unwrap();
-        let violations = browser.accessibility_violations().await;
-        assert!(violations.is_empty(), "{screen} ({theme}): {violations:?}");
-    }
-}
-
 /// Orders at one instant (10:00 UTC on 1 April 2026, 23:00 that day in
 /// Auckland); a role reading the orders under 10 only.
 async fn orders_and_a_role(app: &TestApp, admin: &str) -> String {
@@ -347,7 +342,7 @@ async fn a_dataview_is_built_and_previewed_as_a_role_by_clicks_and_typing() {
     // In Auckland, 10:00 UTC is 23:00 on the same day, at +13:00.
     type_into(&browser, "#preview-zone", "Pacific/Auckland").await;
     wait_for_text(&browser, "#preview-rows", "2026-04-01T00:00:00+13:00").await;
-    accessible_in_both_themes(&browser, "dataviews builder").await;
+    browser.accessible_in_both_themes("dataviews builder").await;
 
     // The JSON tab holds what the clicks built, and Save sends it.
     let expected = json!({ "slug": "by-region", "name": "By region", "source": "app.orders",
@@ -495,14 +490,7 @@ async fn steps_move_by_dragging_and_by_buttons() {
 async fn a_row_inserted_in_one_browser_shows_in_the_others_grid_within_2_s() {
     let app = spawn_app().await;
     let admin = app.admin_session().await;
-    crate::data::keyed_table(
-        &app,
-        &admin,
-        "items",
-        json!([{ "name": "label", "dataType": "text" }]),
-        &["GET", "POST", "PATCH", "DELETE"],
-    )
-    .await;
+    items(&app, &admin, &["GET", "POST", "PATCH", "DELETE"]).await;
     let first = app
         .post(
             "/api/data/app/items",
@@ -566,7 +554,7 @@ async fn a_row_inserted_in_one_browser_shows_in_the_others_grid_within_2_s() {
     wait_gone(&other, &format!("#grid tr[data-key='{id}']")).await;
     wait_for_text(&other, "#count", "of 1").await;
     add_rule_in(&other, "#filter-builder", "label", "equals", "x").await;
-    accessible_in_both_themes(&other, "rows page, live").await;
+    other.accessible_in_both_themes("rows page, live").await;
 
     // The other browser's session signed out elsewhere: its stream ends
     // and the grid says it is paused.

@@ -98,6 +98,27 @@ fn per_day() -> Value {
         "sort": ["day"], "limit": 1000 })
 }
 
+/// Lets `role` read the sales of the red team only; answers their April
+/// total in cents.
+async fn grant_red_team(app: &TestApp, admin: &str, role: &str, resource: &str) -> i64 {
+    grant(
+        app,
+        admin,
+        role,
+        resource,
+        "read",
+        json!({ "team": { "eq": "red" } }),
+        Value::Null,
+    )
+    .await;
+    SALES
+        .iter()
+        .skip(1)
+        .filter(|s| s.2 == "red")
+        .map(|s| s.1)
+        .sum()
+}
+
 /// Cents as the JSON number of a numeric sum.
 fn cents(value: &Value) -> i64 {
     (value
@@ -129,11 +150,15 @@ fn expected_days(zone: Tz) -> Vec<(String, i64, i64)> {
         .collect()
 }
 
+/// (day, total in cents, count) of each row of a view's answer.
 fn days_of(answer: &Answer) -> Vec<(String, i64, i64)> {
     assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
-    answer
-        .data()
-        .as_array()
+    days_in(answer.data())
+}
+
+/// (day, total in cents, count) of each of `rows`.
+fn days_in(rows: &Value) -> Vec<(String, i64, i64)> {
+    rows.as_array()
         .unwrap()
         .iter()
         .map(|row| {
@@ -318,22 +343,7 @@ async fn readers_need_grants_on_the_view_and_its_source_whose_filters_apply() {
 
     // A row filter on the source hides rows from the aggregate; the source
     // needs no exposure.
-    grant(
-        &app,
-        &admin,
-        &role,
-        &resource,
-        "read",
-        json!({ "team": { "eq": "red" } }),
-        Value::Null,
-    )
-    .await;
-    let red: i64 = SALES
-        .iter()
-        .skip(1)
-        .filter(|s| s.2 == "red")
-        .map(|s| s.1)
-        .sum();
+    let red = grant_red_team(&app, &admin, &role, &resource).await;
     let rows = days_of(&read().await);
     assert_eq!(rows.iter().map(|r| r.1).sum::<i64>(), red);
     assert_eq!(
@@ -563,18 +573,7 @@ async fn an_unsaved_definition_previews_as_a_role_in_a_zone() {
     };
     let days = |answer: &Answer| {
         assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
-        answer.data()["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|row| {
-                (
-                    row["day"].as_str().unwrap().to_owned(),
-                    cents(&row["total"]),
-                    row["count"].as_i64().unwrap(),
-                )
-            })
-            .collect::<Vec<_>>()
+        days_in(&answer.data()["rows"])
     };
 
     let auckland = preview("?zone=Pacific/Auckland".into(), per_day()).await;
@@ -587,22 +586,7 @@ async fn an_unsaved_definition_previews_as_a_role_in_a_zone() {
     let denied = preview(as_role.clone(), per_day()).await;
     assert_eq!(denied.status, StatusCode::FORBIDDEN, "{:?}", denied.body);
     assert_eq!(denied.code(), "PERMISSION_DENIED");
-    grant(
-        &app,
-        &admin,
-        &role,
-        &resource,
-        "read",
-        json!({ "team": { "eq": "red" } }),
-        Value::Null,
-    )
-    .await;
-    let red: i64 = SALES
-        .iter()
-        .skip(1)
-        .filter(|s| s.2 == "red")
-        .map(|s| s.1)
-        .sum();
+    let red = grant_red_team(&app, &admin, &role, &resource).await;
     let rows = days(&preview(as_role.clone(), per_day()).await);
     assert_eq!(rows.iter().map(|r| r.1).sum::<i64>(), red);
     // The administrator's preview of the same definition sees every team.

@@ -118,9 +118,14 @@ const PAGES: [Page; 12] = [
     console_page!("/admin/snapshot", "Snapshot", "snapshot"),
 ];
 
+/// The editor of definitions (records, Builder and JSON tabs) the
+/// workflows and DataViews pages share, at their `{{editor}}`.
+const EDITOR: &str = include_str!("../../assets/console/editor.html");
+
 /// The HTML of `page` with its links written under `base`.
 fn render(base: &str, page: &Page) -> String {
-    shell(base, page.title, page.name, page.body, page.scripts)
+    let body = page.body.replace("{{editor}}", EDITOR);
+    shell(base, page.title, page.name, &body, page.scripts)
 }
 
 /// The layout around `body`, titled `title`, started as page `name`, with
