@@ -1170,12 +1170,17 @@ async fn the_rows_page_shows_related_rows_groups_searches_and_imports() {
     wait_for_text(&browser, "#import-result", "Inserted 2 rows").await;
     wait_for_text(&browser, "#count", "of 5").await;
     let bad = std::env::temp_dir().join(format!("orders-{}.csv", uuid::Uuid::now_v7()));
-    std::fs::write(&bad, "id,status\n6,open\nseven,open\n").unwrap();
+    // The refused record comes after one whose quoted note holds a line end.
+    std::fs::write(
+        &bad,
+        "id,status,note\n6,open,\"two\nlines\"\nseven,open,x\n",
+    )
+    .unwrap();
     let input = browser.wait_for("#import").await;
     input.send_keys(bad.to_str().unwrap()).await.unwrap();
     wait_for_text(&browser, "#grid-error", "Line 3").await;
     // The refused line itself, read from the file, under the reason.
-    wait_for_text(&browser, "#import-line", "3: seven,open").await;
+    wait_for_text(&browser, "#import-line", "3: seven,open,x").await;
     browser.wait_for("#import-progress[hidden]").await;
     let _ = std::fs::remove_file(good);
     let _ = std::fs::remove_file(bad);
@@ -1421,12 +1426,31 @@ async fn the_grants_page_grants_a_row_filter_and_previews_as_the_role() {
     browser
         .wait_for("#grant-filter .filter-json textarea[aria-invalid=true]")
         .await;
-    // The rule built by clicks and typing, the variable typed as a value.
-    click(
+    // That filter names no column the rules know the type of: the rules
+    // say it is edited as JSON; emptied there, the rules come back.
+    wait_for_text(&browser, "#grant-filter .filter-rules", "edited as JSON").await;
+    browser
+        .client
+        .execute(
+            "const box = document.querySelector('#grant-filter .filter-json textarea');
+             box.value = ''; box.dispatchEvent(new Event('input'));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    // A rule without a column is refused before anything is sent.
+    let remove = "#grant-filter [aria-label='Row filter of the new grant: remove rule 1']";
+    click(&browser, "#grant-filter [data-filter-add=top]").await;
+    choose_in(
         &browser,
-        "#grant-filter [aria-label='Row filter of the new grant: remove rule 1']",
+        "#grant-filter [data-rule='1'] .filter-column",
+        "Choose a column",
     )
     .await;
+    click(&browser, "#new-grant button[type=submit]").await;
+    wait_for_text(&browser, "#grant-error", "Choose a column for every rule").await;
+    click(&browser, remove).await;
+    // The rule built by clicks and typing, the variable typed as a value.
     add_rule_in(&browser, "#grant-filter", "owner", "equals", "$USER.id").await;
     let json = browser
         .client

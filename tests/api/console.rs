@@ -4,6 +4,7 @@
 //! guard on unsaved edits, the rows grid following realtime between two
 //! browsers, steps reordered by dragging, and a second visit from cache.
 
+use std::io::Read;
 use std::time::{Duration, Instant};
 
 use fantoccini::Locator;
@@ -96,6 +97,16 @@ async fn assets_are_kept_a_year_under_their_version_and_pages_never() {
                 "public, max-age=31536000, immutable",
                 "{path}"
             );
+            assert_eq!(response.headers()["vary"], "accept-encoding", "{path}");
+            let plain = response.bytes().await.unwrap();
+            // A browser that takes gzip gets the same bytes compressed.
+            let zipped = gzipped(&app, &path).await;
+            assert!(zipped.len() < plain.len(), "{path}");
+            let mut unzipped = Vec::new();
+            flate2::read::GzDecoder::new(&zipped[..])
+                .read_to_end(&mut unzipped)
+                .unwrap();
+            assert_eq!(unzipped, plain, "{path}");
             let parts: Vec<&str> = path.rsplitn(3, '/').collect();
             versions.insert(parts[1].to_owned());
             // Under another version (a page from before an upgrade): today's
@@ -115,6 +126,27 @@ async fn assets_are_kept_a_year_under_their_version_and_pages_never() {
     }
     let unversioned = fetch(&app, "/admin/assets/console.js").await;
     assert_eq!(unversioned.status(), StatusCode::NOT_FOUND);
+    // The pages are compressed too.
+    for page in ["/admin/", "/admin/auth/sign-in", "/admin/help/workflows"] {
+        assert!(
+            gzipped(&app, page).await.starts_with(&[0x1f, 0x8b]),
+            "{page}"
+        );
+    }
+}
+
+/// The body of `path` asked for with gzip, which it must come in.
+async fn gzipped(app: &TestApp, path: &str) -> Vec<u8> {
+    let response = app
+        .client
+        .get(format!("{}{path}", app.address))
+        .header("accept-encoding", "gzip, deflate")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "{path}");
+    assert_eq!(response.headers()["content-encoding"], "gzip", "{path}");
+    response.bytes().await.unwrap().to_vec()
 }
 
 /// The first internal name in `text`: the team's contract, its

@@ -1,9 +1,11 @@
-//! `cargo xtask bench console`: the admin console's weight and first load.
-//! For each page: the bytes of its HTML, scripts and style sheet as served
-//! (no compression), and in headless Chromium (driven over WebDriver by
-//! chromedriver) the time from navigation to the load event and until the
-//! last of the page's API reads has answered, the median of several loads
-//! with nothing cached (every console file is `no-store`).
+//! `cargo xtask bench console`: the admin console's weight, first load and
+//! repeat visit. For each page: the bytes of its HTML, scripts and style
+//! sheet as served (no compression); in headless Chromium (driven over
+//! WebDriver by chromedriver) the time from navigation to the load event and
+//! until the last of the page's API reads has answered, the median of
+//! several loads with the browser's cache off (a first visit); and the bytes
+//! a repeat visit transfers with the cache on (the assets, kept under their
+//! version, come from it).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -187,6 +189,23 @@ pub fn console() -> Result {
             &url,
         )
     };
+    // The browser's cache, switched through the DevTools protocol.
+    let cache = |disabled: bool| {
+        command(
+            driver_port,
+            "POST",
+            &format!("/session/{session}/goog/cdp/execute"),
+            &format!(
+                "{{\"cmd\":\"Network.setCacheDisabled\",\"params\":{{\"cacheDisabled\":{disabled}}}}}"
+            ),
+        )
+    };
+    command(
+        driver_port,
+        "POST",
+        &format!("/session/{session}/goog/cdp/execute"),
+        r#"{"cmd":"Network.enable","params":{}}"#,
+    )?;
     go("/admin/auth/sign-in")?;
     execute(
         driver_port,
@@ -195,13 +214,14 @@ pub fn console() -> Result {
     )?;
     println!("\n## Console: weight and first load (median of {LOADS}, loopback, release build)\n");
     println!(
-        "| page | HTML bytes | scripts, CSS and icon bytes | all, gzip bytes | load event ms | last API answer ms |"
+        "| page | HTML bytes | scripts, CSS and icon bytes | all, gzip bytes | load event ms | last API answer ms | repeat visit, bytes transferred |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for page in PAGES {
         let (html, assets, compressed) = weight(port, page)?;
         let mut loaded = Vec::new();
         let mut answered = Vec::new();
+        cache(true)?;
         for _ in 0..LOADS {
             go(page)?;
             // The page's reads start after the load event; give them time to end.
@@ -220,8 +240,18 @@ pub fn console() -> Result {
             loaded.push(numbers.next().unwrap_or(f64::NAN));
             answered.push(numbers.next().unwrap_or(f64::NAN));
         }
+        cache(false)?;
+        go(page)?;
+        go(page)?;
+        std::thread::sleep(Duration::from_millis(600));
+        let repeat = execute(
+            driver_port,
+            &session,
+            "return performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))
+                .reduce((sum, e) => sum + e.transferSize, 0);",
+        )?;
         println!(
-            "| {page} | {html} | {assets} | {compressed} | {:.1} | {:.1} |",
+            "| {page} | {html} | {assets} | {compressed} | {:.1} | {:.1} | {repeat} |",
             median(&mut loaded),
             median(&mut answered)
         );

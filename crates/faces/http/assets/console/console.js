@@ -97,6 +97,32 @@ function dataTable(columns, rows) {
   return box;
 }
 
+const NUMERIC_TYPE = /^(smallint|integer|bigint|numeric|real|double precision|decimal)\b/;
+
+// Text typed for a column of `dataType` as the JSON value it stands for: a
+// number for a numeric column when the number reads back as the same text
+// (else the text, which the server reads exactly), true or false for a
+// boolean column, else the text.
+function typedValue(dataType, text) {
+  const trimmed = text.trim();
+  if (NUMERIC_TYPE.test(dataType || "") && trimmed !== "" && String(Number(trimmed)) === trimmed) return Number(trimmed);
+  if (dataType === "boolean" && (trimmed === "true" || trimmed === "false")) return trimmed === "true";
+  return text;
+}
+
+// The columns ({ name, dataType }) of `schema.table`, read once per schema.
+const knownColumns = new Map();
+async function columnsOfTable(schema, table) {
+  const name = `${schema}.${table}`;
+  if (!knownColumns.has(name)) {
+    const result = await api(`/admin/api/schema/${encodeURIComponent(schema)}/tables`);
+    for (const found of result?.status === 200 ? result.answer.data : []) {
+      knownColumns.set(`${schema}.${found.name}`, found.columns.map((c) => ({ name: c.name, dataType: c.dataType })));
+    }
+  }
+  return knownColumns.get(name) || [];
+}
+
 // Parses the JSON in a text box; marks the box and answers undefined when it does not parse.
 function jsonOf(id, alertId) {
   const box = document.getElementById(id);
@@ -269,6 +295,11 @@ function startUnsavedGuard() {
   document.addEventListener("click", (event) => {
     const target = event.target.closest("a[href]");
     if (!target || target.hasAttribute("download") || event.defaultPrevented || !hasUnsaved()) return;
+    // A new tab, or a place on this same page, leaves nothing.
+    if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) return;
+    if (target.target && target.target !== "_self") return;
+    const to = new URL(target.href, location.href);
+    if (to.pathname === location.pathname && to.search === location.search) return;
     if (!confirm("You have unsaved edits. Leave this page and lose them?")) { event.preventDefault(); return; }
     leaving = true;
   });
@@ -438,6 +469,8 @@ async function dashboardPage() {
 }
 
 async function signOut() {
+  if (hasUnsaved() && !confirm("You have unsaved edits. Sign out and lose them?")) return;
+  leaving = true;
   const token = sessionStorage.getItem(SESSION_KEY);
   if (token) await fetch(BASE + "/api/auth/logout", { method: "POST", headers: { Authorization: "Bearer " + token } }).catch(() => null);
   sessionStorage.removeItem(SESSION_KEY);

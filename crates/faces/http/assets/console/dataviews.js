@@ -11,13 +11,10 @@ const BUCKETS = ["hour", "day", "week", "month", "year"];
 const AGGREGATES = [["count", "count of"], ["sum", "sum of"], ["avg", "average of"], ["min", "lowest"], ["max", "highest"]];
 const KINDS = [["plain", "Group by a column"], ["bucket", "Group by a time bucket"], ["agg", "Aggregate"]];
 const TIME_TYPE = /^(date|timestamp)/;
-const SUMMABLE = /^(smallint|integer|bigint|numeric|real|double precision)/;
 
 let views;
 // The definition the builder edits; every change is written to the JSON tab.
 let view = null;
-// The source's columns ({ name, dataType }), by "schema.table".
-const sourceColumns = new Map();
 let tables = [];
 let viewFilter = null;
 // Output columns whose name was typed: no longer named after their column.
@@ -35,29 +32,25 @@ function suggestedName(column) {
   return column.column || "";
 }
 
-async function columnsOf(source) {
-  if (!source || sourceColumns.has(source)) return sourceColumns.get(source) || [];
-  const [schema] = source.split(".");
-  const result = await api(`/admin/api/schema/${encodeURIComponent(schema)}/tables`);
-  for (const table of result?.status === 200 ? result.answer.data : []) {
-    sourceColumns.set(`${schema}.${table.name}`, table.columns.map((c) => ({ name: c.name, dataType: c.dataType })));
-  }
-  return sourceColumns.get(source) || [];
+// The columns of `source` (schema.table), none when there is none.
+function columnsOf(source) {
+  const [schema, table] = (source || "").split(".");
+  return table ? columnsOfTable(schema, table) : Promise.resolve([]);
 }
 
-// Writes the definition into the JSON tab and runs the preview again.
-function edited() {
+// Writes the definition into the JSON tab and, unless only its slug or
+// name changed (`named`), runs the preview again.
+function edited(named = false) {
   writeDefinition(view);
-  schedulePreview();
+  if (!named) schedulePreview();
 }
 
-function textInput(owner, key, label, { type = "text", placeholder = "", onInput } = {}) {
+function textInput(owner, key, label, { type = "text", placeholder = "" } = {}) {
   const input = element("input", null, { type, autocomplete: "off", spellcheck: "false", "data-path": key, placeholder });
   input.value = owner[key] ?? "";
   input.addEventListener("input", () => {
     owner[key] = type === "number" ? (input.value === "" ? undefined : Number(input.value)) : input.value;
-    if (onInput) onInput();
-    edited();
+    edited(key === "slug" || key === "name");
   });
   return field(label, input);
 }
@@ -77,7 +70,7 @@ function outputRow(columns, i) {
   const row = element("li", null, { class: "output-column", "data-path": `columns[${i}]` });
   const kind = choice(KINDS, kindOf(column), { "aria-label": `Kind of column ${number}`, "data-path": `columns[${i}].kind` });
   const fit = (c) => kindOf(column) === "bucket" ? TIME_TYPE.test(c.dataType)
-    : column.agg === "sum" || column.agg === "avg" ? SUMMABLE.test(c.dataType) : true;
+    : column.agg === "sum" || column.agg === "avg" ? NUMERIC_TYPE.test(c.dataType) : true;
   const sourceOptions = columns.filter(fit).map((c) => [c.name, `${c.name} (${c.dataType})`]);
   if (column.agg === "count") sourceOptions.unshift(["", "every row"]);
   else sourceOptions.unshift(["", "Choose a column"]);
@@ -177,8 +170,11 @@ function orderCard() {
   return card;
 }
 
-// Draws the builder from `view`; `focus`: a control to focus after.
+// Draws the builder from `view`; `focus`: a control to focus after. Only
+// the last draw asked for lands (a source's columns are read first).
+let drawn = 0;
 async function drawView(focus) {
+  const serial = ++drawn;
   const builder = document.getElementById("builder");
   if (!view) {
     builder.replaceChildren(element("p", "The JSON tab holds a definition that does not parse: fix it there.", { class: "widget-error" }));
@@ -187,6 +183,7 @@ async function drawView(focus) {
   if (!Array.isArray(view.columns)) view.columns = [];
   if (!Array.isArray(view.sort)) view.sort = [];
   const columns = await columnsOf(view.source);
+  if (serial !== drawn) return;
   const basics = element("fieldset", null, { class: "card basics-card", "data-path": "" });
   basics.append(element("legend", "View"));
   const fields = element("div", null, { class: "card-fields" });
@@ -284,8 +281,9 @@ function refusedInView(error) {
   for (const old of document.querySelectorAll("#builder .card-error")) old.hidden = true;
   if (!error.field) return;
   const path = error.field.replace(/^data\./, "");
-  const top = path.replace(/[.[].*$/, "");
+  const top = path.replace(/[.[].*$/, "").replace(/^limit$/, "sort");
   const card = document.querySelector(`#builder .card[data-path="${CSS.escape(top)}"]`) || document.querySelector("#builder .basics-card");
+  if (!card) return;
   const message = card.querySelector(":scope > .card-error");
   message.textContent = `${error.message} (${error.field})`;
   message.hidden = false;
@@ -293,14 +291,21 @@ function refusedInView(error) {
   if (found) { found.setAttribute("aria-invalid", "true"); found.focus(); }
 }
 
+// Shows the definition in the JSON tab in the builder; names that are not
+// the ones the builder would give count as typed, so they stay.
 function viewFromBox() {
   view = definitionInBox();
+  for (const column of Array.isArray(view?.columns) ? view.columns : []) {
+    if (column && column.name !== suggestedName(column)) namedByHand.add(column);
+  }
   drawView();
   schedulePreview();
 }
 
 async function dataviewsPage() {
-  startDefinitionTabs((parsed) => { view = parsed; drawView(); schedulePreview(); });
+  startDefinitionTabs(viewFromBox);
+  // What is typed in the JSON tab is previewed too.
+  document.getElementById("definition").addEventListener("input", schedulePreview);
   const resources = await api("/admin/api/resources");
   tables = (resources?.answer?.data || []).filter((r) => r.schema !== "svc").map((r) => `${r.schema}.${r.table}`);
   await startPreview();

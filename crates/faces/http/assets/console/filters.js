@@ -19,7 +19,8 @@ const FILTER_VARIABLES = [
   ["$PERIOD.startOfWeek", "start of this week (Monday)"], ["$PERIOD.startOfMonth", "start of this month"],
   ["$PERIOD.startOfYear", "start of this year"],
 ];
-const NUMBER_TYPE = /^(smallint|integer|bigint|numeric|real|double precision|int|float|decimal)/;
+// Groups nest this deep at most; a deeper filter is edited as JSON.
+const FILTER_DEPTH = 3;
 
 // The values the value inputs offer: one list for the page.
 function filterVariablesList() {
@@ -31,68 +32,71 @@ function filterVariablesList() {
   return list.id;
 }
 
-// A rule's typed value as the JSON the filter language takes.
+// A rule's typed value as the JSON the filter language takes: variables
+// and the patterns of like, ilike and search as typed, the rest typed by
+// the column (console.js's typedValue).
 function ruleValue(rule, column) {
   if (rule.op === "isNull") return rule.text !== "false";
-  const one = (text) => {
-    const trimmed = text.trim();
-    if (trimmed.startsWith("$")) return trimmed;
-    const type = column?.dataType || "";
-    if ((NUMBER_TYPE.test(type) || (!type && /^-?\d+(\.\d+)?$/.test(trimmed))) && trimmed !== "" && !Number.isNaN(Number(trimmed))) return Number(trimmed);
-    if (type === "boolean" && (trimmed === "true" || trimmed === "false")) return trimmed === "true";
-    return text;
-  };
-  if (rule.op === "in" || rule.op === "nin") return rule.text.split(",").map((part) => one(part.trim())).filter((v) => v !== "");
+  const textual = rule.op === "like" || rule.op === "ilike" || rule.op === "search";
+  const one = (text) => (text.trim().startsWith("$") ? text.trim() : textual ? text : typedValue(column?.dataType, text));
+  if (rule.op === "in" || rule.op === "nin") return rule.text.split(",").map((part) => part.trim()).filter(Boolean).map(one);
   return one(rule.text);
 }
 
 // The text a value shows in a rule's input.
 function ruleText(op, value) {
   if (op === "isNull") return value === false ? "false" : "true";
-  if (Array.isArray(value)) return value.map((v) => (typeof v === "string" ? v : JSON.stringify(v))).join(", ");
-  return typeof value === "string" ? value : JSON.stringify(value);
+  if (Array.isArray(value)) return value.map(String).join(", ");
+  return String(value);
 }
 
-// The rules of `filter` (the JSON), or null when the builder cannot show it.
-function rulesOf(filter) {
+// The rules of `filter` (the JSON) over `columns` with `operators`, or
+// null when the rules cannot show it exactly (not, a deeper group, an
+// operator not offered, a value the rules would send back otherwise): the
+// filter is then edited as JSON, never rewritten.
+function rulesOf(filter, columns, operators, depth = 1) {
   if (filter === null || filter === undefined) return { join: "and", rules: [] };
-  if (typeof filter !== "object" || Array.isArray(filter)) return null;
+  if (typeof filter !== "object" || Array.isArray(filter) || depth > FILTER_DEPTH) return null;
   const keys = Object.keys(filter);
   if (keys.length === 1 && (keys[0] === "and" || keys[0] === "or")) {
     if (!Array.isArray(filter[keys[0]])) return null;
     const rules = [];
     for (const part of filter[keys[0]]) {
-      const group = rulesOf(part);
+      const single = part && typeof part === "object" && !("and" in part || "or" in part) && Object.keys(part).length === 1;
+      const group = rulesOf(part, columns, operators, single ? depth : depth + 1);
       if (!group) return null;
-      // A part of one rule is that rule; a group of its own stays a group.
-      const single = group.rules.length === 1 && !group.rules[0].rules && !("and" in part || "or" in part);
-      rules.push(single ? group.rules[0] : group);
+      // A part of one rule is that rule; any other part is a group of its own.
+      rules.push(single && group.rules.length === 1 ? group.rules[0] : group);
     }
     return { join: keys[0], rules };
   }
   const rules = [];
   for (const column of keys) {
-    if (column === "not") return null;
     const ops = filter[column];
-    if (!ops || typeof ops !== "object" || Array.isArray(ops) || !Object.keys(ops).length) return null;
+    if (column === "not" || !ops || typeof ops !== "object" || Array.isArray(ops) || !Object.keys(ops).length) return null;
     for (const [op, value] of Object.entries(ops)) {
-      if (!FILTER_OPERATORS.some(([known]) => known === op)) return null;
-      rules.push({ column, op, text: ruleText(op, value) });
+      if (!operators.some(([known]) => known === op)) return null;
+      const rule = { column, op, text: ruleText(op, value) };
+      const back = ruleValue(rule, columns.find((c) => c.name === column));
+      if (JSON.stringify(back) !== JSON.stringify(value)) return null;
+      rules.push(rule);
     }
   }
   return { join: "and", rules };
 }
 
-// The JSON of a group of rules; null when it has none.
+// The JSON of a group of rules: null when it has none, undefined when a
+// rule names no column.
 function filterOf(group, columns) {
   const parts = [];
   for (const rule of group.rules) {
     if (rule.rules) {
       const inner = filterOf(rule, columns);
+      if (inner === undefined) return undefined;
       if (inner) parts.push(inner);
       continue;
     }
-    if (!rule.column) continue;
+    if (!rule.column) return undefined;
     parts.push({ [rule.column]: { [rule.op]: ruleValue(rule, columns.find((c) => c.name === rule.column)) } });
   }
   if (!parts.length) return null;
@@ -102,9 +106,12 @@ function filterOf(group, columns) {
 // A filter builder in `box` over `columns` ({ name, dataType }): `filter`,
 // the JSON it starts with; `search`, whether full-text search is offered;
 // `name`, what the rules filter (in the controls' names); `changed`, told
-// after every edit. Answers { value() (the JSON; undefined while the JSON
-// typed does not parse), set(filter), columns(list) }.
-function filterBuilder(box, { columns = [], filter = null, search = false, name = "Filter", changed = () => {} } = {}) {
+// after every edit; `enter`, whether Enter in a value submits its form
+// (the rows page) or not (a grant, which Enter must not make half typed).
+// Answers { value() (the JSON; undefined while a rule has no column or the
+// JSON typed does not parse), problem() (what is wrong then), set(filter),
+// columns(list), refuse(message) }.
+function filterBuilder(box, { columns = [], filter = null, search = false, name = "Filter", changed = () => {}, enter = false } = {}) {
   const operators = FILTER_OPERATORS.filter(([op]) => search || op !== "search");
   const variables = filterVariablesList();
   let group = { join: "and", rules: [] };
@@ -114,15 +121,22 @@ function filterBuilder(box, { columns = [], filter = null, search = false, name 
   const details = element("details", null, { class: "filter-json" });
   const text = element("textarea", null, { rows: "3", spellcheck: "false", "aria-label": `${name} as JSON` });
   const error = element("p", null, { class: "widget-error", role: "alert", hidden: "" });
-  details.append(element("summary", "JSON (advanced)"), text, error);
-  box.replaceChildren(rulesBox, details);
+  details.append(element("summary", "JSON (advanced)"), text);
+  box.replaceChildren(rulesBox, error, details);
   box.classList.add("filter-builder");
+  if (!enter) {
+    box.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && event.target.matches("input")) event.preventDefault();
+    });
+  }
+  const problem = () => (json !== undefined ? "" : error.textContent || "Choose a column for every rule.");
+  const say = (message) => { error.textContent = message; error.hidden = !message; };
 
   const emit = () => {
     json = advanced ? json : filterOf(group, columns);
-    if (document.activeElement !== text) text.value = json === null ? "" : JSON.stringify(json, null, 2);
+    if (document.activeElement !== text && json !== undefined) text.value = json === null ? "" : JSON.stringify(json, null, 2);
     text.removeAttribute("aria-invalid");
-    error.hidden = true;
+    say(json === undefined ? "Choose a column for every rule." : "");
     changed();
   };
 
@@ -189,7 +203,7 @@ function filterBuilder(box, { columns = [], filter = null, search = false, name 
     });
     const actions = element("p", null, { class: "actions" });
     actions.append(add);
-    if (!label || label.split(".").length < 3) {
+    if (!label || label.split(".").length < FILTER_DEPTH - 1) {
       const nest = element("button", "Add a group", { type: "button", class: "ghost", "data-filter-group": label || "top" });
       nest.addEventListener("click", () => {
         owner.rules.push({ join: owner.join === "and" ? "or" : "and", rules: [{ column: columns[0]?.name || "", op: "eq", text: "" }] });
@@ -204,7 +218,7 @@ function filterBuilder(box, { columns = [], filter = null, search = false, name 
 
   const draw = (focus) => {
     if (advanced) {
-      rulesBox.replaceChildren(element("p", "This filter uses what the rules cannot show (not): it is edited as JSON below.", { class: "help" }));
+      rulesBox.replaceChildren(element("p", "This filter uses what the rules cannot show exactly (not, deeper groups, values of other types): it is edited as JSON below.", { class: "help" }));
       details.open = true;
       return;
     }
@@ -213,14 +227,14 @@ function filterBuilder(box, { columns = [], filter = null, search = false, name 
   };
 
   const set = (filter) => {
-    const rules = rulesOf(filter);
+    const rules = rulesOf(filter, columns, operators);
     advanced = !rules;
     group = rules || { join: "and", rules: [] };
     json = filter ?? null;
     draw();
     text.value = json === null ? "" : JSON.stringify(json, null, 2);
     text.removeAttribute("aria-invalid");
-    error.hidden = true;
+    say("");
   };
 
   // The JSON typed: rules again when they can show it.
@@ -231,28 +245,28 @@ function filterBuilder(box, { columns = [], filter = null, search = false, name 
       parsed = typed ? JSON.parse(typed) : null;
     } catch (failure) {
       text.setAttribute("aria-invalid", "true");
-      error.textContent = `Not JSON: ${failure.message}`;
-      error.hidden = false;
       json = undefined;
+      say(`Not JSON: ${failure.message}`);
       changed();
       return;
     }
-    const rules = rulesOf(parsed);
+    const rules = rulesOf(parsed, columns, operators);
     advanced = !rules;
     if (rules) group = rules;
     json = parsed;
     draw();
     text.removeAttribute("aria-invalid");
-    error.hidden = true;
+    say("");
     changed();
   });
 
   set(filter);
   return {
     value: () => json,
+    problem,
     set,
     columns: (list) => { columns = list; draw(); },
     // Marks the filter refused (its JSON shown, with the message).
-    refuse: (message) => { details.open = true; text.setAttribute("aria-invalid", "true"); error.textContent = message; error.hidden = false; },
+    refuse: (message) => { details.open = true; text.setAttribute("aria-invalid", "true"); say(message); },
   };
 }

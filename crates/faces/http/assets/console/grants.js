@@ -9,22 +9,8 @@ const ACTIONS = { resource: ["read", "create", "update", "delete"], workflow: ["
 
 // What a grant can be on, by id: { kind, label, columns() }.
 const targets = new Map();
-// The columns ({ name, dataType }) of the tables, by "schema.table".
-const tableColumns = new Map();
 let newFilter;
 let matrixFilter;
-
-// The columns of `schema.table`, read once per schema.
-async function columnsOfTable(schema, table) {
-  const name = `${schema}.${table}`;
-  if (!tableColumns.has(name)) {
-    const result = await api(`/admin/api/schema/${encodeURIComponent(schema)}/tables`);
-    for (const found of result?.status === 200 ? result.answer.data : []) {
-      tableColumns.set(`${schema}.${found.name}`, found.columns.map((c) => ({ name: c.name, dataType: c.dataType })));
-    }
-  }
-  return tableColumns.get(name) || [];
-}
 
 function selectedRole() {
   return document.getElementById("grant-role").value;
@@ -90,9 +76,13 @@ function toggle(role, table, action) {
 /// Opens the in-place editor of `grant`'s row filter (`cell`: the toggle
 /// focus goes back to).
 async function editGrant(grant, label, cell) {
-  editing = { grant, cell };
+  const mine = { grant, cell };
+  editing = mine;
   const table = MATRIX.tables.find((t) => t.id === grant.resourceId);
-  matrixFilter.columns(table ? await columnsOfTable(table.schema, table.table) : []);
+  const columns = table ? await columnsOfTable(table.schema, table.table) : [];
+  // Another cell opened meanwhile: it is the one edited.
+  if (editing !== mine) return;
+  matrixFilter.columns(columns);
   matrixFilter.set(grant.filter ?? null);
   document.getElementById("matrix-edit").hidden = false;
   document.getElementById("matrix-edit-title").textContent = label;
@@ -112,7 +102,7 @@ function closeEditor() {
 async function saveFilter() {
   showAlert("matrix-error", "");
   const filter = matrixFilter.value();
-  if (filter === undefined) return showAlert("matrix-error", "The filter's JSON does not parse.");
+  if (filter === undefined) return showAlert("matrix-error", matrixFilter.problem());
   if (!editing) return;
   const save = document.getElementById("matrix-save");
   save.disabled = true;
@@ -244,7 +234,8 @@ async function loadTargets() {
   MATRIX.tables = tables.filter((r) => r.schema !== "svc");
   add("resource", "Tables", tables, (r) => `${r.schema}.${r.table}`, (r) => columnsOfTable(r.schema, r.table));
   add("workflow", "Workflows", workflows?.answer?.data || [], (w) => `workflow ${w.slug}`, async () => []);
-  // A DataView grant's filter is over the view's output columns.
+  // A DataView grant's filter is over the view's output columns: a count
+  // is a number; the others are sent as typed, which the server reads.
   add("dataView", "DataViews", views?.answer?.data || [], (v) => `view ${v.slug}`,
     async (v) => (Array.isArray(v.columns) ? v.columns : []).map((c) => ({ name: c.name, dataType: c.agg === "count" ? "bigint" : "" })));
   target.replaceChildren(...groups);
@@ -260,7 +251,7 @@ async function addGrant(event) {
   const kind = targets.get(id)?.kind;
   if (!kind) return showAlert("grant-error", "Choose what the grant is on.");
   const filter = kind === "workflow" ? null : newFilter.value();
-  if (filter === undefined) return showAlert("grant-error", "The filter's JSON does not parse.");
+  if (filter === undefined) return showAlert("grant-error", newFilter.problem());
   const data = { roleId: selectedRole(), action: document.getElementById("grant-action").value, [`${kind}Id`]: id };
   if (filter !== null) data.filter = filter;
   const columns = document.getElementById("grant-columns").value.split(",").map((c) => c.trim()).filter(Boolean);

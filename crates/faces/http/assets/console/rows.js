@@ -12,7 +12,6 @@
 "use strict";
 
 const PAGE = 50;
-const NUMERIC = /^(smallint|integer|bigint|numeric|real|double precision)/;
 const grid = { schema: "", table: "", columns: [], key: [], offset: 0, sort: "", filter: null, embeds: [], info: null, total: 0 };
 // How long a row changed elsewhere stays marked, in milliseconds.
 const MARKED_FOR = 2000;
@@ -25,10 +24,8 @@ function dataPath(suffix) {
 // Text typed in a cell as the JSON value its column takes: empty is null.
 function valueOf(column, text) {
   if (text === "") return null;
-  if (NUMERIC.test(column.dataType) && text.trim() !== "" && !Number.isNaN(Number(text))) return Number(text);
-  if (column.dataType === "boolean" && (text === "true" || text === "false")) return text === "true";
   if (/^jsonb?$/.test(column.dataType)) { try { return JSON.parse(text); } catch { return text; } }
-  return text;
+  return typedValue(column.dataType, text);
 }
 
 function shown(value) {
@@ -228,10 +225,23 @@ function upload(file, token) {
   });
 }
 
-// Line `number` of `file` (1 is the header), read from its first 16 MiB.
+// Record `number` of the CSV `file` (1 is the header; a quoted field may
+// hold line ends), read from its first 16 MiB; undefined past them.
 async function lineOfFile(file, number) {
   const text = await file.slice(0, 16 * 1024 * 1024).text();
-  return text.split(/\r?\n/)[number - 1];
+  let record = 1;
+  let start = 0;
+  let quoted = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text[i];
+    if (c === '"') quoted = !quoted;
+    else if (c === "\n" && !quoted) {
+      if (record === number) return text.slice(start, i).replace(/\r$/, "");
+      record += 1;
+      start = i + 1;
+    }
+  }
+  return record === number && start < text.length ? text.slice(start) : undefined;
 }
 
 // A CSV file's rows, inserted all or none.
@@ -361,13 +371,11 @@ function mark(tr, kind) {
 function applyChange(kind, change) {
   const body = document.getElementById("grid").tBodies[0];
   if (!body.rows.length) return;
-  // Rows without a key cannot be told apart: the page is read again.
-  if (!grid.key.length) {
-    clearTimeout(applyChange.reload);
-    applyChange.reload = setTimeout(load, 300);
-    return;
-  }
-  const key = keyOf(change.row);
+  // Rows without a key cannot be told apart: the page is read again, once
+  // nothing is being typed in the grid.
+  if (!grid.key.length) return reloadWhenIdle();
+  // An update finds the row by its key before the change.
+  const key = keyOf(kind === "update" && change.old ? change.old : change.row);
   const shown = body.querySelector(`tr[data-key="${CSS.escape(key)}"]`);
   if (kind === "delete") {
     if (!shown) return;
@@ -378,19 +386,33 @@ function applyChange(kind, change) {
     return showCount();
   }
   if (!shown && kind === "update") return;
-  const kept = shown ? shown.row : {};
-  const tr = dataRow({ ...kept, ...change.row });
-  tr.row = { ...kept, ...change.row };
   if (shown) {
+    const row = { ...shown.row, ...change.row };
+    // A cell being edited keeps its input: the row takes the change, the
+    // cells show it once the edit ends.
+    if (shown.querySelector("input")) { Object.assign(shown.row, change.row); return mark(shown, "update"); }
+    const tr = dataRow(row);
     shown.replaceWith(tr);
-  } else {
-    if (grid.offset !== 0) return;
-    body.rows[0].after(tr);
-    grid.total += 1;
-    grid.shown += 1;
-    showCount();
+    return mark(tr, "update");
   }
-  mark(tr, shown ? "update" : "insert");
+  grid.total += 1;
+  // New rows come first on the first page, up to a page more than it shows.
+  if (grid.offset === 0 && grid.shown < 2 * PAGE) {
+    const tr = dataRow(change.row);
+    body.rows[0].after(tr);
+    grid.shown += 1;
+    mark(tr, "insert");
+  }
+  showCount();
+}
+
+// Reads the page again once no input of the grid has the focus.
+function reloadWhenIdle() {
+  clearTimeout(reloadWhenIdle.timer);
+  reloadWhenIdle.timer = setTimeout(() => {
+    if (document.activeElement?.closest("#grid") && document.activeElement.matches("input")) return reloadWhenIdle();
+    load();
+  }, 300);
 }
 
 // Follows the table's changes under the grants of the person signed in,
@@ -427,12 +449,12 @@ async function rowsPage() {
   grid.filter = addressFilter();
   grid.key = info.columns.filter((c) => c.primaryKey).map((c) => c.name);
   rowFilter = filterBuilder(document.getElementById("filter-builder"), {
-    columns: grid.columns, filter: grid.filter, search: true, name: "Row filter",
+    columns: grid.columns, filter: grid.filter, search: true, name: "Row filter", enter: true,
   });
   document.getElementById("filter").addEventListener("submit", (event) => {
     event.preventDefault();
     const value = rowFilter.value();
-    if (value === undefined) return showAlert("grid-error", "The filter's JSON does not parse.");
+    if (value === undefined) return showAlert("grid-error", rowFilter.problem());
     grid.filter = value;
     grid.offset = 0;
     load();

@@ -29,7 +29,7 @@ function settingInput(key, value) {
   if (value !== null && typeof value === "object") {
     const group = element("div", null, { class: "setting-object", role: "group", "aria-label": key, "data-object": key });
     for (const [part, inner] of Object.entries(value)) {
-      const row = element("label", null, { class: "setting-part" });
+      const row = element("div", null, { class: "setting-part" });
       row.append(element("span", part, { class: "field-name" }), settingInput(`${key}.${part}`, inner));
       group.append(row);
     }

@@ -1,11 +1,17 @@
 //! Scripts, styles and icons of the pages, embedded in the binary and served
 //! under a path that names their version (a hash of their content), so a
 //! browser keeps them for a year and asks again only when the binary's
-//! assets change. The pages that link them stay `no-store`.
+//! assets change. Each is compressed once, at its first request, and sent
+//! compressed to browsers that take gzip. The pages that link them stay
+//! `no-store`.
+
+use std::io::Write;
+use std::sync::OnceLock;
 
 use actix_web::http::header::{self, HeaderValue};
-use actix_web::middleware::Compress;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
+use flate2::Compression;
+use flate2::write::GzEncoder;
 
 use crate::routes::pages::secured;
 
@@ -23,6 +29,30 @@ pub(crate) struct AssetSet {
     folder: &'static str,
     /// The first 16 hex digits of the FNV-1a hash of every name and body.
     version: String,
+    /// Each asset compressed with gzip, at its first request.
+    compressed: Box<[OnceLock<Vec<u8>>]>,
+}
+
+/// `body` compressed with gzip.
+fn gzip(body: &str) -> Vec<u8> {
+    let mut encoder = GzEncoder::new(Vec::with_capacity(body.len() / 3), Compression::best());
+    // Writing to a Vec cannot fail.
+    let _ = encoder.write_all(body.as_bytes());
+    encoder.finish().unwrap_or_default()
+}
+
+/// Whether the request's `Accept-Encoding` takes gzip.
+fn takes_gzip(request: &HttpRequest) -> bool {
+    request
+        .headers()
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            value.split(',').any(|coding| {
+                let mut parts = coding.split(';').map(str::trim);
+                parts.next() == Some("gzip") && parts.all(|p| p != "q=0" && p != "q=0.0")
+            })
+        })
 }
 
 impl AssetSet {
@@ -37,6 +67,7 @@ impl AssetSet {
         Self {
             folder,
             version: format!("{hash:016x}"),
+            compressed: assets.iter().map(|_| OnceLock::new()).collect(),
         }
     }
 
@@ -45,32 +76,49 @@ impl AssetSet {
         format!("{base}{}/{}/{name}", self.folder, self.version)
     }
 
-    /// Adds `{folder}/{version}/{name}` for `assets`, compressed when the
-    /// browser takes gzip: the current version
+    /// Adds `{folder}/{version}/{name}` for `assets`: the current version
     /// is cached for a year; another one (a page loaded before an upgrade)
     /// gets today's file, not kept, so no cache holds it under a wrong name.
-    pub(crate) fn register(&self, config: &mut web::ServiceConfig, assets: &'static [Asset]) {
-        let current = self.version.clone();
-        let resource = web::resource(format!("{}/{{version}}/{{name}}", self.folder))
-            .wrap(Compress::default());
-        config.service(
-            resource.route(web::get().to(move |path: web::Path<(String, String)>| {
-                let (version, name) = path.into_inner();
-                let answer = match assets.iter().find(|a| a.name == name) {
-                    Some(asset) => {
-                        let mut answer = secured(asset.content_type, asset.body.to_owned());
-                        if version == current {
-                            answer.headers_mut().insert(
-                                header::CACHE_CONTROL,
-                                HeaderValue::from_static("public, max-age=31536000, immutable"),
-                            );
+    pub(crate) fn register(
+        &'static self,
+        config: &mut web::ServiceConfig,
+        assets: &'static [Asset],
+    ) {
+        config.route(
+            &format!("{}/{{version}}/{{name}}", self.folder),
+            web::get().to(
+                move |request: HttpRequest, path: web::Path<(String, String)>| {
+                    let (version, name) = path.into_inner();
+                    let answer = match assets.iter().position(|a| a.name == name) {
+                        Some(index) => {
+                            let asset = &assets[index];
+                            let mut answer = if takes_gzip(&request) {
+                                let body = self.compressed[index].get_or_init(|| gzip(asset.body));
+                                let mut answer = secured(asset.content_type, body.as_slice());
+                                answer.headers_mut().insert(
+                                    header::CONTENT_ENCODING,
+                                    HeaderValue::from_static("gzip"),
+                                );
+                                answer
+                            } else {
+                                secured(asset.content_type, asset.body)
+                            };
+                            answer
+                                .headers_mut()
+                                .insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+                            if version == self.version {
+                                answer.headers_mut().insert(
+                                    header::CACHE_CONTROL,
+                                    HeaderValue::from_static("public, max-age=31536000, immutable"),
+                                );
+                            }
+                            answer
                         }
-                        answer
-                    }
-                    None => HttpResponse::NotFound().finish(),
-                };
-                std::future::ready(answer)
-            })),
+                        None => HttpResponse::NotFound().finish(),
+                    };
+                    std::future::ready(answer)
+                },
+            ),
         );
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::LazyLock;
 
 use actix_web::http::header::{self, HeaderValue};
+use actix_web::middleware::Compress;
 use actix_web::{HttpResponse, web};
 
 use crate::routes::assets::{Asset, AssetSet, CSS, JAVASCRIPT};
@@ -69,7 +70,10 @@ const PAGES: [(&str, &str, &str); 6] = [
 
 /// Security headers of every page and asset. The token sits in the page's
 /// URL, so no referrer ever leaves it.
-pub(crate) fn secured(content_type: &'static str, body: String) -> HttpResponse {
+pub(crate) fn secured(
+    content_type: &'static str,
+    body: impl actix_web::body::MessageBody + 'static,
+) -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(content_type)))
         .insert_header((header::REFERRER_POLICY, "no-referrer"))
@@ -93,12 +97,13 @@ pub fn register<'a>(config: &'a mut web::ServiceConfig, base: &str) -> &'a mut w
             .replace("{{assets}}", &SET.path(base, ""))
             .replace("{{icon}}", &console::SET.path(base, "favicon.svg"))
             .replace("{{base}}", base);
-        config.route(
-            path,
-            web::get().to(move || {
-                let html = html.clone();
-                async move { secured("text/html; charset=utf-8", html) }
-            }),
+        config.service(
+            web::resource(path)
+                .wrap(Compress::default())
+                .route(web::get().to(move || {
+                    let html = html.clone();
+                    async move { secured("text/html; charset=utf-8", html) }
+                })),
         );
     }
     SET.register(config, &ASSETS);

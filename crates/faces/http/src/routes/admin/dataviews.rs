@@ -1,5 +1,6 @@
 //! DataViews: drafts, publishing and previews.
 
+use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, delete, get, patch, post, web};
 use api_types::{DataEnvelope, DataView, DataViewPreview, DataViewRequest, ErrorEnvelope};
 use data::RoleSubject;
@@ -14,7 +15,7 @@ use views::{Preview, PreviewAs};
 use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{AdminPlane, Caller, Data, LazyCaller};
-use crate::respond::{created, no_content, ok};
+use crate::respond::{created, json_data, no_content, ok};
 
 fn dataview(record: DataViewRecord) -> DataView {
     let draft = |key: &str| record.draft.get(key).cloned().unwrap_or(Value::Null);
@@ -224,13 +225,12 @@ pub async fn preview_definition(
     preview_answer(ran)
 }
 
-/// A preview's answer: its rows parsed back into JSON.
+/// A preview's answer: its statement and values, and its rows as
+/// PostgreSQL wrote them (not parsed again, so no number is rounded).
 fn preview_answer(ran: Preview) -> Result<HttpResponse, ApiError> {
-    let rows: Value = serde_json::from_str(&ran.rows)
+    let head = serde_json::to_string(&serde_json::json!({ "sql": ran.sql, "params": ran.params }))
         .map_err(|_| ApiError::new(Code::Internal, "Internal error"))?;
-    Ok(ok(DataViewPreview {
-        sql: ran.sql,
-        params: ran.params,
-        rows,
-    }))
+    // `head` is an object: its closing brace makes room for the rows.
+    let data = format!("{},\"rows\":{}}}", &head[..head.len() - 1], ran.rows);
+    Ok(json_data(StatusCode::OK, &data))
 }
