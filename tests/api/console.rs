@@ -588,6 +588,16 @@ async fn a_row_inserted_in_one_browser_shows_in_the_others_grid_within_2_s() {
     add_rule_in(&other, "#filter-builder", "label", "equals", "x").await;
     other.accessible_in_both_themes("rows page, live").await;
 
+    // A filter the rules cannot show exactly (an empty "or": no row) is
+    // kept as JSON, never widened by the rules.
+    let none = crate::data::encode(r#"{"or":[]}"#);
+    other
+        .open(&app, &format!("/admin/rows/app/items?filter={none}"))
+        .await;
+    wait_for_text(&other, "#filter-builder .filter-rules", "edited as JSON").await;
+    wait_for_text(&other, "#count", "No rows").await;
+    other.wait_for("#live[data-state=live]").await;
+
     // The other browser's session signed out elsewhere: its stream ends
     // and the grid says it is paused.
     let token = other

@@ -13,6 +13,8 @@ const KINDS = [["plain", "Group by a column"], ["bucket", "Group by a time bucke
 const TIME_TYPE = /^(date|timestamp)/;
 
 let views;
+// Whether the Builder tab is the one shown (set by startDefinitionTabs).
+let builderOpen = () => true;
 // The definition the builder edits; every change is written to the JSON tab.
 let view = null;
 let tables = [];
@@ -296,14 +298,22 @@ function refusedInView(error) {
 function viewFromBox() {
   view = definitionInBox();
   for (const column of Array.isArray(view?.columns) ? view.columns : []) {
-    if (column && column.name !== suggestedName(column)) namedByHand.add(column);
+    if (column && typeof column === "object" && column.name !== suggestedName(column)) namedByHand.add(column);
   }
   drawView();
   schedulePreview();
 }
 
 async function dataviewsPage() {
-  startDefinitionTabs(viewFromBox);
+  builderOpen = startDefinitionTabs(viewFromBox);
+  // A filter rule without a column is refused before Save sends the last
+  // complete filter (this runs before the editor's own Save).
+  document.getElementById("editor").addEventListener("submit", (event) => {
+    if (!builderOpen() || viewFilter?.value() !== undefined) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    showAlert("editor-error", viewFilter.problem());
+  }, true);
   // What is typed in the JSON tab is previewed too.
   document.getElementById("definition").addEventListener("input", schedulePreview);
   const resources = await api("/admin/api/resources");

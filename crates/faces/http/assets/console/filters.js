@@ -59,10 +59,14 @@ function rulesOf(filter, columns, operators, depth = 1) {
   if (typeof filter !== "object" || Array.isArray(filter) || depth > FILTER_DEPTH) return null;
   const keys = Object.keys(filter);
   if (keys.length === 1 && (keys[0] === "and" || keys[0] === "or")) {
-    if (!Array.isArray(filter[keys[0]])) return null;
+    // An empty list is a filter of its own (or: no row): not a group.
+    if (!Array.isArray(filter[keys[0]]) || !filter[keys[0]].length) return null;
     const rules = [];
     for (const part of filter[keys[0]]) {
-      const single = part && typeof part === "object" && !("and" in part || "or" in part) && Object.keys(part).length === 1;
+      if (!part || typeof part !== "object" || Array.isArray(part)) return null;
+      const only = Object.keys(part);
+      const single = only.length === 1 && only[0] !== "and" && only[0] !== "or"
+        && part[only[0]] && typeof part[only[0]] === "object" && Object.keys(part[only[0]]).length === 1;
       const group = rulesOf(part, columns, operators, single ? depth : depth + 1);
       if (!group) return null;
       // A part of one rule is that rule; any other part is a group of its own.

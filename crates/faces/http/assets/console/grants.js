@@ -38,7 +38,9 @@ function grantRow(grant) {
 // ---- The matrix: roles by tables and actions -----------------------------
 
 const MATRIX = { roles: [], tables: [], grants: [] };
+// The grant the matrix's panel shows; the one last asked for.
 let editing = null;
+let opening = null;
 
 /// The toggle of `action` on `table` for `role`, marked when granted;
 /// pressed, it grants the action (after a confirmation for a write), edits
@@ -77,11 +79,13 @@ function toggle(role, table, action) {
 /// focus goes back to).
 async function editGrant(grant, label, cell) {
   const mine = { grant, cell };
-  editing = mine;
+  opening = mine;
   const table = MATRIX.tables.find((t) => t.id === grant.resourceId);
   const columns = table ? await columnsOfTable(table.schema, table.table) : [];
-  // Another cell opened meanwhile: it is the one edited.
-  if (editing !== mine) return;
+  // Another cell opened meanwhile: it is the one edited. Until its columns
+  // are read, Save and Remove still act on the grant the panel shows.
+  if (opening !== mine) return;
+  editing = mine;
   matrixFilter.columns(columns);
   matrixFilter.set(grant.filter ?? null);
   document.getElementById("matrix-edit").hidden = false;
@@ -209,12 +213,16 @@ async function loadMembers() {
 }
 
 // The actions and the filter's columns of the target chosen.
+let targetChosen = 0;
 async function fillActions() {
+  const serial = ++targetChosen;
   const target = targets.get(document.getElementById("grant-target").value);
   const kind = target?.kind || "resource";
   document.getElementById("grant-action").replaceChildren(...ACTIONS[kind].map((a) => element("option", a, { value: a })));
   document.getElementById("grant-filter-box").hidden = kind === "workflow";
-  newFilter.columns(target ? await target.columns() : []);
+  const columns = target ? await target.columns() : [];
+  // A target chosen since: its columns are the ones shown.
+  if (serial === targetChosen) newFilter.columns(columns);
 }
 
 async function loadTargets() {

@@ -390,7 +390,11 @@ function applyChange(kind, change) {
     const row = { ...shown.row, ...change.row };
     // A cell being edited keeps its input: the row takes the change, the
     // cells show it once the edit ends.
-    if (shown.querySelector("input")) { Object.assign(shown.row, change.row); return mark(shown, "update"); }
+    if (shown.querySelector("input")) {
+      Object.assign(shown.row, change.row);
+      shown.dataset.key = keyOf(shown.row);
+      return mark(shown, "update");
+    }
     const tr = dataRow(row);
     shown.replaceWith(tr);
     return mark(tr, "update");
@@ -406,11 +410,14 @@ function applyChange(kind, change) {
   showCount();
 }
 
-// Reads the page again once no input of the grid has the focus.
+// Reads the page again once nothing is being typed in the grid (no input
+// focused, no new row half typed).
 function reloadWhenIdle() {
   clearTimeout(reloadWhenIdle.timer);
   reloadWhenIdle.timer = setTimeout(() => {
-    if (document.activeElement?.closest("#grid") && document.activeElement.matches("input")) return reloadWhenIdle();
+    const typing = [...document.querySelectorAll("#grid input")]
+      .some((input) => input === document.activeElement || input.value !== "");
+    if (typing) return reloadWhenIdle();
     load();
   }, 300);
 }

@@ -50,7 +50,13 @@ fn takes_gzip(request: &HttpRequest) -> bool {
         .is_some_and(|value| {
             value.split(',').any(|coding| {
                 let mut parts = coding.split(';').map(str::trim);
-                parts.next() == Some("gzip") && parts.all(|p| p != "q=0" && p != "q=0.0")
+                let named = parts.next().is_some_and(|c| c.eq_ignore_ascii_case("gzip"));
+                // `q=0` (in any spelling) refuses it.
+                named
+                    && parts.all(|p| {
+                        let weight = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q="));
+                        weight.is_none_or(|q| q.parse::<f32>().map_or(true, |q| q > 0.0))
+                    })
             })
         })
 }
@@ -126,3 +132,27 @@ impl AssetSet {
 pub(crate) const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
 pub(crate) const CSS: &str = "text/css; charset=utf-8";
 pub(crate) const SVG: &str = "image/svg+xml";
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test::TestRequest;
+
+    use super::*;
+
+    #[test]
+    fn gzip_is_taken_unless_its_weight_is_zero() {
+        let takes = |value: &str| {
+            takes_gzip(
+                &TestRequest::default()
+                    .insert_header((header::ACCEPT_ENCODING, value))
+                    .to_http_request(),
+            )
+        };
+        assert!(takes("gzip, deflate, br"));
+        assert!(takes("br;q=1.0, GZIP;q=0.5"));
+        assert!(!takes("gzip;q=0"));
+        assert!(!takes("gzip;q=0.000"));
+        assert!(!takes("deflate, br"));
+        assert!(!takes_gzip(&TestRequest::default().to_http_request()));
+    }
+}
