@@ -97,7 +97,7 @@ function dataTable(columns, rows) {
   return box;
 }
 
-const NUMERIC_TYPE = /^(smallint|integer|bigint|numeric|real|double precision|decimal)\b/;
+const NUMERIC_TYPE = /^(smallint|integer|bigint|numeric|real|double precision|decimal)(\(\d+(,\s*\d+)?\))?$/;
 
 // Text typed for a column of `dataType` as the JSON value it stands for: a
 // number for a numeric column when the number reads back as the same text
