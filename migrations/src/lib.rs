@@ -82,6 +82,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0025_deferrable_service_keys",
         include_str!("../sql/0025_deferrable_service_keys.sql"),
     ),
+    (
+        "m0026_trust_fourth_round",
+        include_str!("../sql/0026_trust_fourth_round.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -2045,6 +2045,33 @@ async fn the_tables_page_evolves_a_table_and_the_snapshot_page_applies_a_snapsho
     status_shows(&browser, "Applied 1 changes").await;
     let roles = app.get("/admin/api/roles", &admin).await;
     assert!(roles.body.to_string().contains("Auditors"));
+    // A step that gives administrator power shows the mark and its reason.
+    let mut snapshot = app.get("/admin/api/snapshot", &admin).await.data().clone();
+    for resource in snapshot["resources"].as_array_mut().unwrap() {
+        if resource["schema"] == "svc" && resource["table"] == "role_members" {
+            resource["exposedMethods"] = json!(["GET", "POST"]);
+        }
+    }
+    std::fs::write(&file, snapshot.to_string()).unwrap();
+    browser.open(&app, "/admin/snapshot").await;
+    browser
+        .wait_for("#snapshot-file")
+        .await
+        .send_keys(file.to_str().unwrap())
+        .await
+        .unwrap();
+    let steps = browser
+        .wait_for("#diff:not([hidden]) #steps")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        steps.contains("alter resource svc.role_members gives administrator power")
+            && steps.contains("exposes svc.role_members for POST"),
+        "{steps}"
+    );
+    browser.wait_for("#admin-power:not([hidden])").await;
     let _ = std::fs::remove_file(&file);
     browser.client.close().await.unwrap();
 }

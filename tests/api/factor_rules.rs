@@ -312,6 +312,7 @@ async fn an_administrator_with_a_factor_resets_factors_only_from_a_proven_sessio
     // The session that added the administrator's passkey may.
     let done = app.delete(&reset, &proven).await;
     assert_eq!(done.status, StatusCode::NO_CONTENT, "{:?}", done.body);
+    let ann = app.login("ann@example.com", "password-1").await;
     assert_eq!(
         app.get("/api/auth/me", &ann).await.data()["mfa"]["passkeys"],
         0

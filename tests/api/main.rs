@@ -46,6 +46,7 @@ mod snapshot;
 mod sql_console;
 mod tokens;
 mod trust;
+mod trust_fourth;
 mod views;
 mod workflow_constructs;
 mod workflows;

@@ -33,7 +33,7 @@ pub(crate) fn code(app: &TestApp, secret: &[u8], steps: i64) -> String {
     )
 }
 
-async fn verify(address: &str, app: &TestApp, challenge: &str, code: &str) -> Answer {
+pub(crate) async fn verify(address: &str, app: &TestApp, challenge: &str, code: &str) -> Answer {
     let response = app
         .client
         .post(format!("{address}/api/auth/mfa/verify"))

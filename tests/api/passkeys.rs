@@ -528,14 +528,22 @@ async fn a_passkey_is_a_factor_for_administrators_and_their_reset_removes_it() {
         StatusCode::OK
     );
 
-    // The administrators' reset removes passkeys too: the same session is
-    // held at enrollment again, and the passkey signs in no more.
+    // The administrators' reset removes passkeys too and ends the person's
+    // sessions (API.md 21): signed in again, the person is held at
+    // enrollment, and the passkey signs in no more.
     let reset = app
         .delete(&format!("/admin/api/users/{id}/mfa"), &admin)
         .await;
     assert_eq!(reset.status, StatusCode::NO_CONTENT, "{:?}", reset.body);
+    for ended in [&signed_in, &boss] {
+        assert_eq!(
+            app.get("/admin/api/users", ended).await.code(),
+            "SESSION_EXPIRED"
+        );
+    }
+    let again = app.login("boss@example.com", "password-1").await;
     assert_eq!(
-        app.get("/admin/api/users", &signed_in).await.code(),
+        app.get("/admin/api/users", &again).await.code(),
         "MFA_ENROLLMENT_REQUIRED"
     );
     let (challenge, options) = login_start(&app, &app.address).await;

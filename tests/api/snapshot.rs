@@ -840,19 +840,19 @@ async fn a_snapshot_removes_a_check_with_its_message_and_changes_a_default() {
 }
 
 /// `POST /admin/api/snapshot/apply` with `body` as its `data`.
-async fn apply(app: &TestApp, admin: &str, body: Value) -> Answer {
+pub(crate) async fn apply(app: &TestApp, admin: &str, body: Value) -> Answer {
     app.post("/admin/api/snapshot/apply", admin, json!({ "data": body }))
         .await
 }
 
 /// A snapshot of `app`'s configuration as JSON.
-async fn exported_json(app: &TestApp, admin: &str) -> Value {
+pub(crate) async fn exported_json(app: &TestApp, admin: &str) -> Value {
     let answer = app.get("/admin/api/snapshot", admin).await;
     assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
     answer.data().clone()
 }
 
-async fn diff_of(app: &TestApp, admin: &str, snapshot: &Value) -> Vec<Value> {
+pub(crate) async fn diff_of(app: &TestApp, admin: &str, snapshot: &Value) -> Vec<Value> {
     let diff = app
         .post(
             "/admin/api/snapshot/diff",

@@ -184,6 +184,8 @@ pub struct Config {
     pub workflow_lease: std::time::Duration,
     /// How long a claimed email stays with its sender.
     pub outbox_lease: std::time::Duration,
+    /// How long a whole snapshot diff may run (30 s; not configurable).
+    pub snapshot_diff_limit: std::time::Duration,
     /// Most connections to PostgreSQL this instance holds.
     pub database_pool_size: u32,
     /// How PostgreSQL plans the prepared statements of this instance.
@@ -208,6 +210,7 @@ impl Config {
             smtp_from: self.smtp_from.clone(),
             mail_poll: self.mail_poll,
             outbox_lease: self.outbox_lease,
+            snapshot_diff_limit: self.snapshot_diff_limit,
         }
     }
 
@@ -280,6 +283,7 @@ impl Config {
             listen_for_changes: o.listen_for_changes.unwrap_or(true),
             workflow_lease: seconds(o.workflow_lease_seconds, defaults.workflow_lease),
             outbox_lease: seconds(o.outbox_lease_seconds, defaults.outbox_lease),
+            snapshot_diff_limit: defaults.snapshot_diff_limit,
             database_pool_size: o
                 .database_pool_size
                 .unwrap_or(defaults.database_pool_size)
@@ -319,6 +323,7 @@ impl Config {
             listen_for_changes: services.listen_for_changes,
             workflow_lease: services.workflow_lease,
             outbox_lease: services.outbox_lease,
+            snapshot_diff_limit: services.snapshot_diff_limit,
             database_pool_size: services.database_pool_size,
             database_plan_cache_mode: services.database_plan_cache_mode,
             files: services.files,

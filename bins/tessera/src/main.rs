@@ -115,10 +115,9 @@ fn read_snapshot(file: &PathBuf) -> anyhow::Result<serde_json::Value> {
 }
 
 fn print_step(step: &snapshot::StepReport) {
-    let power = if step.admin_power {
-        " (gives administrator power)"
-    } else {
-        ""
+    let power = match &step.admin_power {
+        Some(reason) => format!(" (gives administrator power: {reason})"),
+        None => String::new(),
     };
     match &step.values {
         Some((old, new)) => println!(

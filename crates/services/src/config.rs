@@ -20,6 +20,9 @@ pub const DEFAULT_WORKFLOW_LEASE: Duration = Duration::from_secs(30);
 /// How long a claimed email stays with its sender unless configured.
 pub const DEFAULT_OUTBOX_LEASE: Duration = Duration::from_secs(60);
 
+/// How long a whole snapshot diff may run (API.md 21).
+pub const DEFAULT_SNAPSHOT_DIFF_LIMIT: Duration = Duration::from_secs(30);
+
 /// What the services and their workers need to know of the deployment.
 #[derive(Debug, Clone)]
 pub struct ServicesConfig {
@@ -51,6 +54,8 @@ pub struct ServicesConfig {
     pub mail_poll: Duration,
     /// How long a claimed email stays with its sender.
     pub outbox_lease: Duration,
+    /// How long a whole snapshot diff may run before it is refused.
+    pub snapshot_diff_limit: Duration,
 }
 
 impl ServicesConfig {
@@ -71,6 +76,7 @@ impl ServicesConfig {
             smtp_from: DEFAULT_SMTP_FROM.to_owned(),
             mail_poll: DEFAULT_MAIL_POLL,
             outbox_lease: DEFAULT_OUTBOX_LEASE,
+            snapshot_diff_limit: DEFAULT_SNAPSHOT_DIFF_LIMIT,
         }
     }
 }

@@ -115,7 +115,9 @@ impl Services {
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         database::migrate(&db).await?;
-        let store = PgStore::new(db, clock.clone()).with_replicas(Self::replicas(config).await?);
+        let store = PgStore::new(db, clock.clone())
+            .with_replicas(Self::replicas(config).await?)
+            .with_diff_limit(config.snapshot_diff_limit);
         store.watch_replicas();
         let settings = settings::SettingsService::new(Arc::new(store.clone()));
         // One hashing pool for the process: sign-in and accounts share it.

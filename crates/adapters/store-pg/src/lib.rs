@@ -58,6 +58,8 @@ pub struct PgStore {
     statement_timeout: Arc<timeout::StatementTimeout>,
     /// Streaming replicas serving reads; none by default.
     replicas: Arc<replicas::Replicas>,
+    /// How long a whole snapshot diff may run.
+    diff_limit: Duration,
 }
 
 /// Pool size, timeouts and how PostgreSQL plans the pool's statements.
@@ -165,7 +167,15 @@ impl PgStore {
             realtime_wake: Arc::default(),
             statement_timeout: timeout::StatementTimeout::new(),
             replicas: Arc::default(),
+            diff_limit: Duration::from_secs(30),
         }
+    }
+
+    /// This store with whole snapshot diffs stopped after `limit` (30 s
+    /// unless set).
+    pub fn with_diff_limit(mut self, limit: Duration) -> Self {
+        self.diff_limit = limit;
+        self
     }
 
     /// The time of a write.

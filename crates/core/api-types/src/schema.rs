@@ -275,7 +275,8 @@ pub struct SnapshotApplyRequest {
     #[serde(default)]
     pub allow_destructive: bool,
     /// Runs steps that give administrator power (a setting naming a role
-    /// with admin access, a workflow that runs as an administrator); without
+    /// with admin access, a workflow whose runs can act as an
+    /// administrator, svc.roles or svc.role_members exposed for a write); without
     /// it they are refused (400, `field` naming the step).
     #[serde(default)]
     pub allow_admin_power: bool,
@@ -304,6 +305,9 @@ pub struct SnapshotStep {
     /// The step gives administrator power; apply needs `allowAdminPower`.
     #[serde(rename = "adminPower", skip_serializing_if = "std::ops::Not::not")]
     pub admin_power: bool,
+    /// Why the step gives administrator power (with `adminPower`).
+    #[serde(rename = "adminPowerReason", skip_serializing_if = "Option::is_none")]
+    pub admin_power_reason: Option<String>,
 }
 
 /// What `POST /admin/api/snapshot/diff` answers.

@@ -51,6 +51,9 @@ pub enum StoreError {
     /// An answer passed `data.max_answer_bytes` while it was built.
     #[error("the answer is larger than data.max_answer_bytes")]
     AnswerTooLarge,
+    /// A snapshot diff ran past its time limit and was stopped.
+    #[error("the snapshot diff ran past its time limit")]
+    DiffTooLarge,
     /// The database cannot be reached.
     #[error("database unavailable: {0}")]
     Unavailable(String),
@@ -81,7 +84,7 @@ impl ErrorCode for StoreError {
             StoreError::Unavailable(_) | StoreError::Stale => Code::Unavailable,
             StoreError::Internal(_) => Code::Internal,
             StoreError::QueryTimeout => Code::QueryTimeout,
-            StoreError::AnswerTooLarge => Code::InvalidQuery,
+            StoreError::AnswerTooLarge | StoreError::DiffTooLarge => Code::InvalidQuery,
         }
     }
 
@@ -99,6 +102,9 @@ impl ErrorCode for StoreError {
             StoreError::AnswerTooLarge => "The answer is larger than this instance allows \
                  (data.max_answer_bytes); page with a smaller limit, or narrow it with \
                  select or a filter"
+                .into(),
+            StoreError::DiffTooLarge => "The snapshot is too large to diff at once (a diff \
+                 stops after 30 s): split it, and diff and apply the parts one after another"
                 .into(),
             StoreError::QueryTimeout => "The query ran longer than this instance allows \
                  (data.statement_timeout_ms); narrow it with a filter or a smaller limit"

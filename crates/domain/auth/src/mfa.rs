@@ -342,9 +342,9 @@ impl SignInService {
         Err(AuthError::InvalidMfaCode)
     }
 
-    /// Removes every second factor of `user_id` (an administrator's reset),
-    /// from a credential that proved the caller's own factor when the
-    /// caller has one.
+    /// Removes every second factor of `user_id` (an administrator's reset)
+    /// and ends that person's sessions, from a credential that proved the
+    /// caller's own factor when the caller has one.
     pub async fn reset_mfa(
         &self,
         caller: &Principal,

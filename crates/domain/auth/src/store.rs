@@ -261,8 +261,8 @@ pub trait MfaStore: Send + Sync {
         now: DateTime<Utc>,
         event: AuditEvent,
     ) -> Result<bool, StoreError>;
-    /// Removes every second factor of a user and their challenges; false
-    /// when there is no such user.
+    /// Removes every second factor of a user and their challenges, and ends
+    /// their sessions (API.md 21); false when there is no such user.
     async fn reset_mfa(&self, user_id: Uuid, event: AuditEvent) -> Result<bool, StoreError>;
     /// Stores a sign-in challenge.
     async fn create_mfa_challenge(

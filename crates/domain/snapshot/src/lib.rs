@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 
 pub use check::{ViewSource, at};
 pub use diff::{
-    Action, CREDENTIAL_SETTINGS, Operation, Step, admin_candidates, diff, mark_admin_power,
+    Action, AdminPower, CREDENTIAL_SETTINGS, Operation, Step, admin_candidates, diff,
+    mark_admin_power,
 };
 pub use model::{
     Column, Dashboard, DataView, ForeignKey, Grant, Index, Resource, Role, Snapshot, Table,
@@ -39,8 +40,8 @@ pub struct StepReport {
     pub destructive: bool,
     /// A setting's value before and after (secrets `[REDACTED]`).
     pub values: Option<(Value, Value)>,
-    /// Whether it gives administrator power.
-    pub admin_power: bool,
+    /// Why it gives administrator power, when it does.
+    pub admin_power: Option<String>,
 }
 
 impl StepReport {
@@ -53,11 +54,11 @@ impl StepReport {
             sql: None,
             destructive: step.destructive,
             values: step.values.clone(),
-            admin_power: step.admin_power.is_some(),
+            admin_power: step.admin_power.as_ref().map(|p| p.reason.clone()),
         }
     }
 
-    /// `{ action, kind, name, sql?, old?, new?, adminPower? }`.
+    /// `{ action, kind, name, sql?, old?, new?, adminPower?, adminPowerReason? }`.
     pub fn to_json(&self) -> Value {
         let mut step = json!({ "action": self.action, "kind": self.kind, "name": self.name });
         if let Some(sql) = &self.sql {
@@ -67,8 +68,9 @@ impl StepReport {
             step["old"] = old.clone();
             step["new"] = new.clone();
         }
-        if self.admin_power {
+        if let Some(reason) = &self.admin_power {
             step["adminPower"] = Value::Bool(true);
+            step["adminPowerReason"] = Value::String(reason.clone());
         }
         step
     }

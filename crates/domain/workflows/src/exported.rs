@@ -1,12 +1,13 @@
-//! A definition's own secrets in snapshots (API.md 17): an http step's
-//! `signingSecret` and the values of its credential headers (those of
-//! [`REDACTED_HEADERS`]) leave an export as `[REDACTED]`; a `[REDACTED]`
-//! applied keeps the value the target has for that step.
+//! A definition's own secrets in snapshots (API.md 17 and 21): an http
+//! step's `signingSecret`, the values of its credential headers and the
+//! credentials of its URL (the user-info password, credential query
+//! parameters) leave an export as `[REDACTED]`; a `[REDACTED]` applied
+//! keeps the value the target has for that step.
 
 use kernel::FieldError;
 use serde_json::Value;
 
-use crate::redact::{MARK, REDACTED_HEADERS};
+use crate::redact::{MARK, is_credential_header, redacted_url, url_pieces};
 
 /// Every http step of `definition`, at any depth (conditions, loops, error
 /// branches), with its secrets replaced by `[REDACTED]`.
@@ -14,6 +15,9 @@ pub fn redact_secrets(definition: &mut Value) {
     for_each_http_step(definition, String::new(), &mut |_, step| {
         for (_, secret) in secrets_mut(step) {
             *secret = Value::String(MARK.into());
+        }
+        if let Some(Value::String(url)) = step.get_mut("url") {
+            *url = redacted_url(url);
         }
     });
 }
@@ -38,6 +42,17 @@ pub fn restore_secrets(
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
+        if let Some(Value::String(url)) = step.get_mut("url")
+            && url_pieces(url)
+                .iter()
+                .any(|&(piece, secret)| secret && piece == MARK)
+        {
+            match kept.and_then(|k| restored_url(url, k)) {
+                Some(restored) => *url = restored,
+                None if missing.is_none() => missing = Some(format!("{path}.steps.{id}.url")),
+                None => {}
+            }
+        }
         for (name, secret) in secrets_mut(step) {
             if secret.as_str() != Some(MARK) {
                 continue;
@@ -86,12 +101,16 @@ fn for_each_http_step(node: &mut Value, at: String, visit: &mut impl FnMut(&str,
 }
 
 /// Whether `stored` is the http step `step` with the same id, method and
-/// URL, and that URL names its host outright.
+/// URL (but for the URL's credentials), and that URL names its host
+/// outright.
 fn same_call(stored: &Value, step: &Value) -> bool {
+    let shown = |step: &Value| step.get("url").and_then(Value::as_str).map(redacted_url);
     stored.get("type").and_then(Value::as_str) == Some("http")
-        && ["id", "method", "url"]
+        && ["id", "method"]
             .iter()
             .all(|key| stored.get(key) == step.get(key))
+        && shown(stored).is_some()
+        && shown(stored) == shown(step)
         && step
             .get("url")
             .and_then(Value::as_str)
@@ -126,7 +145,11 @@ fn written_host(url: &str) -> bool {
         None if fixed.len() == url.len() => rest.len(),
         None => return false,
     };
-    let authority = &rest[..end];
+    // A written user-info part (its password exported as [REDACTED]) is
+    // no part of the host: URL parsers end it at the last `@`.
+    let authority = rest[..end]
+        .rsplit_once('@')
+        .map_or(&rest[..end], |(_, host)| host);
     let (host, port) = match authority.strip_prefix('[') {
         Some(bracketed) => match bracketed.split_once(']') {
             Some((address, "")) if !address.is_empty() => (address, ""),
@@ -149,6 +172,28 @@ fn written_host(url: &str) -> bool {
     host_ok && port_ok && (authority.starts_with('[') || !host.contains(':'))
 }
 
+/// `url` with each credential it carries as `[REDACTED]` taken from the
+/// URL of `stored` (the same call); none when the two do not line up.
+fn restored_url(url: &str, stored: &Value) -> Option<String> {
+    let kept = url_pieces(stored.get("url")?.as_str()?);
+    let given = url_pieces(url);
+    if kept.len() != given.len() {
+        return None;
+    }
+    let mut restored = String::with_capacity(url.len());
+    for (&(piece, secret), &(old, _)) in given.iter().zip(&kept) {
+        if secret && piece == MARK {
+            if old == MARK {
+                return None;
+            }
+            restored.push_str(old);
+        } else {
+            restored.push_str(piece);
+        }
+    }
+    Some(restored)
+}
+
 /// A step's secrets, named `signingSecret` or `headers.<name>`.
 fn secrets_mut(step: &mut Value) -> Vec<(String, &mut Value)> {
     let Value::Object(map) = step else {
@@ -162,9 +207,7 @@ fn secrets_mut(step: &mut Value) -> Vec<(String, &mut Value)> {
             && let Value::Object(headers) = value
         {
             for (name, header) in headers.iter_mut() {
-                if REDACTED_HEADERS.contains(&name.to_ascii_lowercase().as_str())
-                    && header.is_string()
-                {
+                if is_credential_header(name) && !header.is_null() {
                     found.push((format!("headers.{name}"), header));
                 }
             }
@@ -184,7 +227,7 @@ fn secret_of(step: &Value, name: &str) -> Option<Value> {
             .find_map(|(n, v)| n.eq_ignore_ascii_case(header).then_some(v))?,
         None => step.get(name)?,
     };
-    (value.is_string() && value.as_str() != Some(MARK)).then(|| value.clone())
+    (!value.is_null() && value.as_str() != Some(MARK)).then(|| value.clone())
 }
 
 #[cfg(test)]
@@ -265,6 +308,28 @@ mod tests {
             restore_secrets(&mut applied, Some(&path_only), "w").unwrap();
             assert_eq!(applied, path_only, "{url}");
         }
+        // The credentials of a URL and of any header naming one.
+        let mut keyed = stored.clone();
+        let call = &mut keyed["steps"][0]["then"][0];
+        call["url"] = json!("https://bot:pw@x.test/hook?Token=t-1&page=2&api_key=k-2");
+        call["headers"]["X-Auth-Token"] = json!("xt");
+        let mut exported_keyed = keyed.clone();
+        redact_secrets(&mut exported_keyed);
+        let call = &exported_keyed["steps"][0]["then"][0];
+        assert_eq!(
+            call["url"],
+            "https://bot:[REDACTED]@x.test/hook?Token=[REDACTED]&page=2&api_key=[REDACTED]"
+        );
+        assert_eq!(call["headers"]["X-Auth-Token"], "[REDACTED]");
+        assert_eq!(call["headers"]["Accept"], "application/json");
+        let mut applied = exported_keyed.clone();
+        restore_secrets(&mut applied, Some(&keyed), "w").unwrap();
+        assert_eq!(applied, keyed);
+        // A URL changed elsewhere than its credentials is another call.
+        let mut elsewhere = exported_keyed.clone();
+        elsewhere["steps"][0]["then"][0]["url"] =
+            json!("https://bot:[REDACTED]@x.test/hook?Token=[REDACTED]&page=3&api_key=[REDACTED]");
+        assert!(restore_secrets(&mut elsewhere, Some(&keyed), "w").is_err());
         // A target without the step refuses the mark.
         let refused = restore_secrets(&mut exported, None, "workflows[0].draft").unwrap_err();
         assert_eq!(

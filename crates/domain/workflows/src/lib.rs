@@ -37,7 +37,7 @@ pub use engine::{ChildRuns, Outbound, OutgoingRequest, Ports, RunJournal, RunUse
 pub use error::WorkflowError;
 pub use exported::{redact_secrets, restore_secrets};
 pub use model::Definition;
-pub use redact::{REDACTED_HEADERS, redacted};
+pub use redact::redacted;
 pub use run::{Outcome, RunError, RunRecord, RunStatus, StepRecord};
 pub use service::{RunnerOptions, WorkflowService};
 pub use steps::DataSteps;

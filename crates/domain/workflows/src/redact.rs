@@ -1,8 +1,10 @@
-//! What a run stores carries no secret it received (API.md 16): the values
-//! of credential headers become `[REDACTED]` wherever they appear (input,
-//! step results and errors, the run's result and error), and so do the
-//! `set-cookie` and `authorization` headers of http step answers. The steps
-//! themselves see the values as received; only the stored copy changes.
+//! What a run stores carries no secret it received (API.md 16 and 21): the
+//! values of credential headers and credential query parameters become
+//! `[REDACTED]` wherever they appear (input, step results and errors, the
+//! run's result and error), and so do the credential headers of http step
+//! answers (`set-cookie`, `authorization`, `x-auth-token`, ...). The steps themselves see the values as
+//! received; only the stored copy changes. The same rules name what an
+//! exported definition leaves out ([`crate::exported`]).
 
 use std::sync::Arc;
 
@@ -14,24 +16,130 @@ use uuid::Uuid;
 use crate::engine::RunJournal;
 use crate::run::{Outcome, RunError, StepRecord};
 
-/// Header values never stored or logged.
-pub const REDACTED_HEADERS: [&str; 5] = [
-    "authorization",
-    "cookie",
-    "set-cookie",
-    "proxy-authorization",
-    "x-api-key",
+/// Headers whose values are never stored or logged, besides those
+/// [`CREDENTIAL_HEADER_PARTS`] name.
+const REDACTED_HEADERS: [&str; 2] = ["cookie", "set-cookie"];
+/// A header whose name contains one of these, in any case, carries a
+/// credential (`Authorization`, `X-Auth-Token`, `X-Api-Key`, ...).
+const CREDENTIAL_HEADER_PARTS: [&str; 6] =
+    ["token", "secret", "key", "auth", "password", "signature"];
+/// Query parameters, in any case, whose values are credentials.
+const CREDENTIAL_PARAMS: [&str; 8] = [
+    "token",
+    "key",
+    "apikey",
+    "api_key",
+    "secret",
+    "password",
+    "signature",
+    "access_token",
 ];
-/// Headers of an http step's answer that are never stored.
-const REDACTED_ANSWER_HEADERS: [&str; 2] = ["set-cookie", "authorization"];
 /// What stands in for a secret.
 pub(crate) const MARK: &str = "[REDACTED]";
 /// Shorter values are not looked for inside other text (they would blot
 /// out ordinary words); they are still replaced where they are whole.
 const SECRET_MIN_CHARS: usize = 6;
 
-/// `start.data` with credential header values replaced by `[REDACTED]`,
-/// here and wherever else in it they appear.
+/// Whether a header named `name` carries a credential.
+pub(crate) fn is_credential_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    REDACTED_HEADERS.contains(&lower.as_str())
+        || CREDENTIAL_HEADER_PARTS
+            .iter()
+            .any(|part| lower.contains(part))
+}
+
+/// Whether a query parameter named `name` (percent-encoded or not) carries
+/// a credential.
+pub(crate) fn is_credential_param(name: &str) -> bool {
+    let decoded = percent_decoded(name).to_ascii_lowercase();
+    CREDENTIAL_PARAMS.contains(&decoded.as_str())
+}
+
+/// `text` with `%XX` sequences and `+` decoded (invalid ones kept as
+/// written).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| {
+            bytes
+                .get(at)
+                .and_then(|b| char::from(*b).to_digit(16))
+                .and_then(|d| u8::try_from(d).ok())
+        };
+        match (bytes[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(high), Some(low)) => {
+                out.push(high * 16 + low);
+                i += 3;
+                continue;
+            }
+            (b'+', _, _) => out.push(b' '),
+            (other, _, _) => out.push(other),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Where the credentials of `url` are: its pieces in order, each marked
+/// when it is one (the password of the user-info part, or the whole of a
+/// user-info part without one, and the values of [`CREDENTIAL_PARAMS`]). Joined, the pieces are `url`.
+pub(crate) fn url_pieces(url: &str) -> Vec<(&str, bool)> {
+    let mut secrets: Vec<(usize, usize)> = Vec::new();
+    // The authority follows `scheme://`, up to the path, query or fragment.
+    if let Some(scheme_end) = url.find("://")
+        && url[..scheme_end]
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        let start = scheme_end + 3;
+        let end = url[start..]
+            .find(['/', '?', '#'])
+            .map_or(url.len(), |i| start + i);
+        // The password of `user:password@`, or the whole of a `token@`.
+        if let Some(at) = url[start..end].rfind('@') {
+            let colon = url[start..start + at].find(':');
+            secrets.push((colon.map_or(start, |c| start + c + 1), start + at));
+        }
+    }
+    if let Some(question) = url.find('?') {
+        let start = question + 1;
+        let end = url[start..].find('#').map_or(url.len(), |i| start + i);
+        let mut at = start;
+        for pair in url[start..end].split('&') {
+            if let Some((name, value)) = pair.split_once('=')
+                && is_credential_param(name)
+            {
+                let value_start = at + name.len() + 1;
+                secrets.push((value_start, value_start + value.len()));
+            }
+            at += pair.len() + 1;
+        }
+    }
+    let mut pieces = Vec::with_capacity(secrets.len() * 2 + 1);
+    let mut at = 0;
+    for (start, end) in secrets {
+        pieces.push((&url[at..start], false));
+        pieces.push((&url[start..end], true));
+        at = end;
+    }
+    pieces.push((&url[at..], false));
+    pieces
+}
+
+/// `url` with its credentials replaced by `[REDACTED]`.
+pub(crate) fn redacted_url(url: &str) -> String {
+    url_pieces(url)
+        .into_iter()
+        .map(|(piece, secret)| if secret { MARK } else { piece })
+        .collect()
+}
+
+/// `start.data` with credential header values (and credential query
+/// parameters) replaced by `[REDACTED]`, here and wherever else in it they
+/// appear.
 pub fn redacted(start_data: &Value) -> Value {
     Secrets::of(start_data).redacted(start_data)
 }
@@ -41,13 +149,12 @@ impl Secrets {
     pub(crate) fn redacted(&self, start_data: &Value) -> Value {
         let mut stored = start_data.clone();
         self.scrub(&mut stored);
-        if let Some(headers) = stored
-            .pointer_mut("/meta/headers")
-            .and_then(Value::as_object_mut)
-        {
-            for (name, value) in headers.iter_mut() {
-                if REDACTED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-                    *value = Value::String(MARK.into());
+        for (pointer, is_credential) in CREDENTIAL_FIELDS {
+            if let Some(fields) = stored.pointer_mut(pointer).and_then(Value::as_object_mut) {
+                for (name, value) in fields.iter_mut() {
+                    if is_credential(name) {
+                        *value = Value::String(MARK.into());
+                    }
                 }
             }
         }
@@ -55,8 +162,19 @@ impl Secrets {
     }
 }
 
-/// The secrets a run received: its credential header values, and the
-/// credential alone of an `authorization` value (`Bearer <it>`).
+/// Whether a field's name says its value is a credential.
+type NamesCredential = fn(&str) -> bool;
+
+/// Where a start's credentials are: its headers and its query, each with
+/// the rule that names them.
+const CREDENTIAL_FIELDS: [(&str, NamesCredential); 2] = [
+    ("/meta/headers", is_credential_header),
+    ("/query", is_credential_param),
+];
+
+/// The secrets a run received: its credential header and query values,
+/// and the credential alone of a header's `<scheme> <it>` value (`Bearer
+/// <it>`).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Secrets(Vec<String>);
 
@@ -64,18 +182,24 @@ impl Secrets {
     /// The secrets of `start.data`.
     pub(crate) fn of(start_data: &Value) -> Self {
         let mut found: Vec<String> = Vec::new();
-        if let Some(headers) = start_data
-            .pointer("/meta/headers")
-            .and_then(Value::as_object)
-        {
-            for (name, value) in headers {
-                let Some(text) = value.as_str() else { continue };
-                if !REDACTED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        for (pointer, is_credential) in CREDENTIAL_FIELDS {
+            let Some(fields) = start_data.pointer(pointer).and_then(Value::as_object) else {
+                continue;
+            };
+            for (name, value) in fields {
+                if !is_credential(name) {
                     continue;
                 }
-                found.push(text.to_owned());
-                if let Some((_, credential)) = text.split_once(' ') {
-                    found.push(credential.trim().to_owned());
+                // A repeated query parameter holds a list of values.
+                let texts = match value {
+                    Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+                    other => other.as_str().into_iter().collect::<Vec<_>>(),
+                };
+                for text in texts {
+                    found.push(text.to_owned());
+                    if let Some((_, credential)) = text.split_once(' ') {
+                        found.push(credential.trim().to_owned());
+                    }
                 }
             }
         }
@@ -135,7 +259,7 @@ impl Secrets {
                 continue;
             };
             for (name, value) in headers {
-                if REDACTED_ANSWER_HEADERS.contains(&name.to_ascii_lowercase().as_str())
+                if is_credential_header(name)
                     && let Some(text) = value.as_str()
                     && !text.is_empty()
                 {
@@ -250,11 +374,61 @@ mod tests {
             "authorization": "Bearer x", "cookie": "a=b", "set-cookie": "c", "proxy-authorization": "p",
             "x-api-key": "k", "x-other": "kept" } } });
         let stored = redacted(&data);
-        for name in REDACTED_HEADERS {
+        for name in [
+            "authorization",
+            "cookie",
+            "set-cookie",
+            "proxy-authorization",
+            "x-api-key",
+        ] {
             assert_eq!(stored["meta"]["headers"][name], MARK);
         }
         assert_eq!(stored["meta"]["headers"]["x-other"], "kept");
         assert_eq!(data["meta"]["headers"]["authorization"], "Bearer x");
+    }
+
+    #[test]
+    fn headers_naming_a_credential_and_credential_parameters_are_redacted() {
+        let data = json!({ "query": { "Access_Token": "at-123456", "page": "2", "%6Bey": ["k-1234567"] },
+            "body": { "copied": "at-123456" },
+            "meta": { "headers": { "X-Auth-Token": "tok-1234567", "X-Signature": "sig",
+                "X-Client-Secret": "s", "X-Password": "p", "Accept": "json" } } });
+        let stored = redacted(&data);
+        for name in [
+            "X-Auth-Token",
+            "X-Signature",
+            "X-Client-Secret",
+            "X-Password",
+        ] {
+            assert_eq!(stored["meta"]["headers"][name], MARK, "{name}");
+        }
+        assert_eq!(stored["meta"]["headers"]["Accept"], "json");
+        assert_eq!(stored["query"]["Access_Token"], MARK);
+        assert_eq!(stored["query"]["%6Bey"], MARK);
+        assert_eq!(stored["query"]["page"], "2");
+        assert_eq!(stored["body"]["copied"], MARK, "a copy of a credential too");
+    }
+
+    #[test]
+    fn a_urls_password_and_credential_parameters_are_its_secrets() {
+        let url = "https://user:pa:ss@api.test:8443/v1?page=2&TOKEN=t0k&api_key=&%73ecret=s#key=k";
+        assert_eq!(
+            redacted_url(url),
+            "https://user:[REDACTED]@api.test:8443/v1?page=2&TOKEN=[REDACTED]&api_key=[REDACTED]&%73ecret=[REDACTED]#key=k"
+        );
+        let joined: String = url_pieces(url).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(joined, url);
+        assert_eq!(
+            redacted_url("https://ghp_x1@git.test/r"),
+            "https://[REDACTED]@git.test/r"
+        );
+        for plain in [
+            "https://api.test/?tokens=1",
+            "https://api.test/a:b@c",
+            "/relative?page=1",
+        ] {
+            assert_eq!(redacted_url(plain), plain);
+        }
     }
 
     #[test]
@@ -279,6 +453,7 @@ mod tests {
             kind: "http".into(),
             status: RunStatus::Succeeded,
             result: json!({ "status": 200, "headers": { "Set-Cookie": "sid=1", "authorization": "x",
+                                                        "X-Auth-Token": "t-1",
                                                         "content-type": "text/plain" }, "body": "ok" }),
             error: None,
             started_at: Utc::now(),
@@ -297,6 +472,7 @@ mod tests {
         let stored = Secrets::default().with_answers(&steps).steps(&steps);
         assert_eq!(stored[0].result["headers"]["Set-Cookie"], MARK);
         assert_eq!(stored[0].result["headers"]["authorization"], MARK);
+        assert_eq!(stored[0].result["headers"]["X-Auth-Token"], MARK);
         assert_eq!(stored[0].result["headers"]["content-type"], "text/plain");
         assert_eq!(stored[1].result["cookie"], MARK, "a copy of the cookie too");
     }

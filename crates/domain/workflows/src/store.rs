@@ -102,8 +102,6 @@ pub struct WebhookTarget {
     pub workflow_id: Uuid,
     /// Its published `{ trigger, steps }`.
     pub definition: Value,
-    /// When it was published (the snapshot's identity).
-    pub published_at: DateTime<Utc>,
     /// The roles holding its invoke grant.
     pub invoke_roles: Vec<Uuid>,
     /// For a public call over `workflows.public_rate_limit_per_minute`:

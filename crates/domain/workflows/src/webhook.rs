@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use kernel::settings::PUBLIC_RATE_LIMIT_KEY;
 use permissions::{Plane, Principal};
 use serde_json::{Map, Value, json};
@@ -170,19 +169,22 @@ impl WorkflowService {
 /// Most published definitions kept parsed; past it the memory starts afresh.
 const PUBLISHED_MAX: usize = 1_000;
 
-/// Published snapshots, parsed once per publication rather than on every
-/// webhook call; a publication is known by its workflow and `publishedAt`.
+/// Published snapshots, parsed once per definition rather than on every
+/// webhook call. A publication is known by its workflow and its stored
+/// definition itself, which every webhook call reads: a write that changes
+/// the definition without a new publish (a table renamed, a snapshot
+/// applied) is seen at the next call, on every instance.
 #[derive(Default)]
 pub(crate) struct PublishedDefinitions(RwLock<HashMap<Uuid, Publication>>);
 
-/// A parsed published snapshot and when it was published.
-type Publication = (DateTime<Utc>, Arc<Definition>);
+/// A published definition as stored, and parsed.
+type Publication = (Value, Arc<Definition>);
 
 impl PublishedDefinitions {
     fn get(&self, target: &WebhookTarget) -> Result<Arc<Definition>, WorkflowError> {
         let known = self.0.read().ok().and_then(|map| {
             map.get(&target.workflow_id)
-                .filter(|(at, _)| *at == target.published_at)
+                .filter(|(stored, _)| *stored == target.definition)
                 .map(|(_, definition)| definition.clone())
         });
         if let Some(definition) = known {
@@ -195,7 +197,7 @@ impl PublishedDefinitions {
             }
             map.insert(
                 target.workflow_id,
-                (target.published_at, definition.clone()),
+                (target.definition.clone(), definition.clone()),
             );
         }
         Ok(definition)

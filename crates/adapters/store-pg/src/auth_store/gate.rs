@@ -13,23 +13,49 @@ use uuid::Uuid;
 use crate::query::Query;
 use crate::{rows, stmt};
 
+/// Session `$s` (of user `$u`) proved a factor, and the account still has
+/// one that existed when it did (API.md 21: a factor reset and set up
+/// again is not what the session proved).
+macro_rules! session_factor {
+    ($s:literal, $u:literal) => {
+        concat!(
+            "(",
+            $s,
+            ".factor IS NOT NULL AND (EXISTS (SELECT 1 FROM svc.user_totp t ",
+            "WHERE t.user_id = ",
+            $u,
+            " AND t.secret IS NOT NULL AND t.seq < ",
+            $s,
+            ".factor_seq) ",
+            "OR EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = ",
+            $u,
+            " AND p.seq < ",
+            $s,
+            ".factor_seq)))"
+        )
+    };
+}
+
 /// The gate of account `$1` with session `$2` at `$3`, and what an
 /// enrolment counts beside it.
-const GATE_SQL: &str = "SELECT \
+const GATE_SQL: &str = concat!(
+    "SELECT \
         EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) \
         OR EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id) AS has_factor, \
-        EXISTS (SELECT 1 FROM svc.sessions s WHERE s.id = $2 AND s.user_id = u.id \
-                AND s.factor IS NOT NULL) AS session_factor, \
+        EXISTS (SELECT 1 FROM svc.sessions s WHERE s.id = $2 AND s.user_id = u.id AND ",
+    session_factor!("s", "u.id"),
+    ") AS session_factor, \
         u.email_verified, \
         (SELECT count(*) FROM svc.passkeys p WHERE p.user_id = u.id) AS passkeys, \
         EXISTS (SELECT 1 FROM svc.sessions s WHERE s.id = $2 AND s.user_id = u.id \
                 AND s.revoked_at IS NULL AND s.expires_at > $3) AS session_live \
-    FROM svc.users u WHERE u.id = $1";
+    FROM svc.users u WHERE u.id = $1"
+);
 
-/// Marks the session `$1` of `$2` as made with the factor `$3`, unless it
-/// proved one already.
-pub(super) const SESSION_FACTOR_SQL: &str =
-    "UPDATE svc.sessions SET factor = $3 WHERE id = $1 AND user_id = $2 AND factor IS NULL";
+/// Marks the session `$1` of `$2` as made with the factor `$3`, which it
+/// has just enrolled (numbered after it, so it counts).
+pub(super) const SESSION_FACTOR_SQL: &str = "UPDATE svc.sessions \
+     SET factor = $3, factor_seq = nextval('svc.factor_seq') WHERE id = $1 AND user_id = $2";
 
 /// The gate and the counts an enrolment needs, read in one statement.
 #[derive(FromQueryResult)]

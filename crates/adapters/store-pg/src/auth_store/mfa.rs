@@ -125,8 +125,9 @@ pub(super) fn record_sql(
                 s.method.as_str().into(),
                 s.factor.map(|f| f.as_str()).into(),
             ]);
-            ", s AS (INSERT INTO svc.sessions (id, user_id, token_hash, created_at, expires_at, ip, user_agent, method, factor) \
-                VALUES ($10, $1, $11, $12, $13, $14, $15, $16, $17))"
+            ", s AS (INSERT INTO svc.sessions (id, user_id, token_hash, created_at, expires_at, ip, user_agent, method, factor, factor_seq) \
+                VALUES ($10, $1, $11, $12, $13, $14, $15, $16, $17, \
+                        CASE WHEN $17::text IS NOT NULL THEN nextval('svc.factor_seq') END))"
         }
         None => "",
     };
@@ -244,7 +245,7 @@ impl MfaStore for PgStore {
         let enabled = execute(
             &txn,
             "UPDATE svc.user_totp SET secret = pending_secret, pending_secret = NULL, \
-             last_step = $3, enabled_at = $4 \
+             last_step = $3, enabled_at = $4, seq = nextval('svc.factor_seq') \
              WHERE user_id = $1 AND pending_secret = $2 AND secret IS NULL",
             [
                 user_id.into(),
@@ -312,23 +313,33 @@ impl MfaStore for PgStore {
     }
 
     async fn reset_mfa(&self, user_id: Uuid, event: AuditEvent) -> Result<bool, StoreError> {
+        let now = self.now();
         let txn = self.db.open_txn().await?;
-        let found = txn
+        // The person's row first, in a statement of its own: a sign-in or an
+        // enrolment that commits meanwhile is then seen by the deletes below
+        // (each statement reads what committed before it).
+        let locked = txn
             .fetch_optional(stmt(
-                "WITH totp AS (DELETE FROM svc.user_totp WHERE user_id = $1), \
-                 codes AS (DELETE FROM svc.mfa_recovery_codes WHERE user_id = $1), \
-                 challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id = $1), \
-                 passkeys AS (DELETE FROM svc.passkeys WHERE user_id = $1), \
-                 ceremonies AS (DELETE FROM svc.webauthn_challenges WHERE user_id = $1) \
-                 SELECT EXISTS (SELECT 1 FROM svc.users WHERE id = $1) AS found",
+                "SELECT 1 AS found FROM svc.users WHERE id = $1 FOR UPDATE",
                 [user_id.into()],
             ))
-            .await?
-            .ok_or_else(|| StoreError::Internal("the reset answered no row".into()))?;
-        if !rows::column::<bool>(&found, "found")? {
+            .await?;
+        if locked.is_none() {
             return Ok(false);
         }
-        commit_with_audit(txn, event, self.now()).await?;
+        execute(
+            &txn,
+            "WITH totp AS (DELETE FROM svc.user_totp WHERE user_id = $1), \
+             codes AS (DELETE FROM svc.mfa_recovery_codes WHERE user_id = $1), \
+             sessions AS (UPDATE svc.sessions SET revoked_at = $2 \
+                 WHERE user_id = $1 AND revoked_at IS NULL), \
+             challenges AS (DELETE FROM svc.mfa_challenges WHERE user_id = $1), \
+             passkeys AS (DELETE FROM svc.passkeys WHERE user_id = $1) \
+             DELETE FROM svc.webauthn_challenges WHERE user_id = $1",
+            [user_id.into(), now.into()],
+        )
+        .await?;
+        commit_with_audit(txn, event, now).await?;
         Ok(true)
     }
 

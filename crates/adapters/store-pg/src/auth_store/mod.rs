@@ -4,6 +4,7 @@ use sea_orm::QueryResult;
 
 mod credentials;
 mod email_codes;
+#[macro_use]
 mod gate;
 mod links;
 mod mfa;

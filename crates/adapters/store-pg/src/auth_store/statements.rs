@@ -85,23 +85,14 @@ macro_rules! credential_sql {
         )
     };
 }
-/// A session proved a factor, and the account still has one (an
-/// administrator's reset ends what the session proved).
-macro_rules! session_factor {
-    () => {
-        "(c.factor IS NOT NULL \
-          AND (EXISTS (SELECT 1 FROM svc.user_totp t WHERE t.user_id = u.id AND t.secret IS NOT NULL) \
-               OR EXISTS (SELECT 1 FROM svc.passkeys p WHERE p.user_id = u.id)))"
-    };
-}
 pub(super) const SESSION_CREDENTIAL_SQL: &str =
-    credential_sql!("svc.sessions", "NULL::text", session_factor!());
+    credential_sql!("svc.sessions", "NULL::text", session_factor!("c", "u.id"));
 pub(super) const TOKEN_CREDENTIAL_SQL: &str = credential_sql!("svc.api_tokens", "c.plane", "false");
 // With the user's own columns beside the credential's, for `GET /api/auth/me`.
 pub(super) const SESSION_USER_SQL: &str = credential_sql!(
     "svc.sessions",
     "NULL::text",
-    session_factor!(),
+    session_factor!("c", "u.id"),
     concat!(", ", user_columns!())
 );
 pub(super) const TOKEN_USER_SQL: &str = credential_sql!(
@@ -256,11 +247,17 @@ pub(crate) async fn insert_session(
     Ok(())
 }
 
-/// Stores the session row alone.
+/// Stores the session row alone, as a session without a second factor:
+/// one that proved a factor is stored by the challenge's own statement,
+/// which orders it after its factors (`svc.factor_seq`).
 pub(super) async fn insert_session_row(
     txn: &impl ConnectionTrait,
     new: NewSession,
 ) -> Result<(), StoreError> {
+    debug_assert!(
+        new.factor.is_none(),
+        "a proven session is stored with its factor_seq"
+    );
     session::ActiveModel {
         id: Set(new.id),
         user_id: Set(new.user_id),
@@ -271,7 +268,7 @@ pub(super) async fn insert_session_row(
         ip: Set(new.ip),
         user_agent: Set(new.user_agent),
         method: Set(new.method.as_str().to_owned()),
-        factor: Set(new.factor.map(|f| f.as_str().to_owned())),
+        factor: Set(None),
     }
     .insert(txn)
     .stored()

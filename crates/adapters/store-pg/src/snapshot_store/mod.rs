@@ -10,6 +10,7 @@ use kernel::StoreError;
 use sea_orm::DatabaseTransaction;
 use serde_json::{Value as Json, json};
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use kernel::FieldError;
 use snapshot::{Consent, Operation, Snapshot, SnapshotStore, StepReport};
@@ -21,7 +22,8 @@ use crate::{PgStore, stmt};
 const LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '5min'";
 
 /// A diff's limits: it runs no DDL on a table that exists and changes no
-/// row that exists, so a statement stops after 30 s; the foreign keys of
+/// row that exists, so a statement stops after 30 s (and the whole diff
+/// too: [`PgStore::with_diff_limit`]); the foreign keys of
 /// the rows it writes are checked at a commit that never comes, so they
 /// lock no row they name (migration 0025).
 const DIFF_LIMITS: &str = "SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'; \
@@ -58,7 +60,28 @@ impl SnapshotStore for PgStore {
         execute: bool,
         event: AuditEvent,
     ) -> Result<Vec<StepReport>, StoreError> {
-        let planned = self.run_plan(desired, consent, execute).await;
+        let backend = AtomicI32::new(0);
+        let plan = self.run_plan(desired, consent, execute, &backend);
+        let planned = if execute {
+            plan.await
+        } else {
+            // A whole diff stops at its limit, so that no session waiting
+            // on a name it inserted waits longer (API.md 21): its answer
+            // comes at once, and its statement is cancelled on the server
+            // while the plan still holds its connection (so the process id
+            // names no other request's statement), then rolled back.
+            let mut plan = std::pin::pin!(plan);
+            tokio::select! {
+                planned = &mut plan => match planned {
+                    Err(StoreError::QueryTimeout) => Err(StoreError::DiffTooLarge),
+                    planned => planned,
+                },
+                () = tokio::time::sleep(self.diff_limit) => {
+                    self.cancel_backend(backend.load(Ordering::Acquire)).await;
+                    Err(StoreError::DiffTooLarge)
+                }
+            }
+        };
         if !execute {
             // A diff changes nothing, and is audited all the same, refused
             // or not.
@@ -104,15 +127,32 @@ impl SnapshotStore for PgStore {
 }
 
 impl PgStore {
+    /// Cancels the statement the server process `pid` runs, if any (a
+    /// diff stopped at its limit; its transaction then rolls back).
+    async fn cancel_backend(&self, pid: i32) {
+        if pid == 0 {
+            return;
+        }
+        if let Err(error) = self
+            .db
+            .run(stmt("SELECT pg_cancel_backend($1)", [pid.into()]))
+            .await
+        {
+            tracing::warn!(%error, pid, "a stopped diff's statement could not be cancelled");
+        }
+    }
+
     /// Plans `desired` against this instance in a new transaction, checks
     /// the consent it needs, and runs its steps (`execute`) or plans each
     /// from the catalog alone; answers the transaction, the reports and
-    /// the configuration it started from.
+    /// the configuration it started from. A diff puts its server process's
+    /// id in `backend` first.
     async fn run_plan(
         &self,
         desired: &Snapshot,
         consent: Consent,
         execute: bool,
+        backend: &AtomicI32,
     ) -> Result<(DatabaseTransaction, Vec<StepReport>, Snapshot), StoreError> {
         let txn = self.db.open_txn().await?;
         if execute {
@@ -134,10 +174,18 @@ impl PgStore {
         if !execute {
             // A diff moves no shared-state version (nor locks its row): it
             // marks its own transaction by id.
-            txn.run_unprepared(
-                "SELECT set_config('tessera.dry_run', pg_current_xact_id()::text, true)",
-            )
-            .await?;
+            let marked = txn
+                .fetch_optional(stmt(
+                    "SELECT set_config('tessera.dry_run', pg_current_xact_id()::text, true), \
+                     pg_backend_pid() AS pid",
+                    [],
+                ))
+                .await?
+                .ok_or_else(|| StoreError::Internal("the diff's mark answered no row".into()))?;
+            backend.store(
+                crate::rows::column::<i32>(&marked, "pid")?,
+                Ordering::Release,
+            );
         }
         let current = export::export(&txn).await?;
         let mut planned = snapshot::diff(&current, desired)?;
@@ -156,15 +204,16 @@ impl PgStore {
         if !consent.admin_power
             && let Some((step, field)) = planned
                 .iter()
-                .find_map(|s| s.admin_power.as_ref().map(|f| (s, f)))
+                .find_map(|s| s.admin_power.as_ref().map(|p| (s, p)))
         {
             return Err(FieldError::new(
-                field.clone(),
+                field.field.clone(),
                 format!(
-                    "{} {} {} gives administrator power: apply with allowAdminPower to go on",
+                    "{} {} {} gives administrator power ({}): apply with allowAdminPower to go on",
                     step.action.as_str(),
                     step.kind,
-                    step.name
+                    step.name,
+                    field.reason
                 ),
             )
             .into());

@@ -26,7 +26,7 @@ use crate::{PgStore, commit_with_audit, execute, exists, stmt, versions_of};
 /// Windows that ended are cleared by the worker. The defaults come from the
 /// workflow model and the settings registry.
 const WEBHOOK_SQL: &str = "WITH w AS ( \
-        SELECT w.id, w.published, w.published_at, \
+        SELECT w.id, w.published, \
         ARRAY(SELECT g.role_id FROM svc.grants g WHERE g.workflow_id = w.id AND g.action = 'invoke') AS roles, \
         coalesce(w.published #>> '{trigger,access}', $5) = $4 \
           AND coalesce(w.published #>> '{trigger,method}', $6) = $2 AS counted \
@@ -35,7 +35,7 @@ const WEBHOOK_SQL: &str = "WITH w AS ( \
         WHERE s.key = $7), $8) AS n), \
     taken AS (SELECT svc.take_rate($3, (SELECT n FROM lim)) AS wait FROM w WHERE w.counted) \
     SELECT v.auth AS v_auth, v.catalog AS v_catalog, v.settings AS v_settings, \
-        w.id, w.published, w.published_at, w.roles, coalesce(w.counted, false) AS counted, \
+        w.id, w.published, w.roles, coalesce(w.counted, false) AS counted, \
         coalesce((SELECT wait FROM taken), 0) AS wait \
     FROM svc.cache_version v LEFT JOIN w ON true";
 
@@ -215,7 +215,6 @@ impl DefinitionStore for PgStore {
         Ok(Some(WebhookTarget {
             workflow_id: found.id,
             definition: found.published,
-            published_at: found.published_at,
             invoke_roles: found.roles,
             retry_after: (found.wait > 0).then(|| u64::try_from(found.wait).unwrap_or(1)),
         }))

@@ -122,7 +122,6 @@ pub(super) fn claimed(row: &QueryResult) -> Result<ClaimedRun, StoreError> {
 pub(super) struct WebhookRow {
     pub(super) id: Uuid,
     pub(super) published: Json,
-    pub(super) published_at: DateTime<Utc>,
     pub(super) roles: Vec<Uuid>,
     pub(super) wait: i64,
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 mod admin;
 mod tables;
 
-pub use admin::{CREDENTIAL_SETTINGS, admin_candidates, mark_admin_power};
+pub use admin::{AdminPower, CREDENTIAL_SETTINGS, admin_candidates, mark_admin_power};
 use tables::{resources, tables};
 
 use crate::check::ViewSource;
@@ -63,7 +63,7 @@ pub enum Operation {
     /// Registers an existing table as a resource.
     RegisterResource(String, String),
     /// Sets a resource's exposure.
-    Expose(Resource),
+    Expose(Resource, String),
     /// Creates or changes a workflow.
     PutWorkflow(Workflow, String),
     /// Drops a workflow.
@@ -100,9 +100,9 @@ pub struct Step {
     pub destructive: bool,
     /// A setting's value before and after, as shown (secrets `[REDACTED]`).
     pub values: Option<(Value, Value)>,
-    /// The path of what in it gives administrator power, if anything does
+    /// What in it gives administrator power and why, if anything does
     /// (see [`mark_admin_power`]).
-    pub admin_power: Option<String>,
+    pub admin_power: Option<AdminPower>,
     /// What runs.
     pub operation: Operation,
 }

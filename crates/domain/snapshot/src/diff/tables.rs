@@ -238,7 +238,7 @@ pub(super) fn resources(
     created: &BTreeSet<String>,
     out: &mut Vec<Step>,
 ) {
-    for r in &desired.resources {
+    for (i, r) in desired.resources.iter().enumerate() {
         let found = current
             .resources
             .iter()
@@ -257,7 +257,7 @@ pub(super) fn resources(
                 Action::Alter,
                 "resource",
                 r.qualified(),
-                Operation::Expose(r.clone()),
+                Operation::Expose(r.clone(), format!("resources[{i}]")),
             ));
         }
     }

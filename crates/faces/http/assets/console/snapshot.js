@@ -26,7 +26,10 @@ function showSteps(steps, destructive) {
   const list = document.getElementById("steps");
   list.replaceChildren(...steps.map((step) => {
     const item = element("li", `${step.action} ${step.kind} ${step.name}`);
-    if (step.adminPower) item.append(" ", element("span", "gives administrator power", { class: "badge" }));
+    if (step.adminPower) {
+      item.append(" ", element("span", "gives administrator power", { class: "badge" }));
+      if (step.adminPowerReason) item.append(element("p", step.adminPowerReason, { class: "reason" }));
+    }
     if ("new" in step) item.append(element("pre", `${JSON.stringify(step.old)} → ${JSON.stringify(step.new)}`));
     if (step.sql) item.append(element("pre", step.sql));
     return item;

@@ -98,7 +98,7 @@ pub(super) async fn run(
         Operation::RegisterResource(schema, table) => tables::register(store, txn, (schema, table))
             .await
             .map(|()| None),
-        Operation::Expose(resource) => tables::expose(txn, resource, dry).await.map(|()| None),
+        Operation::Expose(resource, _) => tables::expose(txn, resource, dry).await.map(|()| None),
         Operation::PutWorkflow(workflow, path) => {
             workflows::put(store, txn, workflow, path, dry, memo)
                 .await

@@ -19,7 +19,8 @@ fn step(s: StepReport) -> SnapshotStep {
         sql: s.sql,
         old: s.values.as_ref().map(|(old, _)| old.clone()),
         new: s.values.map(|(_, new)| new),
-        admin_power: s.admin_power,
+        admin_power: s.admin_power.is_some(),
+        admin_power_reason: s.admin_power,
     }
 }
 
