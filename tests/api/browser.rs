@@ -2067,7 +2067,8 @@ async fn the_tables_page_evolves_a_table_and_the_snapshot_page_applies_a_snapsho
         .await
         .unwrap();
     assert!(
-        steps.contains("alter resource svc.role_members gives administrator power")
+        steps.contains("alter resource svc.role_members")
+            && steps.contains("gives administrator power")
             && steps.contains("exposes svc.role_members for POST"),
         "{steps}"
     );
