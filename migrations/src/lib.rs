@@ -86,6 +86,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "m0026_trust_fourth_round",
         include_str!("../sql/0026_trust_fourth_round.sql"),
     ),
+    ("m0027_functions", include_str!("../sql/0027_functions.sql")),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

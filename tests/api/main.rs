@@ -37,6 +37,7 @@ mod realtime;
 mod related;
 mod replicas;
 mod restore;
+mod rpc;
 mod schema;
 mod schema_evolution;
 mod security;

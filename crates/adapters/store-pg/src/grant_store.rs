@@ -2,7 +2,7 @@ use async_trait::async_trait;
 use audit::AuditEvent;
 use chrono::{DateTime, Utc};
 use kernel::{FieldError, StoreError};
-use permissions::{Action, Grant, GrantQuery, GrantStore};
+use permissions::{Action, Grant, GrantQuery, GrantStore, ResourceTarget};
 use sea_orm::{FromQueryResult, QueryResult, Value};
 use serde_json::Value as Json;
 use uuid::Uuid;
@@ -10,8 +10,10 @@ use uuid::Uuid;
 use crate::query::{Begin, Query};
 use crate::{PgStore, execute, exists, rows, stmt};
 
-const GRANT_COLUMNS: &str =
-    "id, role_id, resource_id, workflow_id, data_view_id, action, filter, columns, created_at";
+/// The columns a grant is read back by: a function's grant names its
+/// function as its resource.
+const GRANT_COLUMNS: &str = "id, role_id, coalesce(resource_id, function_id) AS resource_id, \
+     workflow_id, data_view_id, action, filter, columns, created_at";
 
 /// A row of [`GRANT_COLUMNS`].
 #[derive(FromQueryResult)]
@@ -48,7 +50,7 @@ impl GrantStore for PgStore {
     async fn grants(&self, query: GrantQuery) -> Result<Vec<Grant>, StoreError> {
         let sql = format!(
             "SELECT {GRANT_COLUMNS} FROM svc.grants WHERE ($1::uuid IS NULL OR role_id = $1) \
-             AND ($2::uuid IS NULL OR resource_id = $2) ORDER BY created_at, id"
+             AND ($2::uuid IS NULL OR coalesce(resource_id, function_id) = $2) ORDER BY created_at, id"
         );
         let rows = self
             .db
@@ -57,15 +59,25 @@ impl GrantStore for PgStore {
         rows.iter().map(grant).collect()
     }
 
-    async fn resource_columns(&self, resource_id: Uuid) -> Result<Option<Vec<String>>, StoreError> {
+    async fn resource_target(
+        &self,
+        resource_id: Uuid,
+    ) -> Result<Option<ResourceTarget>, StoreError> {
         let sql = "SELECT coalesce((SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a \
                    WHERE a.attrelid = to_regclass(format('%I.%I', r.schema_name, r.table_name)) AND a.attnum > 0 AND NOT a.attisdropped), '{}') AS columns \
-                   FROM svc.resources r WHERE r.id = $1";
+                   FROM svc.resources r WHERE r.id = $1 \
+                   UNION ALL SELECT NULL FROM svc.functions f WHERE f.id = $1";
         let row = self
             .db
             .fetch_optional(stmt(sql, [resource_id.into()]))
             .await?;
-        row.map(|r| rows::column(&r, "columns")).transpose()
+        row.map(|r| {
+            Ok(match rows::column::<Option<Vec<String>>>(&r, "columns")? {
+                Some(columns) => ResourceTarget::Table(columns),
+                None => ResourceTarget::Function,
+            })
+        })
+        .transpose()
     }
 
     async fn data_view_columns(&self, view_id: Uuid) -> Result<Option<Vec<String>>, StoreError> {
@@ -96,8 +108,13 @@ impl GrantStore for PgStore {
         {
             return Err(StoreError::NotFound);
         }
+        // A resource id names a table's resource or a function.
         let sql = format!(
-            "INSERT INTO svc.grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {GRANT_COLUMNS}"
+            "INSERT INTO svc.grants (id, role_id, resource_id, function_id, workflow_id, data_view_id, \
+             action, filter, columns, created_at) \
+             SELECT $1, $2, (SELECT id FROM svc.resources WHERE id = $3), \
+             (SELECT id FROM svc.functions WHERE id = $3), $4, $5, $6, $7, $8, $9 \
+             RETURNING {GRANT_COLUMNS}"
         );
         let values: [Value; 9] = [
             new.id.into(),

@@ -183,6 +183,9 @@ pub struct TableInfo {
 pub struct Resource {
     /// Resource id.
     pub id: Uuid,
+    /// Always `table`.
+    #[schema(example = "table")]
+    pub kind: &'static str,
     /// Schema.
     pub schema: String,
     /// Table.
@@ -193,13 +196,75 @@ pub struct Resource {
     pub created_at: DateTime<Utc>,
 }
 
-/// `POST /admin/api/resources` body.
+/// An input argument of a registered function.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionArgument {
+    /// Its name: calls pass arguments by name.
+    pub name: String,
+    /// Its PostgreSQL type.
+    #[serde(rename = "type")]
+    pub data_type: String,
+    /// Whether a call may leave it out.
+    pub has_default: bool,
+}
+
+/// What a registered function returns.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FunctionReturns {
+    /// Its PostgreSQL type (`void` for nothing).
+    #[serde(rename = "type")]
+    pub data_type: String,
+    /// Whether it returns a set (`SETOF`, `TABLE`).
+    pub set: bool,
+}
+
+/// A database function registered for the Data API (`POST /api/rpc/{schema}/{function}`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionResource {
+    /// Resource id.
+    pub id: Uuid,
+    /// Always `function`.
+    #[schema(example = "function")]
+    pub kind: &'static str,
+    /// Schema.
+    pub schema: String,
+    /// The function.
+    pub function: String,
+    /// Its input arguments, as the database has them now.
+    pub arguments: Vec<FunctionArgument>,
+    /// Its result.
+    pub returns: Option<FunctionReturns>,
+    /// `immutable`, `stable` or `volatile`; null when the function is gone.
+    pub volatility: Option<String>,
+    /// Methods the Data API answers for it (POST, and GET when it reads only); empty: hidden.
+    pub exposed_methods: Vec<String>,
+    /// Registration time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A resource of either kind.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ResourceEntry {
+    /// A table.
+    Table(Resource),
+    /// A database function.
+    Function(FunctionResource),
+}
+
+/// `POST /admin/api/resources` body: a table or a function.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct RegisterResourceRequest {
-    /// Schema of an existing table.
+    /// Schema of an existing table or function.
     pub schema: String,
     /// The table.
-    pub table: String,
+    #[serde(default)]
+    pub table: Option<String>,
+    /// The function (one of its name: no overloads).
+    #[serde(default)]
+    pub function: Option<String>,
 }
 
 /// `PATCH /admin/api/resources/{id}` body.

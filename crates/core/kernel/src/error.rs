@@ -118,6 +118,11 @@ codes! {
     WorkflowRunNotFound = "WORKFLOW_RUN_NOT_FOUND", NotFound;
     /// PostgreSQL refused a statement of the SQL console.
     SqlError = "SQL_ERROR", InvalidRequest;
+    /// A database function called through the Data API raised an exception
+    /// (its `USING HINT` may name another code, [`ErrorCode::code_text`]).
+    FunctionRaised = "FUNCTION_RAISED", InvalidRequest;
+    /// A database function called through the Data API failed otherwise.
+    FunctionFailed = "FUNCTION_FAILED", InvalidRequest;
     /// A statement shaped by the caller's query ran past `data.statement_timeout_ms`.
     QueryTimeout = "QUERY_TIMEOUT", InvalidRequest;
     /// A bug; details are only in the logs.
@@ -157,6 +162,13 @@ pub trait ErrorCode {
 
     /// The envelope's `meta`, such as `{ run }` of a webhook's 504.
     fn meta(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// An UPPER_SNAKE code of the user's own sent in place of
+    /// [`ErrorCode::code`]'s text (a database function's `USING HINT`); the
+    /// status stays that of [`ErrorCode::code`].
+    fn code_text(&self) -> Option<&str> {
         None
     }
 }

@@ -4,6 +4,7 @@
 pub mod clock;
 pub mod error;
 pub mod filter;
+pub mod function;
 pub mod id;
 pub mod page;
 pub mod settings;

@@ -54,6 +54,17 @@ pub enum StoreError {
     /// A snapshot diff ran past its time limit and was stopped.
     #[error("the snapshot diff ran past its time limit")]
     DiffTooLarge,
+    /// A database function raised an exception (`RAISE EXCEPTION`).
+    #[error("the function raised: {message}")]
+    FunctionRaised {
+        /// The exception's message, at most 1000 characters.
+        message: String,
+        /// Its `USING HINT` when that is an UPPER_SNAKE word: the code sent.
+        code: Option<String>,
+    },
+    /// A database function failed otherwise; the text goes to the logs only.
+    #[error("the function failed: {0}")]
+    FunctionFailed(String),
     /// The database cannot be reached.
     #[error("database unavailable: {0}")]
     Unavailable(String),
@@ -85,6 +96,8 @@ impl ErrorCode for StoreError {
             StoreError::Internal(_) => Code::Internal,
             StoreError::QueryTimeout => Code::QueryTimeout,
             StoreError::AnswerTooLarge | StoreError::DiffTooLarge => Code::InvalidQuery,
+            StoreError::FunctionRaised { .. } => Code::FunctionRaised,
+            StoreError::FunctionFailed(_) => Code::FunctionFailed,
         }
     }
 
@@ -99,6 +112,8 @@ impl ErrorCode for StoreError {
             StoreError::Unavailable(_) => "The database is unavailable; retry later".into(),
             StoreError::Stale => "The service is busy with changes; retry later".into(),
             StoreError::Internal(_) => "Internal error".into(),
+            StoreError::FunctionRaised { message, .. } => Cow::Borrowed(message),
+            StoreError::FunctionFailed(_) => "The function failed".into(),
             StoreError::AnswerTooLarge => "The answer is larger than this instance allows \
                  (data.max_answer_bytes); page with a smaller limit, or narrow it with \
                  select or a filter"
@@ -114,6 +129,13 @@ impl ErrorCode for StoreError {
 
     fn retry_after(&self) -> Option<u64> {
         matches!(self, StoreError::Unavailable(_) | StoreError::Stale).then_some(1)
+    }
+
+    fn code_text(&self) -> Option<&str> {
+        match self {
+            StoreError::FunctionRaised { code, .. } => code.as_deref(),
+            _ => None,
+        }
     }
 
     fn field(&self) -> Option<&str> {

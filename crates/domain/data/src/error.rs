@@ -136,6 +136,14 @@ impl ErrorCode for DataError {
         }
     }
 
+    fn code_text(&self) -> Option<&str> {
+        match self {
+            DataError::Store(e) => e.code_text(),
+            DataError::At { error, .. } => error.code_text(),
+            _ => None,
+        }
+    }
+
     fn retry_after(&self) -> Option<u64> {
         match self {
             DataError::At { error, .. } => error.retry_after(),

@@ -6,7 +6,7 @@
 //! state), `reads` (list, get, a role's preview), `writes` (insert, update,
 //! delete), `select` (columns and embeds of related rows), `aggregate`
 //! (groups and aggregates), `batch` (operations in one transaction), `import` (CSV in), `csv`,
-//! `consistency` (read-your-writes over read replicas), `watch` (realtime admission), `checks` (parameters and bodies
+//! `consistency` (read-your-writes over read replicas), `rpc` (calls of database functions), `watch` (realtime admission), `checks` (parameters and bodies
 //! against real columns and grants), `query` (what the store is handed).
 
 mod aggregate;
@@ -21,6 +21,7 @@ mod import;
 mod query;
 mod reads;
 mod role_view;
+mod rpc;
 mod select;
 mod service;
 mod table;
@@ -40,6 +41,7 @@ pub use query::{
 };
 pub use reads::{LIMIT_DEFAULT, LIMIT_MAX, ListParams, Page, RoleSubject, rows_seen_by};
 pub use role_view::{RoleView, embeds_from};
+pub use rpc::{Callable, FunctionCall};
 pub use service::{DataService, Target};
 pub use table::{Column, ForeignKey, Kind, SERVICE_SCHEMA, SERVICE_TABLES, Table, service_columns};
 pub use watch::Watch;

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use std::sync::Arc;
 use uuid::Uuid;
 
+use crate::rpc::{Callable, FunctionCall};
 use crate::table::{Column, Table};
 
 /// Where variables take their values from.
@@ -414,4 +415,11 @@ pub trait DataStore: Send + Sync + 'static {
         writes: &[Write<'_>],
         context: &Context,
     ) -> Result<Vec<Option<String>>, StoreError>;
+    /// A registered function with its description and invokers, read
+    /// afresh; `None` when none is registered under that name.
+    async fn callable(&self, schema: &str, name: &str) -> Result<Option<Callable>, StoreError>;
+    /// Runs a call in a transaction of its own (read-only when the function
+    /// reads only) with `tessera.user_id` and `tessera.role_ids` set;
+    /// answers the text of its JSON result.
+    async fn call(&self, call: &FunctionCall<'_>) -> Result<String, StoreError>;
 }

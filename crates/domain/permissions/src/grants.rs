@@ -91,8 +91,12 @@ pub struct GrantQuery {
 pub trait GrantStore: Send + Sync + 'static {
     /// Grants matching `query`.
     async fn grants(&self, query: GrantQuery) -> Result<Vec<Grant>, StoreError>;
-    /// The columns of a resource's table; `None` when there is no such resource.
-    async fn resource_columns(&self, resource_id: Uuid) -> Result<Option<Vec<String>>, StoreError>;
+    /// What a resource is (a table with its columns, or a function);
+    /// `None` when there is no such resource.
+    async fn resource_target(
+        &self,
+        resource_id: Uuid,
+    ) -> Result<Option<ResourceTarget>, StoreError>;
     /// The output columns of a DataView (published, else its draft); `None`
     /// when there is no such view.
     async fn data_view_columns(&self, view_id: Uuid) -> Result<Option<Vec<String>>, StoreError>;
@@ -100,6 +104,15 @@ pub trait GrantStore: Send + Sync + 'static {
     async fn create_grant(&self, grant: Grant, event: AuditEvent) -> Result<Grant, StoreError>;
     /// Deletes a grant; false when there is none.
     async fn delete_grant(&self, id: Uuid, event: AuditEvent) -> Result<bool, StoreError>;
+}
+
+/// What a resource id names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceTarget {
+    /// A table, with its columns.
+    Table(Vec<String>),
+    /// A database function (API.md 18): its only action is invoke.
+    Function,
 }
 
 /// Input of a new grant, before validation.
@@ -160,15 +173,24 @@ impl GrantService {
             .into());
         }
         let columns = match (input.resource_id, input.workflow_id, input.data_view_id) {
-            (Some(_), _, _) if action == Action::Invoke => {
-                return Err(FieldError::new("action", "invoke applies to workflows").into());
-            }
-            (Some(id), _, _) => Some(
-                self.store
-                    .resource_columns(id)
-                    .await?
-                    .ok_or_else(|| FieldError::new("resourceId", "no such resource"))?,
-            ),
+            (Some(id), _, _) => match self
+                .store
+                .resource_target(id)
+                .await?
+                .ok_or_else(|| FieldError::new("resourceId", "no such resource"))?
+            {
+                ResourceTarget::Table(_) if action == Action::Invoke => {
+                    return Err(FieldError::new(
+                        "action",
+                        "invoke applies to workflows and functions",
+                    )
+                    .into());
+                }
+                ResourceTarget::Table(columns) => Some(columns),
+                ResourceTarget::Function => {
+                    return self.create_function_grant(caller, input, action, ip).await;
+                }
+            },
             (_, Some(_), _) if action != Action::Invoke => {
                 return Err(
                     FieldError::new("action", "a workflow grant's action is invoke").into(),
@@ -232,6 +254,18 @@ impl GrantService {
                 Some(chosen)
             }
         };
+        self.store_grant(caller, input, action, chosen, ip).await
+    }
+
+    /// Stores a validated grant with its audit entry.
+    async fn store_grant(
+        &self,
+        caller: &Principal,
+        input: NewGrant,
+        action: Action,
+        columns: Option<Vec<String>>,
+        ip: Option<String>,
+    ) -> Result<Grant, PermissionsError> {
         let grant = Grant {
             id: new_id(),
             role_id: input.role_id,
@@ -240,13 +274,33 @@ impl GrantService {
             data_view_id: input.data_view_id,
             action,
             filter: input.filter,
-            columns: chosen,
+            columns,
             created_at: self.clock.now(),
         };
         let event = AuditEvent::new(caller.actor(), "grant.create", Some(format!("grant:{}", grant.id)), ip).with_details(json!({
             "roleId": grant.role_id, "resourceId": grant.resource_id, "workflowId": grant.workflow_id, "dataViewId": grant.data_view_id, "action": action.as_str()
         }));
         Ok(self.store.create_grant(grant, event).await?)
+    }
+
+    /// Stores a grant on a function: it invokes, with no filter or columns.
+    async fn create_function_grant(
+        &self,
+        caller: &Principal,
+        input: NewGrant,
+        action: Action,
+        ip: Option<String>,
+    ) -> Result<Grant, PermissionsError> {
+        if action != Action::Invoke {
+            return Err(FieldError::new("action", "a function grant's action is invoke").into());
+        }
+        if input.filter.is_some() {
+            return Err(FieldError::new("filter", "function grants take no row filter").into());
+        }
+        if input.columns.is_some() {
+            return Err(FieldError::new("columns", "function grants take no columns").into());
+        }
+        self.store_grant(caller, input, action, None, ip).await
     }
 
     /// Deletes a grant.

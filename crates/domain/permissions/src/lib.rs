@@ -8,7 +8,7 @@ pub mod zone;
 
 pub use access::{Access, Scope};
 
-pub use grants::{Action, Grant, GrantQuery, GrantService, GrantStore, NewGrant};
+pub use grants::{Action, Grant, GrantQuery, GrantService, GrantStore, NewGrant, ResourceTarget};
 
 pub use roles::{PermissionsError, Role, RoleChanges, RoleService, RoleStore};
 use uuid::Uuid;

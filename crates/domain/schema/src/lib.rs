@@ -1,12 +1,14 @@
 //! Schema administration: table definitions, their validation, the DDL they
-//! become, and the resources that expose tables.
+//! become, and the resources that expose tables and database functions.
 
 mod expr;
+mod functions;
 mod plan;
 mod resources;
 mod usage;
 
 pub use expr::Refused;
+pub use functions::{FUNCTION_METHODS, Function, ResourceEntry, Routine, RoutineKind};
 pub use plan::{
     ColumnFacts, ColumnInput, ColumnPatch, Confirm, ForeignKeyInput, INDEX_METHODS, IndexInput,
     IndexPlan, Plan, TableFacts, TableInput, add_column, alter_column, create_index, create_table,

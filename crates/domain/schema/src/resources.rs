@@ -12,6 +12,7 @@ use permissions::Principal;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::functions::{Function, Routine};
 use crate::plan::{self, ColumnInput, ColumnPatch, IndexInput, IndexPlan, Plan, TableInput};
 
 /// Methods a resource may be exposed for.
@@ -146,6 +147,25 @@ pub trait SchemaStore: Send + Sync + 'static {
         methods: Vec<String>,
         event: AuditEvent,
     ) -> Result<Option<Resource>, StoreError>;
+    /// The routines of that name in that schema, as the catalog has them.
+    async fn routines(&self, schema: &str, name: &str) -> Result<Vec<Routine>, StoreError>;
+    /// Every registered function.
+    async fn functions(&self) -> Result<Vec<Function>, StoreError>;
+    /// One registered function.
+    async fn function(&self, id: Uuid) -> Result<Option<Function>, StoreError>;
+    /// Registers a function (hidden); a conflict when it is registered.
+    async fn register_function(
+        &self,
+        function: Function,
+        event: AuditEvent,
+    ) -> Result<Function, StoreError>;
+    /// Sets a function's exposed methods.
+    async fn expose_function(
+        &self,
+        id: Uuid,
+        methods: Vec<String>,
+        event: AuditEvent,
+    ) -> Result<Option<Function>, StoreError>;
 }
 
 /// Failures of schema administration.
@@ -192,8 +212,8 @@ fn existing(schema: &str, table: &str) -> Result<(String, String), StoreError> {
 /// Schema administration for administrators.
 #[derive(Clone)]
 pub struct SchemaService {
-    store: Arc<dyn SchemaStore>,
-    clock: Arc<dyn Clock>,
+    pub(crate) store: Arc<dyn SchemaStore>,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl SchemaService {
@@ -469,21 +489,7 @@ impl SchemaService {
         methods: &[String],
         ip: Option<String>,
     ) -> Result<Resource, SchemaError> {
-        let mut chosen: Vec<String> = Vec::new();
-        for (i, m) in methods.iter().enumerate() {
-            let m = m.to_ascii_uppercase();
-            if !METHODS.contains(&m.as_str()) {
-                return Err(FieldError::new(
-                    format!("exposedMethods[{i}]"),
-                    "must be GET, POST, PATCH or DELETE",
-                )
-                .into());
-            }
-            if !chosen.contains(&m) {
-                chosen.push(m);
-            }
-        }
-        chosen.sort_by_key(|m| METHODS.iter().position(|k| k == m));
+        let chosen = chosen_methods(methods, &METHODS, "must be GET, POST, PATCH or DELETE")?;
         let event = AuditEvent::new(
             caller.actor(),
             "resource.expose",
@@ -497,4 +503,25 @@ impl SchemaService {
             .await?
             .ok_or(StoreError::NotFound)?)
     }
+}
+
+/// `methods` upper-cased, each once, in the order of `known`; one not in
+/// `known` is refused with `message`.
+pub(crate) fn chosen_methods(
+    methods: &[String],
+    known: &[&str],
+    message: &'static str,
+) -> Result<Vec<String>, FieldError> {
+    let mut chosen: Vec<String> = Vec::new();
+    for (i, m) in methods.iter().enumerate() {
+        let m = m.to_ascii_uppercase();
+        if !known.contains(&m.as_str()) {
+            return Err(FieldError::new(format!("exposedMethods[{i}]"), message));
+        }
+        if !chosen.contains(&m) {
+            chosen.push(m);
+        }
+    }
+    chosen.sort_by_key(|m| known.iter().position(|k| k == m));
+    Ok(chosen)
 }

@@ -14,14 +14,24 @@ pub struct ApiError {
     field: Option<Box<str>>,
     /// The character of the input the error points at.
     position: Option<usize>,
-    /// The challenge of an MFA_REQUIRED refusal.
-    challenge: Option<Box<str>>,
+    /// The challenge of an MFA_REQUIRED refusal, or a code of the user's
+    /// own sent in place of `code`'s text (never both).
+    named: Option<Named>,
     /// The `Allow` header of a 405.
     allow: Option<Box<str>>,
     /// The `Retry-After` header (seconds) of a 429 or 503.
-    retry_after: Option<u64>,
+    retry_after: Option<u32>,
     /// The envelope's `meta`.
     meta: Option<Box<serde_json::Value>>,
+}
+
+/// A text an error carries besides its message.
+#[derive(Debug)]
+enum Named {
+    /// The `challenge` of an MFA_REQUIRED refusal.
+    Challenge(Box<str>),
+    /// A code of the user's own (a database function's `USING HINT`).
+    Code(Box<str>),
 }
 
 impl ApiError {
@@ -32,7 +42,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             position: None,
-            challenge: None,
+            named: None,
             allow: None,
             retry_after: None,
             meta: None,
@@ -46,7 +56,7 @@ impl ApiError {
             message: message.into(),
             field: Some(field.into().into_boxed_str()),
             position: None,
-            challenge: None,
+            named: None,
             allow: None,
             retry_after: None,
             meta: None,
@@ -68,11 +78,22 @@ impl ApiError {
     pub fn envelope(&self) -> ErrorEnvelope {
         ErrorEnvelope {
             errors: vec![ErrorObject {
-                code: self.code.as_str().to_owned(),
+                code: self
+                    .named
+                    .as_ref()
+                    .and_then(|named| match named {
+                        Named::Code(code) => Some(&**code),
+                        Named::Challenge(_) => None,
+                    })
+                    .unwrap_or(self.code.as_str())
+                    .to_owned(),
                 message: self.message.clone(),
                 field: self.field.as_deref().map(str::to_owned),
                 position: self.position,
-                challenge: self.challenge.as_deref().map(str::to_owned),
+                challenge: self.named.as_ref().and_then(|named| match named {
+                    Named::Challenge(challenge) => Some(challenge.to_string()),
+                    Named::Code(_) => None,
+                }),
             }],
             meta: self.meta.as_deref().cloned(),
         }
@@ -138,9 +159,14 @@ impl<E: ErrorCode + std::fmt::Debug> From<E> for ApiError {
             message: err.message().into_owned(),
             field: err.field().map(Box::from),
             position: err.position(),
-            challenge: err.challenge().map(Box::from),
+            named: err
+                .code_text()
+                .map(|code| Named::Code(code.into()))
+                .or_else(|| err.challenge().map(|c| Named::Challenge(c.into()))),
             allow: None,
-            retry_after: err.retry_after(),
+            retry_after: err
+                .retry_after()
+                .map(|seconds| u32::try_from(seconds).unwrap_or(u32::MAX)),
             meta: err.meta().map(Box::new),
         }
     }

@@ -27,7 +27,7 @@ use crate::error::ApiError;
 use crate::routes::{
     account, admin, auth as auth_routes, console, data as data_routes, docs, files as file_routes,
     health, mcp as mcp_routes, mfa, oauth, pages, passkeys, realtime as realtime_routes,
-    views as view_routes, workflows as workflow_routes,
+    rpc as rpc_routes, views as view_routes, workflows as workflow_routes,
 };
 
 #[derive(OpenApi)]
@@ -209,6 +209,11 @@ fn configure(config: &mut ServiceConfig, base: &str) {
                 .service(view_routes::dashboard),
         )
         .service(documented::scope("/api/batch").service(data_routes::batch))
+        .service(
+            documented::scope("/api/rpc")
+                .service(rpc_routes::call_post)
+                .service(rpc_routes::call_get),
+        )
         .service(
             documented::scope("/api/data")
                 .service(data_routes::list)

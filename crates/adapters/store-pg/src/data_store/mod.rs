@@ -10,6 +10,7 @@ mod changes;
 mod export;
 mod import;
 mod reads;
+mod rpc;
 mod sql;
 mod view_sql;
 mod write;
@@ -491,5 +492,17 @@ impl DataStore for PgStore {
         let out = self.write_on(&txn, table, writes, context).await?;
         txn.commit_txn().await?;
         Ok(out)
+    }
+
+    async fn callable(
+        &self,
+        schema: &str,
+        name: &str,
+    ) -> Result<Option<data::Callable>, StoreError> {
+        self.callable_named(schema, name).await
+    }
+
+    async fn call(&self, call: &data::FunctionCall<'_>) -> Result<String, StoreError> {
+        self.call_function(call).await
     }
 }

@@ -3,6 +3,7 @@
 
 pub(crate) mod alter;
 pub(crate) mod describe;
+mod functions;
 mod indexes;
 
 use async_trait::async_trait;
@@ -11,7 +12,8 @@ use chrono::{DateTime, Utc};
 use kernel::sql::quote_ident;
 use kernel::{FieldError, StoreError};
 use schema::{
-    ColumnChange, Confirm, IndexInput, IndexPlan, Plan, Resource, SchemaStore, TableInfo,
+    ColumnChange, Confirm, Function, IndexInput, IndexPlan, Plan, Resource, Routine, SchemaStore,
+    TableInfo,
 };
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult, QueryResult, Value};
 use serde_json::Value as Json;
@@ -450,5 +452,34 @@ impl SchemaStore for PgStore {
         let updated = resource(&row)?;
         self.commit_catalog_change(txn, event).await?;
         Ok(Some(updated))
+    }
+
+    async fn routines(&self, schema: &str, name: &str) -> Result<Vec<Routine>, StoreError> {
+        self.routines_named(schema, name).await
+    }
+
+    async fn functions(&self) -> Result<Vec<Function>, StoreError> {
+        self.all_functions().await
+    }
+
+    async fn function(&self, id: Uuid) -> Result<Option<Function>, StoreError> {
+        self.function_by_id(id).await
+    }
+
+    async fn register_function(
+        &self,
+        function: Function,
+        event: AuditEvent,
+    ) -> Result<Function, StoreError> {
+        self.insert_function(function, event).await
+    }
+
+    async fn expose_function(
+        &self,
+        id: Uuid,
+        methods: Vec<String>,
+        event: AuditEvent,
+    ) -> Result<Option<Function>, StoreError> {
+        self.expose_function_by_id(id, methods, event).await
     }
 }

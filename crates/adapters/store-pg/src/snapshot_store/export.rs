@@ -251,7 +251,7 @@ pub(crate) async fn export(conn: &impl ConnectionTrait) -> Result<Snapshot, Stor
         "SELECT r.name AS role, res.schema_name || '.' || res.table_name AS resource, w.slug AS workflow, \
          v.slug AS data_view, g.action, g.filter, g.columns FROM svc.grants g JOIN svc.roles r ON r.id = g.role_id \
          LEFT JOIN svc.resources res ON res.id = g.resource_id LEFT JOIN svc.workflows w ON w.id = g.workflow_id \
-         LEFT JOIN svc.dataviews v ON v.id = g.data_view_id",
+         LEFT JOIN svc.dataviews v ON v.id = g.data_view_id WHERE g.function_id IS NULL",
     )
     .await?
     .into_iter()

@@ -345,7 +345,7 @@ async function indexPage() {
   if (dashboards.status === 200) {
     const [resources, views, workflows] = await Promise.all(
       ["/admin/api/resources", "/admin/api/dataviews", "/admin/api/workflows"].map(api));
-    const tables = (resources?.answer?.data || []).map((r) =>
+    const tables = (resources?.answer?.data || []).filter((r) => r.kind === "table").map((r) =>
       element("span", `${r.schema}.${r.table}` + (r.exposedMethods.length ? ` (${r.exposedMethods.join(", ")})` : " (hidden)")));
     sections.append(
       section("Dashboards", dashboards.answer.data.map((d) => link(`${BASE}/admin/dashboards/${encodeURIComponent(d.slug)}`, d.name)),

@@ -317,7 +317,7 @@ async function dataviewsPage() {
   // What is typed in the JSON tab is previewed too.
   document.getElementById("definition").addEventListener("input", schedulePreview);
   const resources = await api("/admin/api/resources");
-  tables = (resources?.answer?.data || []).filter((r) => r.schema !== "svc").map((r) => `${r.schema}.${r.table}`);
+  tables = (resources?.answer?.data || []).filter((r) => r.kind === "table" && r.schema !== "svc").map((r) => `${r.schema}.${r.table}`);
   await startPreview();
   views = definitionEditor({
     path: "/admin/api/dataviews",

@@ -238,7 +238,7 @@ async function loadTargets() {
     }
     groups.push(group);
   };
-  const tables = resources?.answer?.data || [];
+  const tables = (resources?.answer?.data || []).filter((r) => r.kind === "table");
   MATRIX.tables = tables.filter((r) => r.schema !== "svc");
   add("resource", "Tables", tables, (r) => `${r.schema}.${r.table}`, (r) => columnsOfTable(r.schema, r.table));
   add("workflow", "Workflows", workflows?.answer?.data || [], (w) => `workflow ${w.slug}`, async () => []);

@@ -352,7 +352,7 @@ async function loadTables() {
     return;
   }
   const bySchema = new Map();
-  for (const resource of result.answer.data) {
+  for (const resource of result.answer.data.filter((r) => r.kind === "table")) {
     if (!bySchema.has(resource.schema)) bySchema.set(resource.schema, []);
     bySchema.get(resource.schema).push(resource);
   }

@@ -709,7 +709,7 @@ function refusedInBuilder(error) {
 
 async function loadChoices() {
   const [resources, users, flows] = await Promise.all(["/admin/api/resources", "/admin/api/users?limit=1000", "/admin/api/workflows"].map(api));
-  choices.resources = resources?.answer?.data || [];
+  choices.resources = (resources?.answer?.data || []).filter((r) => r.kind === "table");
   choices.users = users?.answer?.data || [];
   choices.workflows = flows?.answer?.data || [];
 }

@@ -16,5 +16,6 @@ pub mod oauth;
 pub mod pages;
 pub mod passkeys;
 pub mod realtime;
+pub mod rpc;
 pub mod views;
 pub mod workflows;

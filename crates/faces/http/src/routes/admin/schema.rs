@@ -2,9 +2,10 @@
 
 use actix_web::{HttpResponse, delete, get, patch, post, web};
 use api_types::{
-    ColumnDefinition, ErrorEnvelope, ExposeRequest, RegisterResourceRequest, Resource,
-    TableCreated, TableDefinition, TableInfo, TablePreview,
+    ColumnDefinition, ErrorEnvelope, ExposeRequest, FunctionResource, RegisterResourceRequest,
+    Resource, ResourceEntry, TableCreated, TableDefinition, TableInfo, TablePreview,
 };
+use kernel::FieldError;
 use schema::{ColumnInput, ForeignKeyInput, TableInput};
 use uuid::Uuid;
 
@@ -55,10 +56,47 @@ pub(super) fn table_info(t: schema::TableInfo) -> TableInfo {
 fn resource(r: schema::Resource) -> Resource {
     Resource {
         id: r.id,
+        kind: "table",
         schema: r.schema,
         table: r.table,
         exposed_methods: r.exposed_methods,
         created_at: r.created_at,
+    }
+}
+
+fn function(f: schema::Function) -> FunctionResource {
+    let signature = f.signature.as_ref();
+    FunctionResource {
+        id: f.id,
+        kind: "function",
+        schema: f.schema,
+        function: f.name,
+        arguments: signature
+            .map(|s| {
+                s.arguments
+                    .iter()
+                    .map(|a| api_types::FunctionArgument {
+                        name: a.name.clone(),
+                        data_type: a.data_type.clone(),
+                        has_default: a.has_default,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        returns: signature.map(|s| api_types::FunctionReturns {
+            data_type: s.returns.data_type.clone(),
+            set: s.returns.set,
+        }),
+        volatility: signature.map(|s| s.volatility.as_str().to_owned()),
+        exposed_methods: f.exposed_methods,
+        created_at: f.created_at,
+    }
+}
+
+fn entry(e: schema::ResourceEntry) -> ResourceEntry {
+    match e {
+        schema::ResourceEntry::Table(r) => ResourceEntry::Table(resource(r)),
+        schema::ResourceEntry::Function(f) => ResourceEntry::Function(function(f)),
     }
 }
 
@@ -165,56 +203,64 @@ pub async fn drop_table(
     Ok(no_content())
 }
 
-/// Every resource.
-#[utoipa::path(operation_id = "listResources", tag = "resources", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<Resource>>))))]
+/// Every resource: tables, then database functions.
+#[utoipa::path(operation_id = "listResources", tag = "resources", security(("bearer" = [])), responses((status = 200, body = inline(api_types::DataEnvelope<Vec<ResourceEntry>>))))]
 #[get("/resources")]
 pub async fn resources(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
 ) -> Result<HttpResponse, ApiError> {
-    let list = state.services.schema.resources().await?;
-    Ok(ok(list.into_iter().map(resource).collect::<Vec<_>>()))
+    let list = state.services.schema.entries().await?;
+    Ok(ok(list.into_iter().map(entry).collect::<Vec<_>>()))
 }
 
-/// Registers a table that exists already, hidden.
+/// Registers a table or a database function that exists already, hidden.
 #[utoipa::path(operation_id = "registerResource", tag = "resources", security(("bearer" = [])), request_body = inline(api_types::DataEnvelope<RegisterResourceRequest>),
-    responses((status = 201, body = inline(api_types::DataEnvelope<Resource>)), (status = 400, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
+    responses((status = 201, body = inline(api_types::DataEnvelope<ResourceEntry>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope), (status = 409, body = ErrorEnvelope)))]
 #[post("/resources")]
 pub async fn register(
     state: web::Data<AppState>,
     caller: Caller<AdminPlane>,
     body: Data<RegisterResourceRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    let registered = state
-        .services
-        .schema
-        .register(
-            &caller.principal,
-            &body.0.schema,
-            &body.0.table,
-            caller.ip(),
-        )
-        .await?;
-    Ok(created(resource(registered)))
+    let body = body.0;
+    let schema = &state.services.schema;
+    let registered = match (&body.table, &body.function) {
+        (Some(table), None) => ResourceEntry::Table(resource(
+            schema
+                .register(&caller.principal, &body.schema, table, caller.ip())
+                .await?,
+        )),
+        (None, Some(name)) => ResourceEntry::Function(function(
+            schema
+                .register_function(&caller.principal, &body.schema, name, caller.ip())
+                .await?,
+        )),
+        _ => {
+            return Err(FieldError::new("table", "give exactly one of table and function").into());
+        }
+    };
+    Ok(created(registered))
 }
 
 /// One resource.
 #[utoipa::path(operation_id = "getResource", tag = "resources", security(("bearer" = [])), params(("id" = Uuid, Path)),
-    responses((status = 200, body = inline(api_types::DataEnvelope<Resource>)), (status = 404, body = ErrorEnvelope)))]
+    responses((status = 200, body = inline(api_types::DataEnvelope<ResourceEntry>)), (status = 404, body = ErrorEnvelope)))]
 #[get("/resources/{id}")]
 pub async fn get_resource(
     state: web::Data<AppState>,
     _caller: Caller<AdminPlane>,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(ok(resource(
-        state.services.schema.resource(id.into_inner()).await?,
+    Ok(ok(entry(
+        state.services.schema.entry(id.into_inner()).await?,
     )))
 }
 
-/// Sets the methods the Data API answers for a resource.
+/// Sets the methods the Data API answers for a resource (a function: POST,
+/// and GET when it is immutable or stable).
 #[utoipa::path(operation_id = "updateResource", tag = "resources", security(("bearer" = [])), params(("id" = Uuid, Path)), request_body = inline(api_types::DataEnvelope<ExposeRequest>),
-    responses((status = 200, body = inline(api_types::DataEnvelope<Resource>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
+    responses((status = 200, body = inline(api_types::DataEnvelope<ResourceEntry>)), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 #[patch("/resources/{id}")]
 pub async fn expose(
     state: web::Data<AppState>,
@@ -225,12 +271,12 @@ pub async fn expose(
     let updated = state
         .services
         .schema
-        .expose(
+        .expose_entry(
             &caller.principal,
             id.into_inner(),
             &body.0.exposed_methods,
             caller.ip(),
         )
         .await?;
-    Ok(ok(resource(updated)))
+    Ok(ok(entry(updated)))
 }
