@@ -17,7 +17,7 @@ CREATE TRIGGER functions_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON
 
 -- A grant may name a function, and then only invokes it; invoke names a
 -- workflow or a function.
-ALTER TABLE svc.grants ADD COLUMN function_id uuid REFERENCES svc.functions (id) ON DELETE CASCADE;
+ALTER TABLE svc.grants ADD COLUMN function_id uuid REFERENCES svc.functions (id) ON DELETE CASCADE DEFERRABLE;
 ALTER TABLE svc.grants DROP CONSTRAINT grants_one_target;
 ALTER TABLE svc.grants ADD CONSTRAINT grants_one_target CHECK (
     num_nonnulls(resource_id, workflow_id, data_view_id, function_id) = 1);
