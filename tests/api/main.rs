@@ -38,6 +38,7 @@ mod related;
 mod replicas;
 mod restore;
 mod rpc;
+mod rpc_documents;
 mod schema;
 mod schema_evolution;
 mod security;

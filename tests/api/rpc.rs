@@ -9,14 +9,14 @@ use serde_json::{Value, json};
 use testkit::{TestApp, spawn_app};
 
 /// Runs each statement in the app's database.
-async fn sql(app: &TestApp, statements: &[&str]) {
+pub(crate) async fn sql(app: &TestApp, statements: &[&str]) {
     for statement in statements {
         app.db.sql(statement).await;
     }
 }
 
 /// Registers `shop.<name>` and exposes it for `methods`; answers its id.
-async fn registered(app: &TestApp, admin: &str, name: &str, methods: &[&str]) -> String {
+pub(crate) async fn registered(app: &TestApp, admin: &str, name: &str, methods: &[&str]) -> String {
     let created = app
         .post(
             "/admin/api/resources",
@@ -38,7 +38,7 @@ async fn registered(app: &TestApp, admin: &str, name: &str, methods: &[&str]) ->
 }
 
 /// A person in a role of their own, that role's id and their session.
-async fn shopper(app: &TestApp, admin: &str, email: &str) -> (String, String, String) {
+pub(crate) async fn shopper(app: &TestApp, admin: &str, email: &str) -> (String, String, String) {
     let role = app
         .post(
             "/admin/api/roles",
@@ -55,7 +55,7 @@ async fn shopper(app: &TestApp, admin: &str, email: &str) -> (String, String, St
     (user_id, role_id, session)
 }
 
-async fn invoke_grant(app: &TestApp, admin: &str, role_id: &str, function_id: &str) {
+pub(crate) async fn invoke_grant(app: &TestApp, admin: &str, role_id: &str, function_id: &str) {
     let granted = app
         .post(
             "/admin/api/grants",
@@ -66,7 +66,7 @@ async fn invoke_grant(app: &TestApp, admin: &str, role_id: &str, function_id: &s
     assert_eq!(granted.status, StatusCode::CREATED, "{:?}", granted.body);
 }
 
-async fn call(app: &TestApp, session: &str, function: &str, data: Value) -> testkit::Answer {
+pub(crate) async fn call(app: &TestApp, session: &str, function: &str, data: Value) -> testkit::Answer {
     app.post(
         &format!("/api/rpc/shop/{function}"),
         session,

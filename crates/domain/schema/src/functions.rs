@@ -78,16 +78,16 @@ pub enum ResourceEntry {
     Function(Function),
 }
 
-/// The one function `routines` names, refused as API.md 18 says: none is
-/// 404, overloads, other kinds and unnamed arguments are invalid.
-fn registrable(routines: Vec<Routine>) -> Result<FunctionSignature, SchemaError> {
+/// The one function `routines` (all of one name, at least one) names,
+/// refused on `function` as API.md 18 says: overloads, other kinds and
+/// unnamed arguments.
+pub fn registrable(routines: Vec<Routine>) -> Result<FunctionSignature, FieldError> {
     let mut routines = routines.into_iter();
     let (Some(routine), None) = (routines.next(), routines.next()) else {
         return Err(FieldError::new(
             "function",
             "has overloads: register a name that names one function",
-        )
-        .into());
+        ));
     };
     let kind = match routine.kind {
         RoutineKind::Function => None,
@@ -96,7 +96,7 @@ fn registrable(routines: Vec<Routine>) -> Result<FunctionSignature, SchemaError>
         RoutineKind::Window => Some("is a window function: only plain functions are called"),
     };
     if let Some(message) = kind {
-        return Err(FieldError::new("function", message).into());
+        return Err(FieldError::new("function", message));
     }
     if routine
         .signature
@@ -107,10 +107,29 @@ fn registrable(routines: Vec<Routine>) -> Result<FunctionSignature, SchemaError>
         return Err(FieldError::new(
             "function",
             "has an argument without a name: calls pass arguments by name",
-        )
-        .into());
+        ));
     }
     Ok(routine.signature)
+}
+
+/// The methods a function of `signature` may be exposed for, of
+/// `methods`, in their order: POST, and GET when it reads only (refused on
+/// `exposedMethods[i]`).
+pub fn function_methods(
+    signature: Option<&FunctionSignature>,
+    methods: &[String],
+) -> Result<Vec<String>, FieldError> {
+    let chosen = chosen_methods(methods, &FUNCTION_METHODS, "must be GET or POST")?;
+    let reads_only = signature.is_some_and(|s| s.volatility.reads_only());
+    if let Some(i) = methods.iter().position(|m| m.eq_ignore_ascii_case("GET"))
+        && !reads_only
+    {
+        return Err(FieldError::new(
+            format!("exposedMethods[{i}]"),
+            "GET calls immutable or stable functions only: this one is volatile",
+        ));
+    }
+    Ok(chosen)
 }
 
 impl SchemaService {
@@ -180,20 +199,7 @@ impl SchemaService {
                 self.expose(caller, id, methods, ip).await?,
             ));
         };
-        let chosen = chosen_methods(methods, &FUNCTION_METHODS, "must be GET or POST")?;
-        let reads_only = function
-            .signature
-            .as_ref()
-            .is_some_and(|s| s.volatility.reads_only());
-        if let Some(i) = methods.iter().position(|m| m.eq_ignore_ascii_case("GET"))
-            && !reads_only
-        {
-            return Err(FieldError::new(
-                format!("exposedMethods[{i}]"),
-                "GET calls immutable or stable functions only: this one is volatile",
-            )
-            .into());
-        }
+        let chosen = function_methods(function.signature.as_ref(), methods)?;
         let event = AuditEvent::new(
             caller.actor(),
             "resource.expose",
@@ -236,7 +242,7 @@ mod tests {
 
     fn refusal(routines: Vec<Routine>) -> String {
         match registrable(routines) {
-            Err(SchemaError::Invalid(e)) => format!("{}: {}", e.field, e.message),
+            Err(e) => format!("{}: {}", e.field, e.message),
             other => format!("{other:?}"),
         }
     }

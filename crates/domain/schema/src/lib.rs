@@ -8,7 +8,9 @@ mod resources;
 mod usage;
 
 pub use expr::Refused;
-pub use functions::{FUNCTION_METHODS, Function, ResourceEntry, Routine, RoutineKind};
+pub use functions::{
+    FUNCTION_METHODS, Function, ResourceEntry, Routine, RoutineKind, function_methods, registrable,
+};
 pub use plan::{
     ColumnFacts, ColumnInput, ColumnPatch, Confirm, ForeignKeyInput, INDEX_METHODS, IndexInput,
     IndexPlan, Plan, TableFacts, TableInput, add_column, alter_column, create_index, create_table,

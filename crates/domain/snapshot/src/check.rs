@@ -127,31 +127,36 @@ fn dashboard_fields(dashboard: &mut Dashboard, path: &str) -> Result<(), FieldEr
 /// target, an action that fits it, a row filter that parses (not on a
 /// workflow), columns only on a table.
 fn grant(grant: &Grant, path: &str) -> Result<(), FieldError> {
-    let fits = match (&grant.resource, &grant.workflow, &grant.data_view) {
-        (Some(_), None, None) => {
+    let fits = match (
+        &grant.resource,
+        &grant.workflow,
+        &grant.data_view,
+        &grant.function,
+    ) {
+        (Some(_), None, None, None) => {
             ["read", "create", "update", "delete"].contains(&grant.action.as_str())
         }
-        (None, Some(_), None) => grant.action == "invoke",
-        (None, None, Some(_)) => grant.action == "read",
+        (None, Some(_), None, None) | (None, None, None, Some(_)) => grant.action == "invoke",
+        (None, None, Some(_), None) => grant.action == "read",
         _ => {
             return Err(FieldError::new(
                 path.to_owned(),
-                "names exactly one of resource, workflow and dataView",
+                "names exactly one of resource, workflow, dataView and function",
             ));
         }
     };
     if !fits {
         return Err(FieldError::new(
             format!("{path}.action"),
-            "does not fit the grant's target (read, create, update or delete a table; invoke a workflow; read a DataView)",
+            "does not fit the grant's target (read, create, update or delete a table; invoke a workflow or a function; read a DataView)",
         ));
     }
     if let Some(filter) = &grant.filter {
         Filter::parse(filter, "filter").map_err(|e| at(path, e))?;
-        if grant.workflow.is_some() {
+        if grant.workflow.is_some() || grant.function.is_some() {
             return Err(FieldError::new(
                 format!("{path}.filter"),
-                "workflow grants take no row filter",
+                "workflow and function grants take no row filter",
             ));
         }
     }

@@ -21,8 +21,8 @@ pub use diff::{
     mark_admin_power,
 };
 pub use model::{
-    Column, Dashboard, DataView, ForeignKey, Grant, Index, Resource, Role, Snapshot, Table,
-    VERSION, Workflow,
+    Column, Dashboard, DataView, ForeignKey, Function, Grant, Index, Resource, Role, Snapshot,
+    Table, VERSION, Workflow,
 };
 
 /// A step as it ran (or would run).

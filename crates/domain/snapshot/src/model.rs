@@ -10,8 +10,8 @@ use serde_json::Value;
 /// The only snapshot version there is.
 pub const VERSION: u32 = 1;
 
-/// A configuration: tables, exposure, roles, grants, workflows, DataViews,
-/// dashboards and settings.
+/// A configuration: tables, exposure, registered functions, roles, grants,
+/// workflows, DataViews, dashboards and settings.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Snapshot {
@@ -23,6 +23,10 @@ pub struct Snapshot {
     /// Every resource with its exposure.
     #[serde(default)]
     pub resources: Vec<Resource>,
+    /// Database functions registered as resources, with their exposure
+    /// (the functions themselves are the database's, not the snapshot's).
+    #[serde(default)]
+    pub functions: Vec<Function>,
     /// Roles that are not built in.
     #[serde(default)]
     pub roles: Vec<Role>,
@@ -160,6 +164,26 @@ impl Resource {
     }
 }
 
+/// A registered database function's exposure.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Function {
+    /// Schema.
+    pub schema: String,
+    /// The function's name.
+    pub function: String,
+    /// Methods the Data API answers (GET, POST).
+    #[serde(default)]
+    pub exposed_methods: Vec<String>,
+}
+
+impl Function {
+    /// `schema.function`.
+    pub fn qualified(&self) -> String {
+        format!("{}.{}", self.schema, self.function)
+    }
+}
+
 /// A role that is not built in.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -189,6 +213,9 @@ pub struct Grant {
     /// A DataView slug.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_view: Option<String>,
+    /// A registered function as `schema.function`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
     /// read, create, update, delete or invoke.
     pub action: String,
     /// Row filter.
@@ -202,10 +229,11 @@ pub struct Grant {
 impl Grant {
     /// The target as a step names it.
     pub fn target(&self) -> String {
-        match (&self.resource, &self.workflow, &self.data_view) {
-            (Some(r), _, _) => r.clone(),
-            (None, Some(w), _) => format!("workflow {w}"),
-            (None, None, Some(v)) => format!("DataView {v}"),
+        match (&self.resource, &self.workflow, &self.data_view, &self.function) {
+            (Some(r), ..) => r.clone(),
+            (None, Some(w), ..) => format!("workflow {w}"),
+            (None, None, Some(v), _) => format!("DataView {v}"),
+            (None, None, None, Some(f)) => format!("function {f}"),
             _ => String::new(),
         }
     }
@@ -312,6 +340,8 @@ impl Snapshot {
         }
         self.resources
             .sort_by(|a, b| (&a.schema, &a.table).cmp(&(&b.schema, &b.table)));
+        self.functions
+            .sort_by(|a, b| (&a.schema, &a.function).cmp(&(&b.schema, &b.function)));
         self.roles
             .sort_by_key(|r| (r.name.to_lowercase(), r.name.clone()));
         self.grants.sort_by_key(Grant::key);

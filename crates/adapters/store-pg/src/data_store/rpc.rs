@@ -48,7 +48,10 @@ fn cast(n: usize, data_type: &str) -> String {
 }
 
 /// The statement of `call`: the function applied to its arguments by name
-/// (from `$1`), answering one text column `answer`, the JSON of its result.
+/// (from `$1`), answering one text column `answer`, the JSON of its result,
+/// or NULL when that is longer than `data.max_answer_bytes` (the last
+/// parameter), so that an answer over the ceiling never leaves the
+/// database.
 fn call_sql(call: &FunctionCall<'_>) -> String {
     let arguments: Vec<String> = call
         .arguments
@@ -65,13 +68,18 @@ fn call_sql(call: &FunctionCall<'_>) -> String {
         arguments.join(", ")
     );
     let returns = &call.signature.returns;
-    if returns.is_void() {
+    let answer = if returns.is_void() {
         format!("SELECT CASE WHEN ({applied}) IS NULL THEN 'null' ELSE 'null' END AS answer")
     } else if returns.set {
         format!("SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]')::text AS answer FROM {applied} AS r")
     } else {
         format!("SELECT coalesce(to_jsonb(r), 'null')::text AS answer FROM {applied} AS r")
-    }
+    };
+    let ceiling = call.arguments.len() + 1;
+    format!(
+        "SELECT CASE WHEN octet_length(c.answer) <= ${ceiling}::bigint THEN c.answer END AS answer \
+         FROM ({answer}) AS c"
+    )
 }
 
 /// Whether `hint` is an UPPER_SNAKE word (a code of the user's own).
@@ -149,11 +157,12 @@ impl PgStore {
             ],
         ))
         .await?;
-        let values: Vec<Value> = call
+        let mut values: Vec<Value> = call
             .arguments
             .iter()
             .map(|(_, _, value)| Value::from((*value).clone()))
             .collect();
+        values.push(i64::try_from(call.max_answer_bytes).unwrap_or(i64::MAX).into());
         let answered = txn.query_one_raw(stmt(&call_sql(call), values)).await;
         let row = match answered {
             Ok(row) => row.ok_or_else(|| StoreError::Internal("a call answered no row".into()))?,
@@ -166,10 +175,9 @@ impl PgStore {
             }
             Err(err) => return Err(call_error(err)),
         };
-        let answer: String = rows::column(&row, "answer")?;
-        if answer.len() as u64 > call.max_answer_bytes {
+        let Some(answer) = rows::column::<Option<String>>(&row, "answer")? else {
             return Err(StoreError::AnswerTooLarge);
-        }
+        };
         if let Some(event) = call.audit.clone() {
             write_audit(&txn, event, self.now()).await?;
         }

@@ -56,34 +56,34 @@ struct RoutineRow {
     signature: Json,
 }
 
-impl PgStore {
-    pub(super) async fn routines_named(
-        &self,
-        schema: &str,
-        name: &str,
-    ) -> Result<Vec<Routine>, StoreError> {
-        let sql = format!(
-            "SELECT p.prokind::text AS kind, {SIGNATURE_SQL} AS signature FROM pg_proc p \
-             JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2"
-        );
-        let found = self
-            .db
-            .fetch_all(stmt(&sql, [schema.into(), name.into()]))
-            .await?;
-        found
-            .iter()
-            .map(|row| {
-                let r = rows::row::<RoutineRow>(row)?;
-                Ok(Routine {
-                    kind: RoutineKind::from_code(&r.kind),
-                    signature: FunctionSignature::from_json(&r.signature).ok_or_else(|| {
-                        StoreError::Internal("a routine's description did not read".into())
-                    })?,
-                })
+/// The routines of `schema.name` as the catalog has them on `conn`.
+pub(crate) async fn routines(
+    conn: &impl Query,
+    schema: &str,
+    name: &str,
+) -> Result<Vec<Routine>, StoreError> {
+    let sql = format!(
+        "SELECT p.prokind::text AS kind, {SIGNATURE_SQL} AS signature FROM pg_proc p \
+         JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = $2"
+    );
+    let found = conn
+        .fetch_all(stmt(&sql, [schema.into(), name.into()]))
+        .await?;
+    found
+        .iter()
+        .map(|row| {
+            let r = rows::row::<RoutineRow>(row)?;
+            Ok(Routine {
+                kind: RoutineKind::from_code(&r.kind),
+                signature: FunctionSignature::from_json(&r.signature).ok_or_else(|| {
+                    StoreError::Internal("a routine's description did not read".into())
+                })?,
             })
-            .collect()
-    }
+        })
+        .collect()
+}
 
+impl PgStore {
     pub(super) async fn all_functions(&self) -> Result<Vec<Function>, StoreError> {
         let sql = function_sql("ORDER BY f.schema_name, f.function_name");
         let found = self.db.fetch_all(stmt(&sql, [])).await?;

@@ -3,7 +3,7 @@
 
 pub(crate) mod alter;
 pub(crate) mod describe;
-mod functions;
+pub(crate) mod functions;
 mod indexes;
 
 use async_trait::async_trait;
@@ -455,7 +455,7 @@ impl SchemaStore for PgStore {
     }
 
     async fn routines(&self, schema: &str, name: &str) -> Result<Vec<Routine>, StoreError> {
-        self.routines_named(schema, name).await
+        functions::routines(&self.db, schema, name).await
     }
 
     async fn functions(&self) -> Result<Vec<Function>, StoreError> {

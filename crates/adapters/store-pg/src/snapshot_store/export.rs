@@ -7,7 +7,9 @@ use kernel::settings::Settings;
 use schema::TableInfo;
 use sea_orm::{ConnectionTrait, FromQueryResult};
 use serde_json::{Map, Value as Json};
-use snapshot::{Dashboard, DataView, Grant, Index, Resource, Role, Snapshot, Table, Workflow};
+use snapshot::{
+    Dashboard, DataView, Function, Grant, Index, Resource, Role, Snapshot, Table, Workflow,
+};
 use uuid::Uuid;
 
 use crate::query::Query;
@@ -39,6 +41,13 @@ struct ResourceRow {
 }
 
 #[derive(FromQueryResult)]
+struct FunctionRow {
+    schema_name: String,
+    function_name: String,
+    exposed_methods: Vec<String>,
+}
+
+#[derive(FromQueryResult)]
 struct RoleRow {
     name: String,
     description: Option<String>,
@@ -51,6 +60,7 @@ struct GrantRow {
     resource: Option<String>,
     workflow: Option<String>,
     data_view: Option<String>,
+    function: Option<String>,
     action: String,
     filter: Option<Json>,
     columns: Option<Vec<String>>,
@@ -234,6 +244,18 @@ pub(crate) async fn export(conn: &impl ConnectionTrait) -> Result<Snapshot, Stor
     })
     .collect();
     let tables = tables(conn, &resources).await?;
+    let functions = all::<FunctionRow>(
+        conn,
+        "SELECT schema_name, function_name, exposed_methods FROM svc.functions",
+    )
+    .await?
+    .into_iter()
+    .map(|f| Function {
+        schema: f.schema_name,
+        function: f.function_name,
+        exposed_methods: f.exposed_methods,
+    })
+    .collect();
     let roles = all::<RoleRow>(
         conn,
         "SELECT name, description, api_access FROM svc.roles WHERE NOT built_in",
@@ -249,9 +271,10 @@ pub(crate) async fn export(conn: &impl ConnectionTrait) -> Result<Snapshot, Stor
     let grants = all::<GrantRow>(
         conn,
         "SELECT r.name AS role, res.schema_name || '.' || res.table_name AS resource, w.slug AS workflow, \
-         v.slug AS data_view, g.action, g.filter, g.columns FROM svc.grants g JOIN svc.roles r ON r.id = g.role_id \
+         v.slug AS data_view, f.schema_name || '.' || f.function_name AS function, g.action, g.filter, g.columns \
+         FROM svc.grants g JOIN svc.roles r ON r.id = g.role_id \
          LEFT JOIN svc.resources res ON res.id = g.resource_id LEFT JOIN svc.workflows w ON w.id = g.workflow_id \
-         LEFT JOIN svc.dataviews v ON v.id = g.data_view_id WHERE g.function_id IS NULL",
+         LEFT JOIN svc.dataviews v ON v.id = g.data_view_id LEFT JOIN svc.functions f ON f.id = g.function_id",
     )
     .await?
     .into_iter()
@@ -260,6 +283,7 @@ pub(crate) async fn export(conn: &impl ConnectionTrait) -> Result<Snapshot, Stor
         resource: g.resource,
         workflow: g.workflow,
         data_view: g.data_view,
+        function: g.function,
         action: g.action,
         filter: g.filter,
         columns: g.columns,
@@ -333,6 +357,7 @@ pub(crate) async fn export(conn: &impl ConnectionTrait) -> Result<Snapshot, Stor
         version: snapshot::VERSION,
         tables,
         resources,
+        functions,
         roles,
         grants,
         workflows,

@@ -9,11 +9,12 @@ mod admin;
 mod tables;
 
 pub use admin::{AdminPower, CREDENTIAL_SETTINGS, admin_candidates, mark_admin_power};
-use tables::{resources, tables};
+use tables::{functions, resources, tables};
 
 use crate::check::ViewSource;
 use crate::model::{
-    Column, Dashboard, DataView, Grant, Index, Resource, Role, Slugged, Snapshot, Table, Workflow,
+    Column, Dashboard, DataView, Function, Grant, Index, Resource, Role, Slugged, Snapshot, Table,
+    Workflow,
 };
 
 /// What a step does.
@@ -64,6 +65,10 @@ pub enum Operation {
     RegisterResource(String, String),
     /// Sets a resource's exposure.
     Expose(Resource, String),
+    /// Registers an existing database function; the path is its entry's.
+    RegisterFunction(Function, String),
+    /// Sets a registered function's exposure.
+    ExposeFunction(Function, String),
     /// Creates or changes a workflow.
     PutWorkflow(Workflow, String),
     /// Drops a workflow.
@@ -90,8 +95,8 @@ pub enum Operation {
 pub struct Step {
     /// create, alter or drop.
     pub action: Action,
-    /// table, column, index, resource, role, grant, workflow, dataview,
-    /// dashboard or setting.
+    /// table, column, index, resource, function, role, grant, workflow,
+    /// dataview, dashboard or setting.
     pub kind: &'static str,
     /// What it changes, by name.
     pub name: String,
@@ -149,6 +154,7 @@ pub fn diff(current: &Snapshot, desired: &Snapshot) -> Result<Vec<Step>, FieldEr
     roles(current, desired, &mut middle, &mut last);
     let created = tables(current, desired, &mut middle, &mut last)?;
     resources(current, desired, &created, &mut middle);
+    functions(current, desired, &mut middle);
     definitions(current, desired, &mut middle);
     grants(current, desired, &mut middle);
     for (key, value) in &desired.settings {

@@ -262,3 +262,32 @@ pub(super) fn resources(
         }
     }
 }
+
+/// Registrations and exposures of the functions `desired` has; a function
+/// the target's database lacks is refused when the step runs.
+pub(super) fn functions(current: &Snapshot, desired: &Snapshot, out: &mut Vec<Step>) {
+    for (i, f) in desired.functions.iter().enumerate() {
+        let path = format!("functions[{i}]");
+        let found = current
+            .functions
+            .iter()
+            .find(|c| c.schema == f.schema && c.function == f.function);
+        if found.is_none() {
+            out.push(step(
+                Action::Create,
+                "function",
+                f.qualified(),
+                Operation::RegisterFunction(f.clone(), path.clone()),
+            ));
+        }
+        let exposed = found.map_or(&[][..], |c| c.exposed_methods.as_slice());
+        if exposed != f.exposed_methods.as_slice() {
+            out.push(step(
+                Action::Alter,
+                "function",
+                f.qualified(),
+                Operation::ExposeFunction(f.clone(), path),
+            ));
+        }
+    }
+}

@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 use snapshot::Grant;
 
 use super::views::view_outputs;
-use super::{DATAVIEW_ID, Memo, RESOURCE_ID, ROLE_ID, WORKFLOW_ID};
+use super::{DATAVIEW_ID, FUNCTION_ID, Memo, RESOURCE_ID, ROLE_ID, WORKFLOW_ID};
 use crate::{PgStore, execute};
 
 /// A grant (its target, action and filter checked by the plan) with ids
@@ -39,6 +39,13 @@ async fn checked_grant(
     let data_view = match &grant.data_view {
         Some(v) => Some(
             memo.id(txn, DATAVIEW_ID, v, &format!("{path}.dataView"))
+                .await?,
+        ),
+        None => None,
+    };
+    let function = match &grant.function {
+        Some(f) => Some(
+            memo.id(txn, FUNCTION_ID, f, &format!("{path}.function"))
                 .await?,
         ),
         None => None,
@@ -79,7 +86,7 @@ async fn checked_grant(
     }
     Ok(serde_json::json!({
         "id": new_id(), "role": role, "resource": resource, "workflow": workflow, "dataView": data_view,
-        "action": grant.action, "filter": grant.filter, "columns": grant.columns,
+        "function": function, "action": grant.action, "filter": grant.filter, "columns": grant.columns,
     }))
 }
 
@@ -96,9 +103,9 @@ pub(crate) async fn create_grants(
     }
     execute(
         txn,
-        "INSERT INTO svc.grants (id, role_id, resource_id, workflow_id, data_view_id, action, filter, columns, created_at) \
+        "INSERT INTO svc.grants (id, role_id, resource_id, workflow_id, data_view_id, function_id, action, filter, columns, created_at) \
          SELECT (g ->> 'id')::uuid, (g ->> 'role')::uuid, (g ->> 'resource')::uuid, (g ->> 'workflow')::uuid, \
-                (g ->> 'dataView')::uuid, g ->> 'action', nullif(g -> 'filter', 'null'::jsonb), \
+                (g ->> 'dataView')::uuid, (g ->> 'function')::uuid, g ->> 'action', nullif(g -> 'filter', 'null'::jsonb), \
                 CASE WHEN jsonb_typeof(g -> 'columns') = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(g -> 'columns')) END, $2 \
          FROM jsonb_array_elements($1) AS g",
         vec![Json::Array(rows).into(), store.now().into()],
@@ -115,7 +122,8 @@ pub(super) async fn drop(txn: &DatabaseTransaction, grant: &Grant) -> Result<(),
          AND g.filter IS NOT DISTINCT FROM $3 AND g.columns IS NOT DISTINCT FROM $4 \
          AND g.resource_id IS NOT DISTINCT FROM (SELECT id FROM svc.resources WHERE schema_name || '.' || table_name = $5) \
          AND g.workflow_id IS NOT DISTINCT FROM (SELECT id FROM svc.workflows WHERE slug = $6) \
-         AND g.data_view_id IS NOT DISTINCT FROM (SELECT id FROM svc.dataviews WHERE slug = $7)",
+         AND g.data_view_id IS NOT DISTINCT FROM (SELECT id FROM svc.dataviews WHERE slug = $7) \
+         AND g.function_id IS NOT DISTINCT FROM (SELECT id FROM svc.functions WHERE schema_name || '.' || function_name = $8)",
         vec![
             grant.role.clone().into(),
             grant.action.clone().into(),
@@ -124,6 +132,7 @@ pub(super) async fn drop(txn: &DatabaseTransaction, grant: &Grant) -> Result<(),
             grant.resource.clone().into(),
             grant.workflow.clone().into(),
             grant.data_view.clone().into(),
+            grant.function.clone().into(),
         ],
     )
     .await?;

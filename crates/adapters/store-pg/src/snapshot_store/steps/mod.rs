@@ -3,6 +3,7 @@
 //! earlier steps' creations are visible; a name that nothing has is
 //! refused on the snapshot's path to it.
 
+mod functions;
 mod grants;
 mod memo;
 mod roles;
@@ -99,6 +100,12 @@ pub(super) async fn run(
             .await
             .map(|()| None),
         Operation::Expose(resource, _) => tables::expose(txn, resource, dry).await.map(|()| None),
+        Operation::RegisterFunction(function, path) => functions::register(store, txn, function, path)
+            .await
+            .map(|()| None),
+        Operation::ExposeFunction(function, path) => functions::expose(txn, function, path, dry)
+            .await
+            .map(|()| None),
         Operation::PutWorkflow(workflow, path) => {
             workflows::put(store, txn, workflow, path, dry, memo)
                 .await
@@ -168,6 +175,9 @@ const ROLE_ID: &str = "SELECT id FROM svc.roles WHERE lower(name) = lower($1)";
 /// A registered table's id by `schema.table`.
 const RESOURCE_ID: &str =
     "SELECT id FROM svc.resources WHERE schema_name || '.' || table_name = $1";
+/// A registered function's id by `schema.function`.
+const FUNCTION_ID: &str =
+    "SELECT id FROM svc.functions WHERE schema_name || '.' || function_name = $1";
 /// A workflow's id by its slug.
 const WORKFLOW_ID: &str = "SELECT id FROM svc.workflows WHERE slug = $1";
 /// A DataView's id by its slug.

@@ -7,6 +7,7 @@ pub mod grants;
 pub mod invitations;
 pub mod openapi;
 pub mod openapi_data;
+mod openapi_rpc;
 pub mod roles;
 pub mod schema;
 pub mod schema_changes;

@@ -24,7 +24,7 @@ pub struct RoleQuery {
 /// on, only the methods it may use, only the columns it reaches; the
 /// published DataViews it may read (grants on the view and its source) with
 /// their output columns; the public webhooks and those it may invoke, with
-/// the result route.
+/// the result route; the exposed database functions it may invoke.
 #[utoipa::path(operation_id = "getDataDocument", tag = "data", security(("bearer" = [])), params(RoleQuery),
     responses((status = 200, description = "OpenAPI 3.1 document"), (status = 400, body = ErrorEnvelope), (status = 404, body = ErrorEnvelope)))]
 #[get("/openapi/data")]
@@ -64,17 +64,22 @@ pub async fn document(
         describe_batch(&mut paths);
     }
     describe_realtime(&followable, &mut paths);
-    let granted: Vec<Uuid> = state
+    let role_grants = state
         .services
         .grants
         .grants(permissions::GrantQuery {
             role_id: Some(role_id),
             resource_id: None,
         })
-        .await?
-        .into_iter()
-        .filter_map(|g| g.workflow_id)
+        .await?;
+    let granted: Vec<Uuid> = role_grants.iter().filter_map(|g| g.workflow_id).collect();
+    let invocable: Vec<Uuid> = role_grants
+        .iter()
+        .filter(|g| g.action == permissions::Action::Invoke)
+        .filter_map(|g| g.resource_id)
         .collect();
+    let entries = state.services.schema.entries().await?;
+    super::openapi_rpc::describe_functions(&entries, &invocable, admin, &mut paths, &mut schemas);
     let served = state.services.views.published().await?;
     describe_views(&served, role_id, admin, &mut paths, &mut schemas);
     let hooks = state.services.workflows.webhooks(admin, &granted).await?;
@@ -201,16 +206,16 @@ fn object(columns: &[&Column], required: bool) -> Value {
 }
 
 /// The error envelope of the Data API.
-fn errors_schema() -> Value {
+pub(super) fn errors_schema() -> Value {
     json!({ "type": "object", "properties": { "errors": { "type": "array", "items": { "type": "object",
         "properties": { "code": { "type": "string" }, "message": { "type": "string" }, "field": { "type": "string" } } } } } })
 }
 
-fn envelope(schema: Value) -> Value {
+pub(super) fn envelope(schema: Value) -> Value {
     json!({ "type": "object", "properties": { "data": schema }, "required": ["data"] })
 }
 
-fn answer(description: &str, schema: Value) -> Value {
+pub(super) fn answer(description: &str, schema: Value) -> Value {
     json!({ "description": description, "content": { "application/json": { "schema": schema } } })
 }
 
@@ -544,7 +549,7 @@ fn describe_webhooks(
 
 /// `order_lines` → `OrderLines`: the part of an operation id naming a table
 /// or a workflow.
-fn pascal(name: &str) -> String {
+pub(super) fn pascal(name: &str) -> String {
     name.split(|c: char| !c.is_ascii_alphanumeric())
         .filter(|part| !part.is_empty())
         .map(|part| {
