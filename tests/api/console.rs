@@ -227,7 +227,7 @@ async fn nothing_the_browser_receives_names_an_internal_document() {
 
 /// Answers the `confirm()` the page opened, which must say `expected`:
 /// accepted or dismissed.
-async fn answer_prompt(browser: &Browser, expected: &str, accept: bool) {
+pub(crate) async fn answer_prompt(browser: &Browser, expected: &str, accept: bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         if let Ok(text) = browser.client.get_alert_text().await {

@@ -15,6 +15,7 @@ mod binary;
 mod browser;
 mod concurrency;
 mod console;
+mod console_functions;
 mod csv;
 mod data;
 mod envelope;

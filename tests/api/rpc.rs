@@ -66,7 +66,12 @@ pub(crate) async fn invoke_grant(app: &TestApp, admin: &str, role_id: &str, func
     assert_eq!(granted.status, StatusCode::CREATED, "{:?}", granted.body);
 }
 
-pub(crate) async fn call(app: &TestApp, session: &str, function: &str, data: Value) -> testkit::Answer {
+pub(crate) async fn call(
+    app: &TestApp,
+    session: &str,
+    function: &str,
+    data: Value,
+) -> testkit::Answer {
     app.post(
         &format!("/api/rpc/shop/{function}"),
         session,

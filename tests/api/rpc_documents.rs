@@ -48,16 +48,16 @@ async fn the_data_document_lists_the_functions_a_role_may_invoke_typed() {
     invoke_grant(&app, &admin, &role_id, &add).await;
     let after = document(role_id.clone()).await;
     let path = &after["paths"]["/api/rpc/shop/add"];
-    let input = &path["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]
-        ["data"];
+    let input =
+        &path["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]["data"];
     assert_eq!(
         input["properties"]["a"]["type"],
         json!(["integer", "null"]),
         "{path:?}"
     );
     assert_eq!(input["required"], json!(["a"]), "b has a default");
-    let output = &path["post"]["responses"]["200"]["content"]["application/json"]["schema"]
-        ["properties"]["data"];
+    let output = &path["post"]["responses"]["200"]["content"]["application/json"]["schema"]["properties"]
+        ["data"];
     assert_eq!(output["type"], json!(["integer", "null"]), "{path:?}");
     let parameters = path["get"]["parameters"].as_array().unwrap();
     assert_eq!(parameters.len(), 2, "{path:?}");
@@ -117,7 +117,12 @@ async fn snapshots_carry_registrations_exposure_and_grants_of_functions() {
             json!({ "data": exported }),
         )
         .await;
-    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{:?}", refused.body);
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        refused.body
+    );
     assert_eq!(refused.code(), "INVALID_PAYLOAD");
     assert_eq!(refused.body["errors"][0]["field"], "functions[0].function");
     assert!(
@@ -163,7 +168,12 @@ async fn snapshots_carry_registrations_exposure_and_grants_of_functions() {
             .map(|r| r["id"].as_str().unwrap().to_owned())
             .unwrap();
         production
-            .create_user(&prod_admin, "ann@example.com", "password-1", Some(vec![role]))
+            .create_user(
+                &prod_admin,
+                "ann@example.com",
+                "password-1",
+                Some(vec![role]),
+            )
             .await;
         let session = production.login("ann@example.com", "password-1").await;
         ((), (), session)
@@ -192,7 +202,12 @@ async fn snapshots_carry_registrations_exposure_and_grants_of_functions() {
             json!({ "data": volatile }),
         )
         .await;
-    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{:?}", refused.body);
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        refused.body
+    );
     assert_eq!(
         refused.body["errors"][0]["field"],
         "functions[0].exposedMethods[0]"

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Writes TypeScript types of one role's tables from its Data document
-// (GET /admin/api/openapi/data?role=<id>), for `createClient<Database>()`.
+// Writes TypeScript types of one role's tables and database functions from
+// its Data document (GET /admin/api/openapi/data?role=<id>), for
+// `createClient<Database, Functions>()`.
 //
 //   tessera-types --url http://localhost:8080 --role <role id> [--out src/database.ts]
 //   tessera-types --from data.json [--out src/database.ts]
@@ -55,7 +56,7 @@ function fail(message) {
   process.exit(1);
 }
 
-/** The module: one entry per table, with its Row, Insert and Update shapes. */
+/** The module: one entry per table, with its Row, Insert and Update shapes, then one per function with its Args and Returns. */
 export function render(document) {
   const schemas = document.components?.schemas ?? {};
   const tables = new Map();
@@ -91,8 +92,36 @@ export function render(document) {
     }
     lines.push("  };");
   }
+  lines.push("};", "", "export type Functions = {");
+  for (const [name, fn] of functions(document)) {
+    lines.push(`  ${JSON.stringify(name)}: {`, `    Args: ${typeOf(fn.args, 3)};`, `    Returns: ${fn.returns ? typeOf(fn.returns, 3) : "unknown"};`, "  };");
+  }
   lines.push("};", "");
   return lines.join("\n");
+}
+
+/** The functions of `/api/rpc/{schema}/{function}`, sorted: arguments from the POST body or the GET parameters. */
+function functions(document) {
+  const found = [];
+  for (const [path, item] of Object.entries(document.paths ?? {})) {
+    const match = /^\/api\/rpc\/([^/]+)\/([^/]+)$/.exec(path);
+    if (!match) continue;
+    const operation = item.post ?? item.get;
+    let args = operation.requestBody?.content?.["application/json"]?.schema?.properties?.data;
+    if (!args) {
+      const parameters = operation.parameters ?? [];
+      args = {
+        type: "object",
+        properties: Object.fromEntries(parameters.map((p) => [p.name, p.schema ?? {}])),
+        required: parameters.filter((p) => p.required).map((p) => p.name),
+      };
+    }
+    // No argument at all: an empty object.
+    if (!Object.keys(args.properties ?? {}).length) args = { type: "object", properties: {}, empty: true };
+    const returns = operation.responses?.["200"]?.content?.["application/json"]?.schema?.properties?.data;
+    found.push([`${match[1]}.${match[2]}`, { args, returns }]);
+  }
+  return found.sort(([a], [b]) => a.localeCompare(b));
 }
 
 /**
@@ -130,6 +159,7 @@ function typeOf(schema, depth, mode = "schema") {
 
 function objectType(schema, depth, mode) {
   const properties = Object.entries(schema.properties ?? {});
+  if (schema.empty) return "Record<string, never>";
   if (properties.length === 0) return "Record<string, unknown>";
   const required = new Set(schema.required ?? []);
   const pad = "  ".repeat(depth);

@@ -6,6 +6,7 @@
  * const tessera = createClient("https://api.example.com");
  * await tessera.auth.signInWithPassword({ email, password });
  * const { data } = await tessera.from("app.notes").select("id,title").sort("-id").limit(20);
+ * const total = await tessera.rpc("shop.order_total", { order_id: 7 });
  * ```
  */
 import { AuthApi } from "./auth.js";
@@ -13,6 +14,7 @@ import { type BatchAnswer, type BatchBuilder, runBatch } from "./batch.js";
 import { type ClientOptions, Transport } from "./http.js";
 import { type AnyTable, type Runner, type TableShape, TableQuery, tablePath } from "./query.js";
 import { type ChangeEvent, type SubscribeOptions, type Subscription, subscribe } from "./realtime.js";
+import { type AnyFunction, type Functions, type RpcOptions, callFunction, functionPath } from "./rpc.js";
 import { FilesApi, ViewsApi, WorkflowsApi } from "./services.js";
 
 export { TesseraError } from "./errors.js";
@@ -26,14 +28,18 @@ export type { AuthApi, MfaApi, PasskeysApi } from "./auth.js";
 export type { FilesApi, ViewsApi, WorkflowsApi } from "./services.js";
 export type { BatchAnswer, BatchBuilder, BatchRef } from "./batch.js";
 export type { ChangeEvent, SubscribeOptions, Subscription } from "./realtime.js";
+export type { AnyFunction, FunctionShape, Functions, RpcOptions } from "./rpc.js";
 export type { FileInfo, RunOutcome, Dashboard } from "./services.js";
 export { toBase64url, fromBase64url } from "./webauthn.js";
 
 /** The tables of a database, by `schema.table` (what `tessera-types` writes). */
 export type Database = Record<string, TableShape>;
 
-/** A client of one Tessera server (made by {@link createClient}). */
-export class TesseraClient<DB extends Database = Record<string, AnyTable>> {
+/**
+ * A client of one Tessera server (made by {@link createClient}), typed by
+ * the tables and the functions `tessera-types` writes.
+ */
+export class TesseraClient<DB extends Database = Record<string, AnyTable>, FN extends Functions = Record<string, AnyFunction>> {
   /** Sign-in, the account, second factors, passkeys, tokens. */
   readonly auth: AuthApi;
   /** Files: upload, download, URLs. */
@@ -74,6 +80,17 @@ export class TesseraClient<DB extends Database = Record<string, AnyTable>> {
   from<K extends keyof DB & string>(name: K): TableQuery<DB[K]> {
     tablePath(name); // a name that is not schema.table throws here, not at the first request
     return new TableQuery<DB[K]>(this.runner, name);
+  }
+
+  /**
+   * Calls the database function `name` (`schema.function`) with its
+   * arguments by name; answers its result. A function's refusal (its
+   * `RAISE EXCEPTION`) is a TesseraError with FUNCTION_RAISED or the
+   * code of its hint.
+   */
+  rpc<K extends keyof FN & string>(name: K, args?: FN[K]["Args"], options: RpcOptions = {}): Promise<FN[K]["Returns"]> {
+    // A name that is not schema.function throws here, not at the request.
+    return callFunction<FN[K]["Returns"]>(this.transport, functionPath(name), args ?? {}, options);
   }
 
   /** Runs the operations `build` adds in one transaction: all or nothing. */
@@ -117,6 +134,9 @@ export class TesseraClient<DB extends Database = Record<string, AnyTable>> {
 }
 
 /** A client of the Tessera server at `url`. */
-export function createClient<DB extends Database = Record<string, AnyTable>>(url: string, options?: ClientOptions): TesseraClient<DB> {
-  return new TesseraClient<DB>(url, options);
+export function createClient<DB extends Database = Record<string, AnyTable>, FN extends Functions = Record<string, AnyFunction>>(
+  url: string,
+  options?: ClientOptions,
+): TesseraClient<DB, FN> {
+  return new TesseraClient<DB, FN>(url, options);
 }

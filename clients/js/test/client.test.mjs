@@ -334,4 +334,21 @@ describe("files, views and workflows", () => {
     assert.equal((await client.workflows.waitFor(started.id)).result.hello, "Cy");
     await refused(client.workflows.invoke("nope", { body: {} }), 404, "WORKFLOW_NOT_FOUND");
   });
+
+  test("database functions by POST and GET, their refusals as errors with codes", async () => {
+    const { client, user } = await person("rue@example.com");
+    assert.equal(await client.rpc("app.note_count"), 0);
+    await client.from("app.notes").insert([
+      { title: "a", owner_id: user.id },
+      { title: "b", owner_id: user.id, done: true },
+    ]);
+    assert.equal(await client.rpc("app.note_count", {}), 2);
+    assert.equal(await client.rpc("app.note_count", { only_done: true }, { get: true }), 1);
+    assert.equal(await client.rpc("app.note_count", { only_done: false }, { get: true }), 1);
+    await refused(client.rpc("app.refuse", { reason: "no more ink" }), 400, "OUT_OF_STOCK");
+    await refused(client.rpc("app.refuse", { reason: "x" }, { get: true }), 405, "METHOD_NOT_ALLOWED");
+    await refused(client.rpc("app.note_count", { nope: 1 }), 400, "INVALID_PAYLOAD");
+    await refused(client.rpc("app.nothing"), 404, "NOT_FOUND");
+    assert.throws(() => client.rpc("note_count"), TypeError);
+  });
 });

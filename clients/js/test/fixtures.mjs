@@ -1,6 +1,7 @@
 // The app the tests use: the notes app of examples/notes-app (`app.notes`
 // owned by whoever wrote them, open registration into a "Writers" role,
-// files), with a DataView, a dashboard and two workflows.
+// files), with a DataView, a dashboard, two workflows and two database
+// functions.
 import { createHmac } from "node:crypto";
 import { after, before } from "node:test";
 
@@ -70,6 +71,23 @@ export async function notesApp(server) {
     });
     await a("POST", `/admin/api/workflows/${workflow.id}/publish`, undefined, null);
     await a("POST", "/admin/api/grants", { roleId: role.id, workflowId: workflow.id, action: "invoke" });
+  }
+  for (const query of [
+    `CREATE FUNCTION app.note_count(only_done boolean DEFAULT NULL) RETURNS bigint LANGUAGE sql STABLE AS $$
+       SELECT count(*) FROM app.notes WHERE owner_id = current_setting('tessera.user_id', true)::uuid
+         AND (only_done IS NULL OR done = only_done) $$`,
+    `CREATE FUNCTION app.refuse(reason text) RETURNS void LANGUAGE plpgsql AS $$
+       BEGIN RAISE EXCEPTION '%', reason USING HINT = 'OUT_OF_STOCK'; END $$`,
+  ]) {
+    await a("POST", "/admin/api/sql", { query });
+  }
+  for (const [name, exposedMethods] of [
+    ["note_count", ["GET", "POST"]],
+    ["refuse", ["POST"]],
+  ]) {
+    const fn = await a("POST", "/admin/api/resources", { schema: "app", function: name });
+    await a("PATCH", `/admin/api/resources/${fn.id}`, { exposedMethods });
+    await a("POST", "/admin/api/grants", { roleId: role.id, resourceId: fn.id, action: "invoke" });
   }
   return { resource, role: role.id, view: view.id };
 }

@@ -36,8 +36,8 @@ test("the types of a role's tables type the client, strictly", () => {
   );
   const good = `
 import { createClient } from "@tessera/client";
-import type { Database } from "./database";
-const tessera = createClient<Database>("http://localhost:8080");
+import type { Database, Functions } from "./database";
+const tessera = createClient<Database, Functions>("http://localhost:8080");
 export async function run(owner: string): Promise<string> {
   const page = await tessera.from("app.notes").where({ done: { eq: false } }).sort("-id").limit(20);
   const first = page.data[0];
@@ -45,7 +45,9 @@ export async function run(owner: string): Promise<string> {
   const done: boolean | undefined = first?.done;
   await tessera.from("app.notes").insert({ title: "x", owner_id: owner });
   await tessera.from("app.notes").update(1, { done: true });
-  return title + String(done);
+  const count: number | null = await tessera.rpc("app.note_count", { only_done: true });
+  await tessera.rpc("app.refuse", { reason: "no" });
+  return title + String(done) + String(count);
 }
 `;
   writeFileSync(join(dir, "good.ts"), good);
@@ -56,6 +58,9 @@ export async function run(owner: string): Promise<string> {
     ["type", `tessera.from("app.notes").insert({ title: 1, owner_id: "u" });`],
     ["required", `tessera.from("app.notes").insert({ owner_id: "u" });`],
     ["filter", `tessera.from("app.notes").where({ nope: { eq: 1 } });`],
+    ["function", `tessera.rpc("app.nope", {});`],
+    ["argument", `tessera.rpc("app.note_count", { only_done: "yes" });`],
+    ["result", `tessera.rpc("app.note_count").then((n) => { const s: string = n; return s; });`],
   ]) {
     writeFileSync(join(dir, "bad.ts"), `${good}\nexport function bad() { ${line} }\n`);
     assert.match(tsc(dir), /error TS/, `${name}: ${line}`);
@@ -66,4 +71,5 @@ export async function run(owner: string): Promise<string> {
   });
   assert.match(text, /"app\.notes": \{/);
   assert.match(text, /"title": string;/);
+  assert.match(text, /"app\.note_count": \{/);
 });

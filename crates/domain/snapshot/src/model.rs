@@ -229,7 +229,12 @@ pub struct Grant {
 impl Grant {
     /// The target as a step names it.
     pub fn target(&self) -> String {
-        match (&self.resource, &self.workflow, &self.data_view, &self.function) {
+        match (
+            &self.resource,
+            &self.workflow,
+            &self.data_view,
+            &self.function,
+        ) {
             (Some(r), ..) => r.clone(),
             (None, Some(w), ..) => format!("workflow {w}"),
             (None, None, Some(v), _) => format!("DataView {v}"),

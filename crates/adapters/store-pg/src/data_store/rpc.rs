@@ -162,7 +162,11 @@ impl PgStore {
             .iter()
             .map(|(_, _, value)| Value::from((*value).clone()))
             .collect();
-        values.push(i64::try_from(call.max_answer_bytes).unwrap_or(i64::MAX).into());
+        values.push(
+            i64::try_from(call.max_answer_bytes)
+                .unwrap_or(i64::MAX)
+                .into(),
+        );
         let answered = txn.query_one_raw(stmt(&call_sql(call), values)).await;
         let row = match answered {
             Ok(row) => row.ok_or_else(|| StoreError::Internal("a call answered no row".into()))?,

@@ -1,11 +1,17 @@
 // The grants page of the console: every role's grants on every table as a
-// matrix (a toggle per action, the row filter edited in place), a role's
+// matrix (a toggle per action, the row filter edited in place) and on every
+// registered database function (one invoke toggle), a role's
 // grants on resources, workflows and DataViews, a new grant with its row
 // filter (both built with the rules of filters.js, the variables offered),
 // removal, and a preview of a table as a member of the role reads it.
 "use strict";
 
-const ACTIONS = { resource: ["read", "create", "update", "delete"], workflow: ["invoke"], dataView: ["read"] };
+const ACTIONS = { resource: ["read", "create", "update", "delete"], workflow: ["invoke"], dataView: ["read"], function: ["invoke"] };
+
+// A table's or a function's name as `schema.name`.
+function qualified(resource) {
+  return `${resource.schema}.${resource.kind === "function" ? resource.function : resource.table}`;
+}
 
 // What a grant can be on, by id: { kind, label, columns() }.
 const targets = new Map();
@@ -37,7 +43,7 @@ function grantRow(grant) {
 
 // ---- The matrix: roles by tables and actions -----------------------------
 
-const MATRIX = { roles: [], tables: [], grants: [] };
+const MATRIX = { roles: [], tables: [], functions: [], grants: [] };
 // The grant the matrix's panel shows; the one last asked for.
 let editing = null;
 let opening = null;
@@ -50,10 +56,11 @@ function toggle(role, table, action) {
   const grants = MATRIX.grants.filter((g) => g.roleId === role.id && g.resourceId === table.id && g.action === action);
   const everyRow = grants.some((g) => !g.filter && !g.columns);
   const letter = action[0].toUpperCase();
+  const name = qualified(table);
   const state = !grants.length ? "not granted" : everyRow ? "granted on every row" : "granted, limited";
-  const label = `${letter}: ${action} on ${table.schema}.${table.table} for ${role.name}, ${state}${grants.length > 1 ? ` (${grants.length} grants)` : ""}`;
+  const label = `${letter}: ${action} on ${name} for ${role.name}, ${state}${grants.length > 1 ? ` (${grants.length} grants)` : ""}`;
   const attributes = { type: "button", class: "toggle", "aria-label": label, title: label,
-    "data-cell": `${role.name} ${table.schema}.${table.table} ${action}` };
+    "data-cell": `${role.name} ${name} ${action}` };
   if (grants.length) attributes["data-granted"] = everyRow ? "every-row" : "limited";
   const button = element("button", letter + (grants.length && !everyRow ? "•" : "") + (grants.length > 1 ? `×${grants.length}` : ""), attributes);
   button.addEventListener("click", async () => {
@@ -61,14 +68,25 @@ function toggle(role, table, action) {
       document.getElementById("grant-role").value = role.id;
       await selectRole();
       document.getElementById("grants-title").scrollIntoView({ block: "start" });
-      return showStatus(`${role.name} holds ${grants.length} ${action} grants on ${table.schema}.${table.table}: they add up; edit them in the list.`);
+      return showStatus(`${role.name} holds ${grants.length} ${action} grants on ${name}: they add up; edit them in the list.`);
+    }
+    // A function's grant has no filter to edit: pressed again, it goes.
+    if (grants.length && table.kind === "function") {
+      if (!confirm(`Stop ${role.name} calling ${name}?`)) return;
+      const removed = await call("DELETE", `/admin/api/grants/${grants[0].id}`);
+      if (removed && removed.status !== 204) return showStatus(refusal(removed));
+      showStatus(`${role.name} may no longer call ${name}.`);
+      await refreshAll();
+      document.querySelector(`[data-cell="${CSS.escape(button.dataset.cell)}"]`)?.focus();
+      return;
     }
     if (grants.length) return editGrant(grants[0], label, button.dataset.cell);
-    if (action !== "read" && !confirm(`Let ${role.name} ${action} every row of ${table.schema}.${table.table}?`)) return;
+    const question = table.kind === "function" ? `Let ${role.name} call ${name}?` : `Let ${role.name} ${action} every row of ${name}?`;
+    if (action !== "read" && !confirm(question)) return;
     const result = await call("POST", "/admin/api/grants", { roleId: role.id, resourceId: table.id, action });
     if (!result) return;
     if (result.status !== 201) return showStatus(refusal(result));
-    showStatus(`Granted ${action} on ${table.schema}.${table.table} to ${role.name}.`);
+    showStatus(`Granted ${action} on ${name} to ${role.name}.`);
     await refreshAll();
     document.querySelector(`[data-cell="${CSS.escape(button.dataset.cell)}"]`)?.focus();
   });
@@ -146,7 +164,7 @@ async function removeEdited() {
 function drawMatrix() {
   const table = document.getElementById("matrix");
   const head = element("tr");
-  head.append(element("th", "Table", { scope: "col" }));
+  head.append(element("th", "Table or function", { scope: "col" }));
   for (const role of MATRIX.roles) {
     const th = element("th", null, { scope: "col" });
     const pick = element("button", role.name, { type: "button", class: "link", "aria-label": `Show the grants of ${role.name}` });
@@ -161,18 +179,19 @@ function drawMatrix() {
   table.tHead.replaceChildren(head);
   const body = table.tBodies[0];
   body.replaceChildren();
-  if (!MATRIX.roles.length || !MATRIX.tables.length) {
+  const nothing = !MATRIX.tables.length && !MATRIX.functions.length;
+  if (!MATRIX.roles.length || nothing) {
     const row = element("tr");
-    row.append(element("td", !MATRIX.tables.length ? "No tables yet: create one on the Tables page." : "No role but Administrators: add one on the Users and roles page.", { colspan: String(MATRIX.roles.length + 1), class: "empty" }));
+    row.append(element("td", nothing ? "No tables yet: create one on the Tables page." : "No role but Administrators: add one on the Users and roles page.", { colspan: String(MATRIX.roles.length + 1), class: "empty" }));
     body.append(row);
     return;
   }
-  for (const resource of MATRIX.tables) {
+  for (const resource of [...MATRIX.tables, ...MATRIX.functions]) {
     const row = element("tr");
-    row.append(element("th", `${resource.schema}.${resource.table}`, { scope: "row" }));
+    row.append(element("th", qualified(resource) + (resource.kind === "function" ? "()" : ""), { scope: "row" }));
     for (const role of MATRIX.roles) {
       const cell = element("td", null, { class: "toggles" });
-      cell.append(...ACTIONS.resource.map((action) => toggle(role, resource, action)));
+      cell.append(...ACTIONS[resource.kind === "function" ? "function" : "resource"].map((action) => toggle(role, resource, action)));
       row.append(cell);
     }
     body.append(row);
@@ -219,7 +238,7 @@ async function fillActions() {
   const target = targets.get(document.getElementById("grant-target").value);
   const kind = target?.kind || "resource";
   document.getElementById("grant-action").replaceChildren(...ACTIONS[kind].map((a) => element("option", a, { value: a })));
-  document.getElementById("grant-filter-box").hidden = kind === "workflow";
+  document.getElementById("grant-filter-box").hidden = kind === "workflow" || kind === "function";
   const columns = target ? await target.columns() : [];
   // A target chosen since: its columns are the ones shown.
   if (serial === targetChosen) newFilter.columns(columns);
@@ -241,6 +260,8 @@ async function loadTargets() {
   const tables = (resources?.answer?.data || []).filter((r) => r.kind === "table");
   MATRIX.tables = tables.filter((r) => r.schema !== "svc");
   add("resource", "Tables", tables, (r) => `${r.schema}.${r.table}`, (r) => columnsOfTable(r.schema, r.table));
+  MATRIX.functions = (resources?.answer?.data || []).filter((r) => r.kind === "function");
+  add("function", "Functions", MATRIX.functions, (f) => `function ${qualified(f)}`, async () => []);
   add("workflow", "Workflows", workflows?.answer?.data || [], (w) => `workflow ${w.slug}`, async () => []);
   // A DataView grant's filter is over the view's output columns: a count
   // is a number; the others are sent as typed, which the server reads.
@@ -258,9 +279,11 @@ async function addGrant(event) {
   const id = document.getElementById("grant-target").value;
   const kind = targets.get(id)?.kind;
   if (!kind) return showAlert("grant-error", "Choose what the grant is on.");
-  const filter = kind === "workflow" ? null : newFilter.value();
+  const filter = kind === "workflow" || kind === "function" ? null : newFilter.value();
   if (filter === undefined) return showAlert("grant-error", newFilter.problem());
-  const data = { roleId: selectedRole(), action: document.getElementById("grant-action").value, [`${kind}Id`]: id };
+  // A function is a resource: its grant names it as one.
+  const field = kind === "function" ? "resourceId" : `${kind}Id`;
+  const data = { roleId: selectedRole(), action: document.getElementById("grant-action").value, [field]: id };
   if (filter !== null) data.filter = filter;
   const columns = document.getElementById("grant-columns").value.split(",").map((c) => c.trim()).filter(Boolean);
   if (columns.length) data.columns = columns;

@@ -1,7 +1,8 @@
 // The tables page of the console: every resource by schema with its exposed
 // methods, adding a column, dropping a table (after typing its name), its
 // columns edited in place, its indexes and relations, and a new table from
-// the definition form. Every change shows its SQL before it runs.
+// the definition form (every change shows its SQL before it runs); the
+// registered database functions with their exposure, and a new registration.
 "use strict";
 
 const TYPES = ["bigint", "integer", "smallint", "numeric", "real", "double precision", "text",
@@ -351,6 +352,7 @@ async function loadTables() {
     box.replaceChildren(element("p", refusal(result), { class: "widget-error" }));
     return;
   }
+  drawFunctions(result.answer.data);
   const bySchema = new Map();
   for (const resource of result.answer.data.filter((r) => r.kind === "table")) {
     if (!bySchema.has(resource.schema)) bySchema.set(resource.schema, []);
@@ -366,7 +368,59 @@ async function loadTables() {
   box.replaceChildren(...(sections.length ? sections : [element("p", "No tables yet.", { class: "empty" })]));
 }
 
+// One registered function: its signature, volatility and exposure (GET
+// only for a function that reads only).
+function functionEntry(fn) {
+  const name = `${fn.schema}.${fn.function}`;
+  const entry = element("li", null, { "data-function": name });
+  const head = element("div", null, { class: "table-head" });
+  const args = (fn.arguments || []).map((a) => `${a.name} ${a.type}${a.hasDefault ? " = default" : ""}`).join(", ");
+  const returns = fn.returns ? `${fn.returns.set ? "SETOF " : ""}${fn.returns.type}` : "gone from the database";
+  head.append(element("strong", `${name}(${args})`), element("span", ` → ${returns}, ${fn.volatility || "unknown"}`));
+  const methods = element("span", null, { class: "methods", role: "group", "aria-label": `Exposed through the Data API: ${name}` });
+  for (const method of ["GET", "POST"]) {
+    const label = element("label", ` ${method}`);
+    const box = element("input", null, { type: "checkbox", role: "switch", "data-method": method });
+    box.checked = fn.exposedMethods.includes(method);
+    if (method === "GET" && fn.volatility === "volatile") {
+      box.disabled = true;
+      label.title = "GET calls immutable and stable functions only";
+    }
+    label.prepend(box);
+    methods.append(label);
+  }
+  methods.addEventListener("change", async () => {
+    const exposedMethods = [...methods.querySelectorAll("input:checked")].map((b) => b.dataset.method);
+    const result = await call("PATCH", `/admin/api/resources/${fn.id}`, { exposedMethods });
+    if (result && result.status !== 200) showStatus(refusal(result));
+    else if (result) showStatus(exposedMethods.length ? `${name} answers ${exposedMethods.join(" and ")}.` : `${name} is hidden.`);
+  });
+  head.append(methods);
+  entry.append(head);
+  return entry;
+}
+
+function drawFunctions(resources) {
+  const functions = resources.filter((r) => r.kind === "function");
+  document.getElementById("functions").replaceChildren(...(functions.length ? functions.map(functionEntry)
+    : [element("li", "No function registered: register one below.", { class: "empty" })]));
+}
+
+async function registerFunction(event) {
+  event.preventDefault();
+  showAlert("function-error", "");
+  const schema = document.getElementById("function-schema").value.trim();
+  const fn = document.getElementById("function-name").value.trim();
+  const result = await call("POST", "/admin/api/resources", { schema, function: fn });
+  if (!result) return;
+  if (result.status !== 201) return showAlert("function-error", refusal(result));
+  document.getElementById("function-name").value = "";
+  showStatus(`Registered ${schema}.${fn} (hidden until exposed).`);
+  await loadTables();
+}
+
 async function tablesPage() {
+  document.getElementById("register-function").addEventListener("submit", registerFunction);
   const types = document.getElementById("types");
   for (const type of TYPES) types.append(element("option", null, { value: type }));
   const rows = document.getElementById("new-columns");

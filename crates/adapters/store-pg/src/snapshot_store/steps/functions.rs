@@ -30,7 +30,7 @@ async fn described(
         )
         .into());
     }
-    Ok(schema::registrable(found).map_err(at)?)
+    schema::registrable(found).map_err(at)
 }
 
 /// Registers the function, hidden.

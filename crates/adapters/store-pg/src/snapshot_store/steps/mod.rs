@@ -100,9 +100,11 @@ pub(super) async fn run(
             .await
             .map(|()| None),
         Operation::Expose(resource, _) => tables::expose(txn, resource, dry).await.map(|()| None),
-        Operation::RegisterFunction(function, path) => functions::register(store, txn, function, path)
-            .await
-            .map(|()| None),
+        Operation::RegisterFunction(function, path) => {
+            functions::register(store, txn, function, path)
+                .await
+                .map(|()| None)
+        }
         Operation::ExposeFunction(function, path) => functions::expose(txn, function, path, dry)
             .await
             .map(|()| None),

@@ -22,12 +22,18 @@ fn type_schema(data_type: &str) -> Option<Value> {
         "boolean" => ("boolean", None),
         "uuid" => ("string", Some("uuid")),
         "date" => ("string", Some("date")),
-        "timestamp without time zone" | "timestamp with time zone" => {
-            ("string", Some("date-time"))
-        }
+        "timestamp without time zone" | "timestamp with time zone" => ("string", Some("date-time")),
         "json" | "jsonb" => return Some(json!({ "description": base })),
-        "text" | "character varying" | "character" | "citext" | "name" | "time without time zone"
-        | "time with time zone" | "interval" | "inet" | "cidr" => ("string", None),
+        "text"
+        | "character varying"
+        | "character"
+        | "citext"
+        | "name"
+        | "time without time zone"
+        | "time with time zone"
+        | "interval"
+        | "inet"
+        | "cidr" => ("string", None),
         _ => return None,
     };
     let mut schema = json!({ "type": [kind, "null"], "description": data_type });
@@ -59,9 +65,7 @@ fn result_schema(signature: &FunctionSignature) -> Value {
     }
     let one = table_columns(&returns.data_type)
         .or_else(|| type_schema(&returns.data_type))
-        .unwrap_or_else(|| {
-            json!({ "type": ["object", "null"], "description": returns.data_type })
-        });
+        .unwrap_or_else(|| json!({ "type": ["object", "null"], "description": returns.data_type }));
     if returns.set {
         json!({ "type": "array", "items": one })
     } else {
@@ -121,10 +125,7 @@ pub(super) fn describe_functions(
             "405": answer("Not exposed for this method", error.clone()),
             "409": answer("A unique or foreign key conflict inside the function", error.clone()),
         });
-        let summary = format!(
-            "Call {schema}.{name} ({})",
-            signature.volatility.as_str()
-        );
+        let summary = format!("Call {schema}.{name} ({})", signature.volatility.as_str());
         for method in exposed_methods {
             let operation = if method == "POST" {
                 let input = json!({ "type": "object", "properties": properties,
@@ -170,13 +171,22 @@ mod tests {
     #[test]
     fn results_are_typed_as_the_call_answers_them() {
         assert_eq!(returning("void", false), json!({ "type": "null" }));
-        assert_eq!(returning("integer", false)["type"], json!(["integer", "null"]));
-        assert_eq!(returning("orders", true)["items"]["type"], json!(["object", "null"]));
+        assert_eq!(
+            returning("integer", false)["type"],
+            json!(["integer", "null"])
+        );
+        assert_eq!(
+            returning("orders", true)["items"]["type"],
+            json!(["object", "null"])
+        );
         let table = returning("TABLE(id integer, total numeric)", true);
         assert_eq!(
             table["items"]["properties"]["total"]["type"],
             json!(["number", "null"])
         );
-        assert_eq!(returning("text[]", false)["items"]["type"], json!(["string", "null"]));
+        assert_eq!(
+            returning("text[]", false)["items"]["type"],
+            json!(["string", "null"])
+        );
     }
 }
