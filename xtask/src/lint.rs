@@ -24,6 +24,7 @@ const DOMAIN_CRATES: &[&str] = &[
     "tessera-permissions",
     "tessera-audit",
     "tessera-outbox",
+    "tessera-scripts",
     "tessera-api-types",
     "tessera-mail",
 ];

@@ -56,6 +56,18 @@ impl fmt::Display for Email {
     }
 }
 
+/// Whether `code` is an error code of the user's own: an UPPER_SNAKE word
+/// of at most 64 characters starting with a letter (a function's hint, a
+/// script's thrown `code`).
+pub fn is_code(code: &str) -> bool {
+    !code.is_empty()
+        && code.len() <= 64
+        && code.starts_with(|c: char| c.is_ascii_uppercase())
+        && code
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
 /// A URL slug: 1 to 64 lower-case letters, digits or `-`, not starting with `-`.
 pub fn slug(raw: &str, field: &'static str) -> Result<String, FieldError> {
     let ok = !raw.is_empty()
@@ -170,6 +182,16 @@ impl NewPassword {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_upper_snake_words_are_codes() {
+        for code in ["OUT_OF_STOCK", "E1", "A"] {
+            assert!(is_code(code), "{code}");
+        }
+        for hint in ["", "out_of_stock", "Try again later", "_X", "1A", "OUT-OF"] {
+            assert!(!is_code(hint), "{hint}");
+        }
+    }
 
     #[test]
     fn emails() {

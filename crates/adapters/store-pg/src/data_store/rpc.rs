@@ -82,16 +82,6 @@ fn call_sql(call: &FunctionCall<'_>) -> String {
     )
 }
 
-/// Whether `hint` is an UPPER_SNAKE word (a code of the user's own).
-fn is_code(hint: &str) -> bool {
-    !hint.is_empty()
-        && hint.len() <= 64
-        && hint.starts_with(|c: char| c.is_ascii_uppercase())
-        && hint
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-}
-
 /// A failed call's error: an exception raised is the function's message;
 /// the table rules and the timeout keep their codes; anything else names
 /// no SQL (its text goes to the logs).
@@ -100,7 +90,10 @@ fn call_error(err: DbErr) -> StoreError {
         if pg.code() == "P0001" {
             return StoreError::FunctionRaised {
                 message: pg.message().chars().take(RAISED_MESSAGE_MAX).collect(),
-                code: pg.hint().filter(|h| is_code(h)).map(str::to_owned),
+                code: pg
+                    .hint()
+                    .filter(|h| kernel::validate::is_code(h))
+                    .map(str::to_owned),
             };
         }
         let code = pg.code();
@@ -213,16 +206,6 @@ impl PgStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_upper_snake_hints_are_codes() {
-        for code in ["OUT_OF_STOCK", "E1", "A"] {
-            assert!(is_code(code), "{code}");
-        }
-        for hint in ["", "out_of_stock", "Try again later", "_X", "1A", "OUT-OF"] {
-            assert!(!is_code(hint), "{hint}");
-        }
-    }
 
     #[test]
     fn arguments_cast_from_their_json() {
