@@ -1,11 +1,12 @@
-//! The console's database functions (API.md 18) in headless Chromium: a
+//! The console's own logic (API.md 18) in headless Chromium: a
 //! function registered and exposed from the tables page, then granted to a
-//! role from the matrix, and the role's member calls it.
+//! role from the matrix, and the role's member calls it; a script step's
+//! code card and its logs in a test run.
 
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::browser::{click, console_at, finish, status_shows, wait_for_text};
+use crate::browser::{click, console_at, finish, set_text, status_shows, wait_for_text};
 use crate::console::answer_prompt;
 
 #[tokio::test]
@@ -83,4 +84,58 @@ async fn a_function_is_registered_exposed_and_granted_from_the_console() {
         StatusCode::FORBIDDEN
     );
     finish(browser, "console-functions.png").await;
+}
+
+/// The workflow builder's script card: a module refused at save on its
+/// code, its code shown with line numbers and typed into, and the test
+/// run's answer showing the step's logs.
+#[tokio::test]
+async fn a_script_step_is_refused_in_place_edited_as_code_and_its_logs_shown() {
+    let (_app, _admin, browser) = console_at("/admin/workflows").await;
+    browser.client.set_window_size(1400, 1000).await.unwrap();
+    wait_for_text(&browser, "#state", "New, not saved").await;
+    click(&browser, "#tab-json").await;
+    let definition = |code: &str| {
+        serde_json::to_string_pretty(&json!({
+            "slug": "scripted", "name": "Scripted",
+            "trigger": { "type": "webhook", "method": "POST", "response": "sync", "access": "authenticated" },
+            "steps": [
+                { "id": "s", "type": "script", "code": code },
+                { "id": "f", "type": "finish", "result": "{{steps.s.result}}" },
+            ],
+        }))
+        .unwrap()
+    };
+    set_text(
+        &browser,
+        "definition",
+        &definition("export default function ( {"),
+    )
+    .await;
+    click(&browser, "#save").await;
+    wait_for_text(&browser, "#editor-error", "steps[0].code").await;
+    let good = "export default function (ctx) {\n  console.log('seen', ctx.start.data.body.n);\n  return ctx.start.data.body.n * 2;\n}\n";
+    set_text(&browser, "definition", &definition(good)).await;
+    click(&browser, "#save").await;
+    wait_for_text(&browser, "#state", "Draft").await;
+    click(&browser, "#tab-builder").await;
+    let numbers = browser
+        .wait_for("[data-type=script] .code-editor .line-numbers")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(numbers.split_whitespace().count(), 5, "{numbers:?}");
+    let code = browser
+        .wait_for("[data-type=script] .code-editor textarea")
+        .await;
+    assert_eq!(code.prop("value").await.unwrap().as_deref(), Some(good));
+    set_text(&browser, "test-input", r#"{ "body": { "n": 21 } }"#).await;
+    click(&browser, "#test button[type=submit]").await;
+    browser
+        .wait_for("#test-outcome[data-status=SUCCEEDED]")
+        .await;
+    wait_for_text(&browser, "#test-outcome", "seen 21").await;
+    wait_for_text(&browser, "#test-outcome", "42").await;
+    finish(browser, "console-script.png").await;
 }

@@ -42,6 +42,7 @@ mod rpc;
 mod rpc_documents;
 mod schema;
 mod schema_evolution;
+mod scripts;
 mod security;
 mod sessions;
 mod settings;

@@ -146,6 +146,10 @@ impl Services {
             outbound: Arc::new(
                 outbound::HttpClient::new().context("cannot build the HTTP client")?,
             ),
+            scripts: Arc::new(workflows::SettledScripts {
+                pool: scripts::ScriptPool::default(),
+                settings: settings.clone(),
+            }),
             journal: Arc::new(store.clone()),
             clock: clock.clone(),
             renew_every: config.workflow_lease / 3,

@@ -107,6 +107,19 @@ pub struct RunStep {
     /// A call step's child run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub child_run_id: Option<Uuid>,
+    /// A script step's `console.log` lines (redacted as the run is).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<String>,
+}
+
+/// A test run's outcome with its steps (their results and logs).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TestRunOutcome {
+    /// The outcome.
+    #[serde(flatten)]
+    pub outcome: RunOutcome,
+    /// Each step as stored.
+    pub steps: Vec<RunStep>,
 }
 
 /// One attempt of a step with `retry`.

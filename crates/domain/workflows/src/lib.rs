@@ -33,7 +33,10 @@ pub mod template;
 mod webhook;
 
 pub use definitions::{WebhookInfo, WorkflowInput};
-pub use engine::{ChildRuns, Outbound, OutgoingRequest, Ports, RunJournal, RunUser, StepData};
+pub use engine::{
+    ChildRuns, Outbound, OutgoingRequest, Ports, RunJournal, RunUser, ScriptRunner, SettledScripts,
+    StepData,
+};
 pub use error::WorkflowError;
 pub use exported::{redact_secrets, restore_secrets};
 pub use model::Definition;

@@ -1,5 +1,6 @@
 //! What the step executor reaches outside the run: the Data API for data
-//! steps, outgoing HTTP, the journal where progress is written, and time.
+//! steps, outgoing HTTP, the script sandbox, the journal where progress is
+//! written, and time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,12 +116,41 @@ pub struct Ports {
     pub data: Arc<dyn StepData>,
     /// The http step.
     pub outbound: Arc<dyn Outbound>,
+    /// The script step.
+    pub scripts: Arc<dyn ScriptRunner>,
     /// Where progress is written.
     pub journal: Arc<dyn RunJournal>,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// How often a long step renews the lease.
     pub renew_every: Duration,
+}
+
+/// Script steps: the sandbox's pool at the size of
+/// `workflows.script_concurrency` now.
+#[async_trait]
+pub trait ScriptRunner: Send + Sync + 'static {
+    /// Runs `code` with `input` within `limits`.
+    async fn run(&self, code: Arc<str>, input: Value, limits: scripts::Limits) -> scripts::Outcome;
+}
+
+/// The pool sized by the setting, read (from its cache) at each run.
+pub struct SettledScripts {
+    /// The pool.
+    pub pool: scripts::ScriptPool,
+    /// Where `workflows.script_concurrency` is read.
+    pub settings: settings::SettingsService,
+}
+
+#[async_trait]
+impl ScriptRunner for SettledScripts {
+    async fn run(&self, code: Arc<str>, input: Value, limits: scripts::Limits) -> scripts::Outcome {
+        let size = match self.settings.current().await {
+            Ok(settings) => settings.script_concurrency(),
+            Err(_) => 1,
+        };
+        self.pool.run(size, code, input, limits).await
+    }
 }
 
 /// A child run a call step asks for.

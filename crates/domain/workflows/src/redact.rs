@@ -281,6 +281,11 @@ impl Secrets {
                 let mut step = step.clone();
                 self.scrub(&mut step.result);
                 self.scrub_error(&mut step.error);
+                for line in &mut step.logs {
+                    if let Some(clean) = self.scrubbed(line) {
+                        *line = clean;
+                    }
+                }
                 for attempt in &mut step.attempts {
                     self.scrub_error(&mut attempt.error);
                 }
@@ -461,6 +466,7 @@ mod tests {
             iteration: Vec::new(),
             attempts: Vec::new(),
             child_run_id: None,
+            logs: Vec::new(),
         };
         let copy = StepRecord {
             id: "copy".into(),

@@ -118,6 +118,9 @@ pub struct StepRecord {
     /// A call step's child run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child_run_id: Option<Uuid>,
+    /// A script step's `console.log` lines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<String>,
 }
 
 impl StepRecord {

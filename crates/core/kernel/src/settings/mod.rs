@@ -209,6 +209,11 @@ impl Settings {
         u64::try_from(self.int("workflows.max_sync_wait_ms")).unwrap_or(30_000)
     }
 
+    /// Script steps run at once (`workflows.script_concurrency`).
+    pub fn script_concurrency(&self) -> usize {
+        usize::try_from(self.int("workflows.script_concurrency")).unwrap_or(1)
+    }
+
     /// Whether the http step may reach loopback, private and link-local addresses.
     pub fn http_allow_private(&self) -> bool {
         self.bool("workflows.http_allow_private")

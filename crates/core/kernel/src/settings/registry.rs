@@ -112,6 +112,10 @@ pub(super) const KEYS: &[Key] = &[
     ),
     key("workflows.http_allow_private", Rule::Bool),
     key(
+        "workflows.script_concurrency",
+        Rule::Int { min: 1, max: 64 },
+    ),
+    key(
         "workflows.run_retention_days",
         Rule::Int {
             min: 1,
@@ -270,6 +274,11 @@ pub fn default_of(name: &str) -> Value {
         "workflows.max_sync_wait_ms" | "sql_console.timeout_ms" => json!(30_000),
         "workflows.public_rate_limit_per_minute" => json!(60),
         "workflows.run_retention_days" => json!(30),
+        "workflows.script_concurrency" => json!(
+            std::thread::available_parallelism()
+                .map(|n| n.get().min(64))
+                .unwrap_or(1)
+        ),
         "files.max_bytes" => json!(26_214_400),
         "data.import_max_bytes" => json!(104_857_600),
         "data.max_answer_bytes" => json!(33_554_432),

@@ -45,7 +45,7 @@ use scope::Scope;
 
 pub use crate::ports::{
     ChildRequest, ChildRun, ChildRuns, Outbound, OutgoingRequest, Ports, RunJournal, RunUser,
-    StepData,
+    ScriptRunner, SettledScripts, StepData,
 };
 
 /// How often a call step reads the outcome of a child another instance runs.
@@ -280,6 +280,7 @@ impl Walk<'_> {
             iteration: scope.iteration.clone(),
             attempts: resumed.map(|r| r.attempts.clone()).unwrap_or_default(),
             child_run_id: resumed.and_then(|r| r.child_run_id),
+            logs: Vec::new(),
         };
         let flow = match &step.retry {
             None => self.action(step, scope, &mut record).await?,

@@ -33,6 +33,37 @@ impl Scope<'_> {
     }
 }
 
+impl Scope<'_> {
+    /// Everything templates see as one object: the run's `start` and
+    /// `user`, every step's entry in reach, and the innermost loop's
+    /// `item` and `index`.
+    pub(super) fn seen(&self) -> Value {
+        let mut chain = Vec::new();
+        let mut scope = Some(self);
+        while let Some(at) = scope {
+            chain.push(at);
+            scope = at.parent;
+        }
+        let mut seen = Map::new();
+        let mut steps = Map::new();
+        for at in chain.into_iter().rev() {
+            if let Some(vars) = at.vars.as_object() {
+                for (key, value) in vars {
+                    if key == "steps" {
+                        if let Some(entries) = value.as_object() {
+                            steps.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
+                        }
+                    } else {
+                        seen.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        seen.insert("steps".into(), Value::Object(steps));
+        Value::Object(seen)
+    }
+}
+
 impl Context for Scope<'_> {
     fn value_at(&self, path: &str) -> Option<&Value> {
         let mut segments = path.split('.');

@@ -2,7 +2,7 @@
 //! in files of their own).
 
 use super::*;
-use crate::model::{Condition, Delay, Delete, Fail, Http, Insert, Query, Update};
+use crate::model::{Condition, Delay, Delete, Fail, Http, Insert, Query, Script, Update};
 
 impl Walk<'_> {
     /// What one attempt of a step does.
@@ -26,7 +26,33 @@ impl Walk<'_> {
             Action::Http(h) => self.http(h, ctx).await?,
             Action::ForEach(f) => self.for_each(f, ctx).await?,
             Action::Call(c) => self.call(c, ctx, record).await?,
+            Action::Script(s) => self.script(s, ctx, record).await?,
         })
+    }
+
+    /// Runs the module in the sandbox with the context templates see; its
+    /// logs go in the step's record.
+    async fn script(
+        &self,
+        s: &Script,
+        ctx: &Scope<'_>,
+        record: &mut StepRecord,
+    ) -> Result<Flow, StoreError> {
+        let limits = s.limits();
+        let scripts = &self.ports.scripts;
+        let outcome = self
+            .effect(async {
+                let ran = scripts
+                    .run(s.code.as_str().into(), ctx.seen(), limits)
+                    .await;
+                record.logs = ran.logs;
+                match ran.result {
+                    Ok(value) => Flow::Next(value),
+                    Err(error) => Flow::Fail(RunError::new(error.code(), error.message(&limits))),
+                }
+            })
+            .await?;
+        Ok(outcome)
     }
 
     fn condition(&self, c: &Condition, ctx: &Scope<'_>) -> Flow {

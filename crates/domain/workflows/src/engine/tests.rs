@@ -90,10 +90,21 @@ impl Outbound for NoHttp {
     }
 }
 
+/// The sandbox at a size of its own.
+struct FixedScripts(scripts::ScriptPool);
+
+#[async_trait]
+impl ScriptRunner for FixedScripts {
+    async fn run(&self, code: Arc<str>, input: Value, limits: scripts::Limits) -> scripts::Outcome {
+        self.0.run(2, code, input, limits).await
+    }
+}
+
 fn ports(journal: Arc<Journal>, rows: Arc<Rows>) -> Ports {
     Ports {
         data: rows,
         outbound: Arc::new(NoHttp),
+        scripts: Arc::new(FixedScripts(scripts::ScriptPool::new(2))),
         journal,
         clock: Arc::new(SystemClock),
         renew_every: Duration::from_secs(10),
@@ -197,6 +208,7 @@ async fn a_resumed_run_keeps_finished_effects_and_finishes_its_delay() {
             iteration: Vec::new(),
             attempts: Vec::new(),
             child_run_id: None,
+            logs: Vec::new(),
         },
         StepRecord {
             id: "wait".into(),
@@ -209,6 +221,7 @@ async fn a_resumed_run_keeps_finished_effects_and_finishes_its_delay() {
             iteration: Vec::new(),
             attempts: Vec::new(),
             child_run_id: None,
+            logs: Vec::new(),
         },
     ];
     let began = std::time::Instant::now();
@@ -268,6 +281,7 @@ async fn a_handled_failure_is_not_made_again_when_a_run_resumes() {
         iteration: Vec::new(),
         attempts: Vec::new(),
         child_run_id: None,
+        logs: Vec::new(),
     }];
     let outcome = execute(&ports(journal, rows), execution(steps, recorded))
         .await

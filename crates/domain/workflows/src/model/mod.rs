@@ -21,7 +21,8 @@ use crate::template;
 
 pub use steps::{
     Action, Call, Condition, Delay, Delete, Fail, Finish, ForEach, HTTP_METHODS, Http, Insert,
-    OnError, Query, Retry, Step, Transform, Update,
+    OnError, Query, Retry, SCRIPT_MEMORY_MAX_MB, SCRIPT_TIMEOUT_MAX_MS, Script, Step, Transform,
+    Update,
 };
 pub use trigger::{
     DbEvent, EventKind, OnTimeout, ResponseMode, Schedule, Trigger, Webhook, WebhookAccess,

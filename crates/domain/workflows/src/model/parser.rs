@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::steps::{
     Action, Call, Condition, Delay, Delete, Fail, ForEach, Http, Insert, OnError, Query, Retry,
-    Step, Update,
+    Script, Step, Update,
 };
 use super::{
     DEPTH_MAX, FOR_EACH_CONCURRENCY_MAX, RETRY_ATTEMPTS_MAX, RETRY_BACKOFF_MIN_MS, STEPS_MAX,
@@ -19,8 +19,7 @@ use super::{
 use crate::template;
 
 /// The step types, as an error names them.
-const TYPES: &str =
-    "transform, condition, query, insert, update, delete, http, delay, finish, fail, forEach, call";
+const TYPES: &str = "transform, condition, query, insert, update, delete, http, delay, finish, fail, forEach, call, script";
 
 /// Parses step lists, tracking the ids seen and the ids that run before
 /// the step being parsed.
@@ -133,6 +132,7 @@ impl StepParser {
             Some("fail") => Action::Fail(Fail::parse(fields, at)?),
             Some("forEach") => Action::ForEach(self.for_each(fields, at, depth, before)?),
             Some("call") => Action::Call(call(fields, at)?),
+            Some("script") => Action::Script(Script::parse(fields, at)?),
             _ => {
                 return Err(FieldError::new(
                     format!("{at}.type"),

@@ -79,6 +79,72 @@ pub enum Action {
     ForEach(ForEach),
     /// Runs another published workflow as a child run.
     Call(Call),
+    /// Runs a JavaScript module in the sandbox.
+    Script(Script),
+}
+
+/// `script { code, timeoutMs, memoryMb }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Script {
+    /// The module; its default export is called with the run's context.
+    pub code: String,
+    /// CPU and waiting, 1 to 10,000 ms (default 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Heap, 1 to 64 MB (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+}
+
+/// The longest a script may run, in milliseconds.
+pub const SCRIPT_TIMEOUT_MAX_MS: u64 = 10_000;
+/// The most heap a script may use, in megabytes.
+pub const SCRIPT_MEMORY_MAX_MB: u64 = 64;
+/// The longest a module may be, in bytes.
+const SCRIPT_CODE_MAX_BYTES: usize = 100_000;
+
+impl Script {
+    /// Parses the step's fields at `at`; the module must compile and
+    /// export a function by default.
+    pub(crate) fn parse(fields: Value, at: &str) -> Result<Self, FieldError> {
+        let script: Self = typed(fields, at)?;
+        if script
+            .timeout_ms
+            .is_some_and(|ms| !(1..=SCRIPT_TIMEOUT_MAX_MS).contains(&ms))
+        {
+            return Err(FieldError::new(
+                format!("{at}.timeoutMs"),
+                format!("must be 1 to {SCRIPT_TIMEOUT_MAX_MS}"),
+            ));
+        }
+        if script
+            .memory_mb
+            .is_some_and(|mb| !(1..=SCRIPT_MEMORY_MAX_MB).contains(&mb))
+        {
+            return Err(FieldError::new(
+                format!("{at}.memoryMb"),
+                format!("must be 1 to {SCRIPT_MEMORY_MAX_MB}"),
+            ));
+        }
+        if script.code.len() > SCRIPT_CODE_MAX_BYTES {
+            return Err(FieldError::new(
+                format!("{at}.code"),
+                format!("must be at most {SCRIPT_CODE_MAX_BYTES} bytes"),
+            ));
+        }
+        scripts::check(&script.code, script.limits().timeout)
+            .map_err(|message| FieldError::new(format!("{at}.code"), message))?;
+        Ok(script)
+    }
+
+    /// Its limits, defaults filled in.
+    pub fn limits(&self) -> scripts::Limits {
+        scripts::Limits {
+            timeout: std::time::Duration::from_millis(self.timeout_ms.unwrap_or(1_000)),
+            memory_bytes: usize::try_from(self.memory_mb.unwrap_or(16)).unwrap_or(16) << 20,
+        }
+    }
 }
 
 /// `forEach { items, steps, concurrency }`.
@@ -250,6 +316,7 @@ impl Action {
             Action::Fail(_) => "fail",
             Action::ForEach(_) => "forEach",
             Action::Call(_) => "call",
+            Action::Script(_) => "script",
         }
     }
 }
@@ -399,6 +466,7 @@ impl Step {
                 map
             }
             Action::Call(a) => serialized(a),
+            Action::Script(a) => serialized(a),
         };
         map.insert("id".into(), self.id.clone().into());
         map.insert("type".into(), self.action.type_name().into());
@@ -471,6 +539,7 @@ impl Step {
             Action::Fail(a) => vec![("message", a.message.clone())],
             Action::ForEach(f) => vec![("items", f.items.clone())],
             Action::Call(a) => vec![("input", a.input.clone())],
+            Action::Script(_) => Vec::new(),
         }
     }
 }

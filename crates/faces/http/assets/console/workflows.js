@@ -56,6 +56,7 @@ function runStepCard(step, definition) {
     card.append(element("p", "Input", { class: "field-name" }), element("pre", JSON.stringify(given, null, 2)));
   }
   card.append(element("p", "Output", { class: "field-name" }), element("pre", JSON.stringify(step.result ?? null, null, 2)));
+  if ((step.logs || []).length) card.append(element("p", "Logs", { class: "field-name" }), element("pre", step.logs.join("\n"), { class: "logs" }));
   if (step.error) card.append(element("p", `${step.error.code}: ${step.error.message}`, { class: "widget-error" }));
   return card;
 }
@@ -235,6 +236,7 @@ const STEP_TYPES = {
   delay: ["Delay", "Waits, then goes on."],
   forEach: ["For each", "Runs its steps once per item of a list."],
   call: ["Call a workflow", "Runs another published workflow and takes its result."],
+  script: ["Script", "Runs JavaScript over the run's context in a sandbox: its default export's value is the result."],
   finish: ["Finish", "Ends the run with a result."],
   fail: ["Fail", "Ends the run with an error."],
 };
@@ -288,6 +290,32 @@ function bound(owner, key, path, { parse = (t) => t, show = (v) => v ?? "", list
     changed();
   });
   return input;
+}
+
+/// A monospace text area with its line numbers beside it.
+function codeEditor(owner, key, path) {
+  const box = element("div", null, { class: "code-editor" });
+  const numbers = element("pre", null, { class: "line-numbers", "aria-hidden": "true" });
+  const text = element("textarea", null, { "data-path": path, spellcheck: "false", autocomplete: "off", rows: "12", "aria-label": "Code", wrap: "off" });
+  text.value = owner[key] ?? "";
+  const number = () => {
+    const lines = text.value.split("\n").length;
+    numbers.textContent = Array.from({ length: lines }, (_, i) => i + 1).join("\n");
+  };
+  number();
+  text.addEventListener("input", () => { owner[key] = text.value; number(); changed(); });
+  text.addEventListener("scroll", () => { numbers.scrollTop = text.scrollTop; });
+  // Tab indents instead of leaving the field; Escape then Tab leaves it.
+  let leaving = false;
+  text.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") { leaving = true; return; }
+    if (event.key !== "Tab" || event.shiftKey || leaving) { leaving = false; return; }
+    event.preventDefault();
+    text.setRangeText("  ", text.selectionStart, text.selectionEnd, "end");
+    text.dispatchEvent(new Event("input"));
+  });
+  box.append(numbers, text);
+  return box;
 }
 
 function numberInput(owner, key, path, optional = true) {
@@ -414,6 +442,7 @@ function newStep(type) {
     insert: { resource: "", data: {} }, update: { resource: "", key: "", data: {} }, delete: { resource: "", key: "" },
     http: { method: "GET", url: "" }, delay: { ms: 1000 }, forEach: { items: "", steps: [] },
     call: { workflow: "", input: {} }, finish: { result: "" }, fail: { code: "FAILED", message: "" },
+    script: { code: "export default function (ctx) {\n  // ctx.start, ctx.steps, ctx.user (and ctx.item, ctx.index in a loop)\n  return null;\n}\n" },
   };
   return { id: `${type}${n}`, type, ...structuredClone(defaults[type] || {}) };
 }
@@ -528,6 +557,10 @@ function stepFields(step, path) {
     case "call":
       add(field("Workflow", select(step, "workflow", `${path}.workflow`, choices.workflows.map((w) => [w.slug, `${w.name} (${w.slug})`]))),
         field("Input", pairsEditor(step, "input", `${path}.input`, "field")));
+      break;
+    case "script":
+      add(field("Code", codeEditor(step, "code", `${path}.code`), "A module: export default a function of the context; throw { code, message } to fail with your code. No network, files or timers."),
+        field("Time limit (ms)", numberInput(step, "timeoutMs", `${path}.timeoutMs`)), field("Memory (MB)", numberInput(step, "memoryMb", `${path}.memoryMb`)));
       break;
     case "finish": add(field("Result", valueInput(step, "result", `${path}.result`))); break;
     case "fail": add(field("Code", bound(step, "code", `${path}.code`)), field("Message", bound(step, "message", `${path}.message`, { list: "context-templates" }))); break;

@@ -2,7 +2,7 @@
 
 use actix_web::{HttpResponse, delete, get, patch, post, web};
 use api_types::{
-    DataEnvelope, ErrorEnvelope, ManualRunRequest, RunListQuery, RunOutcome, SchedulePreview,
+    DataEnvelope, ErrorEnvelope, ManualRunRequest, RunListQuery, SchedulePreview,
     SchedulePreviewRequest, StartedRun, TestRunRequest, Workflow, WorkflowRequest, WorkflowRun,
 };
 use uuid::Uuid;
@@ -152,7 +152,7 @@ pub async fn publish(
 /// Runs the draft synchronously in test mode with the trigger input `{ query, body, meta }`.
 #[utoipa::path(tag = "workflows", operation_id = "testWorkflow", security(("bearer" = [])), params(("id" = Uuid, Path)),
     request_body = inline(DataEnvelope<TestRunRequest>),
-    responses((status = 200, description = "The run outcome", body = inline(DataEnvelope<RunOutcome>)),
+    responses((status = 200, description = "The run outcome with its steps and their logs", body = inline(DataEnvelope<api_types::TestRunOutcome>)),
         (status = 404, description = "No such workflow", body = ErrorEnvelope),
         (status = 504, description = "The run did not finish within workflows.max_sync_wait_ms", body = ErrorEnvelope)))]
 #[post("/workflows/{id}/test")]
@@ -169,12 +169,23 @@ pub async fn test(
             input.insert(key.into(), value);
         }
     }
-    let run = state
+    let workflow = id.into_inner();
+    let tested = state
         .services
         .workflows
-        .test(&caller.principal, id.into_inner(), input.into())
+        .test(&caller.principal, workflow, input.into())
         .await?;
-    Ok(ok(outcome(run)))
+    // The run is stored once it ends: its steps are among the newest.
+    let recent = state.services.workflows.runs(workflow, 20, 0).await?;
+    let steps = recent
+        .into_iter()
+        .find(|r| r.id == tested.id)
+        .map(|r| run(r).steps)
+        .unwrap_or_default();
+    Ok(ok(api_types::TestRunOutcome {
+        outcome: outcome(tested),
+        steps,
+    }))
 }
 
 /// The workflow's runs, newest first, with their stored (redacted) input and each step.
@@ -233,6 +244,7 @@ fn run(r: RunRecord) -> WorkflowRun {
                     })
                     .collect(),
                 child_run_id: s.child_run_id,
+                logs: s.logs,
             })
             .collect(),
         parent_run_id: r.parent_run_id,
