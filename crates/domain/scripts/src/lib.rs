@@ -8,7 +8,7 @@ mod pool;
 mod sandbox;
 
 pub use pool::ScriptPool;
-pub use sandbox::{check, run};
+pub use sandbox::{RESULT_MAX_BYTES, check, compile, run};
 
 use std::time::Duration;
 

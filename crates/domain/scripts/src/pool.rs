@@ -9,6 +9,9 @@ use tokio::sync::Semaphore;
 
 use crate::{Limits, Outcome, ScriptError};
 
+/// How long past its deadline a run is waited for.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The bounded pool of script runs.
 #[derive(Debug)]
 pub struct ScriptPool {
@@ -23,6 +26,11 @@ impl Default for ScriptPool {
 }
 
 impl ScriptPool {
+    /// Runs at once now.
+    pub fn size(&self) -> usize {
+        self.turns.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+
     /// A pool of `size` runs at once.
     pub fn new(size: usize) -> Self {
         let size = size.max(1);
@@ -57,12 +65,20 @@ impl ScriptPool {
             let outcome = crate::run(&code, &input, limits, started);
             drop(turn);
             outcome
-        })
-        .await;
-        ran.unwrap_or_else(|_| Outcome {
-            result: Err(ScriptError::Failed("the script's thread stopped".into())),
-            logs: Vec::new(),
-        })
+        });
+        // The sandbox stops itself at the deadline; past it and a grace,
+        // the step ends anyway (the thread keeps its turn until it stops).
+        match tokio::time::timeout(limits.timeout + STOP_GRACE, ran).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Outcome {
+                result: Err(ScriptError::Failed("the script's thread stopped".into())),
+                logs: Vec::new(),
+            },
+            Err(_) => Outcome {
+                result: Err(ScriptError::Timeout),
+                logs: Vec::new(),
+            },
+        }
     }
 }
 

@@ -18,8 +18,14 @@ use crate::{LOG_CHARS_MAX, LOG_LINES_MAX, Limits, Outcome, ScriptError};
 const MODULE: &str = "script";
 /// The stack a script may use (deep recursion is a RangeError).
 const STACK_BYTES: usize = 256 * 1024;
-/// The heap a compile check may use.
-const CHECK_MEMORY_BYTES: usize = 16 << 20;
+/// The heap a compile may use.
+const COMPILE_MEMORY_BYTES: usize = 16 << 20;
+/// The longest a compile may take.
+const COMPILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+/// The largest result a run answers, as JSON text.
+pub const RESULT_MAX_BYTES: usize = 1 << 20;
+/// The longest message a thrown error keeps, in characters.
+const MESSAGE_MAX_CHARS: usize = 1000;
 
 /// `console.log` lines kept, within the limits.
 #[derive(Default)]
@@ -29,8 +35,13 @@ struct Logs {
 }
 
 impl Logs {
+    /// Whether no further line is kept.
+    fn full(&self) -> bool {
+        self.lines.len() >= LOG_LINES_MAX || self.chars >= LOG_CHARS_MAX
+    }
+
     fn push(&mut self, line: String) {
-        if self.lines.len() >= LOG_LINES_MAX || self.chars >= LOG_CHARS_MAX {
+        if self.full() {
             return;
         }
         let room = LOG_CHARS_MAX - self.chars;
@@ -59,6 +70,19 @@ fn failure(caught: CaughtError<'_>, deadline: Instant) -> ScriptError {
     if Instant::now() >= deadline {
         return ScriptError::Timeout;
     }
+    let cut = |text: String| text.chars().take(MESSAGE_MAX_CHARS).collect::<String>();
+    match caught_error(caught) {
+        ScriptError::Thrown { code, message } => ScriptError::Thrown {
+            code,
+            message: cut(message),
+        },
+        ScriptError::Failed(message) => ScriptError::Failed(cut(message)),
+        other => other,
+    }
+}
+
+/// What a caught error is, its message whole.
+fn caught_error(caught: CaughtError<'_>) -> ScriptError {
     match caught {
         CaughtError::Exception(exception) => {
             let message = exception.message().unwrap_or_default();
@@ -112,12 +136,22 @@ fn thrown_value(value: &Value<'_>) -> ScriptError {
 fn default_export<'js>(
     ctx: &Ctx<'js>,
     code: &str,
+    deadline: Instant,
 ) -> rquickjs::CaughtResult<'js, Result<Function<'js>, String>> {
     let (module, evaluated) = Module::declare(ctx.clone(), MODULE, code)
         .catch(ctx)?
         .eval()
         .catch(ctx)?;
-    evaluated.finish::<()>().catch(ctx)?;
+    match settled(ctx, &evaluated, deadline) {
+        Some(done) => {
+            done.catch(ctx)?;
+        }
+        None => {
+            return Ok(Err(
+                "its top level waits for a promise that never settles".into()
+            ));
+        }
+    }
     let export: Value<'js> = module.namespace().catch(ctx)?.get("default").catch(ctx)?;
     Ok(export.into_function().ok_or_else(|| {
         "has no default export that is a function: write export default function (ctx) { ... }"
@@ -153,11 +187,13 @@ pub fn run(code: &str, input: &Json, limits: Limits, started: Instant) -> Outcom
     } else {
         match sandbox(&limits, started) {
             Err(error) => Err(error),
-            Ok((_runtime, context)) => context.with(|ctx| match call(&ctx, code, input, &logs) {
-                Ok(Ok(json)) => Ok(json),
-                Ok(Err(message)) => Err(ScriptError::Failed(message)),
-                Err(caught) => Err(failure(caught, deadline)),
-            }),
+            Ok((_runtime, context)) => {
+                context.with(|ctx| match call(&ctx, code, input, &logs, deadline) {
+                    Ok(Ok(json)) => Ok(json),
+                    Ok(Err(message)) => Err(ScriptError::Failed(message)),
+                    Err(caught) => Err(failure(caught, deadline)),
+                })
+            }
         }
     };
     let logs = logs.take().lines;
@@ -171,19 +207,26 @@ fn call<'js>(
     code: &str,
     input: &Json,
     logs: &Rc<RefCell<Logs>>,
+    deadline: Instant,
 ) -> rquickjs::CaughtResult<'js, Result<Json, String>> {
     let console = Object::new(ctx.clone()).catch(ctx)?;
     let kept = Rc::clone(logs);
     let log = Function::new(
         ctx.clone(),
         move |ctx: Ctx<'js>, arguments: Rest<Value<'js>>| {
-            kept.borrow_mut().push(log_line(&ctx, &arguments.0));
+            // Formatting may run the script's own code (toJSON), which may
+            // log in turn: the lines are borrowed only to keep one.
+            if kept.borrow().full() {
+                return;
+            }
+            let line = log_line(&ctx, &arguments.0);
+            kept.borrow_mut().push(line);
         },
     )
     .catch(ctx)?;
     console.set("log", log).catch(ctx)?;
     ctx.globals().set("console", console).catch(ctx)?;
-    let function = match default_export(ctx, code)? {
+    let function = match default_export(ctx, code, deadline)? {
         Ok(function) => function,
         Err(message) => return Ok(Err(message)),
     };
@@ -192,7 +235,7 @@ fn call<'js>(
         .catch(ctx)?;
     let mut value: Value<'js> = function.call((argument,)).catch(ctx)?;
     if let Some(promise) = value.as_promise().cloned() {
-        value = match promise_value(&promise) {
+        value = match settled(ctx, &promise, deadline) {
             Some(settled) => settled.catch(ctx)?,
             None => return Ok(Err("the promise it returned never settled".into())),
         };
@@ -206,31 +249,64 @@ fn call<'js>(
         ));
     };
     let text = text.to_string().catch(ctx)?;
+    if text.len() > RESULT_MAX_BYTES {
+        return Ok(Err(format!(
+            "its result is larger than {} MiB of JSON",
+            RESULT_MAX_BYTES >> 20
+        )));
+    }
     Ok(serde_json::from_str(&text).map_err(|e| format!("its result cannot be JSON: {e}")))
 }
 
 /// The promise's value once the job queue has run it to its end; `None`
-/// when nothing is left to run and it is still pending.
-fn promise_value<'js>(promise: &Promise<'js>) -> Option<rquickjs::Result<Value<'js>>> {
-    match promise.finish::<Value<'js>>() {
-        Err(rquickjs::Error::WouldBlock) => None,
-        other => Some(other),
+/// when nothing is left to run and it is still pending. The deadline is
+/// checked between jobs: a job that queues the next one before it spins
+/// is stopped by the interrupt, and the queue is not run further.
+fn settled<'js>(
+    ctx: &Ctx<'js>,
+    promise: &Promise<'js>,
+    deadline: Instant,
+) -> Option<rquickjs::Result<Value<'js>>> {
+    loop {
+        if let Some(done) = promise.result::<Value<'js>>() {
+            return Some(done);
+        }
+        if Instant::now() >= deadline {
+            return Some(Err(rquickjs::Error::Exception));
+        }
+        if !ctx.execute_pending_job() {
+            return None;
+        }
     }
 }
 
-/// Whether `code` is a module that compiles and whose default export is a
-/// function; the message says why not. Its top level runs, with the
-/// default limits.
-pub fn check(code: &str, timeout: std::time::Duration) -> Result<(), String> {
+/// Whether `code` compiles as a module that imports nothing: what every
+/// read of a definition checks (no script code runs).
+pub fn compile(code: &str) -> Result<(), String> {
     let limits = Limits {
-        timeout,
-        memory_bytes: CHECK_MEMORY_BYTES,
+        timeout: COMPILE_TIMEOUT,
+        memory_bytes: COMPILE_MEMORY_BYTES,
     };
     let started = Instant::now();
     let (_runtime, context) = sandbox(&limits, started).map_err(|e| e.message(&limits))?;
-    context.with(|ctx| match default_export(&ctx, code) {
+    context.with(
+        |ctx| match Module::declare(ctx.clone(), MODULE, code).catch(&ctx) {
+            Ok(_) => Ok(()),
+            Err(caught) => Err(failure(caught, started + limits.timeout).message(&limits)),
+        },
+    )
+}
+
+/// Whether `code` is a module that compiles and whose default export is a
+/// function; the message says why not. Its top level runs, within
+/// `limits`: done when a workflow is saved, off the async workers.
+pub fn check(code: &str, limits: Limits) -> Result<(), String> {
+    let started = Instant::now();
+    let (_runtime, context) = sandbox(&limits, started).map_err(|e| e.message(&limits))?;
+    let deadline = started + limits.timeout;
+    context.with(|ctx| match default_export(&ctx, code, deadline) {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(message)) => Err(message),
-        Err(caught) => Err(failure(caught, started + limits.timeout).message(&limits)),
+        Err(caught) => Err(failure(caught, deadline).message(&limits)),
     })
 }

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::{LOG_LINES_MAX, Limits, ScriptError, check, run};
+use crate::{LOG_LINES_MAX, Limits, ScriptError, check, compile, run};
 
 const LIMITS: Limits = Limits {
     timeout: Duration::from_millis(1000),
@@ -111,7 +111,7 @@ fn nothing_of_the_host_is_there() {
     assert!(
         check(
             "import * as os from 'os'; export default () => 1",
-            LIMITS.timeout
+            LIMITS
         )
         .is_err()
     );
@@ -144,17 +144,60 @@ fn logs_are_kept_within_their_limits() {
 
 #[test]
 fn a_module_is_checked_before_it_is_saved() {
-    assert!(check("export default function (ctx) { return 1 }", LIMITS.timeout).is_ok());
-    let syntax = check("export default function ( { return", LIMITS.timeout).unwrap_err();
+    assert!(check("export default function (ctx) { return 1 }", LIMITS).is_ok());
+    let syntax = check("export default function ( { return", LIMITS).unwrap_err();
     assert!(!syntax.is_empty());
-    let none = check("export const x = 1", LIMITS.timeout).unwrap_err();
+    let none = check("export const x = 1", LIMITS).unwrap_err();
     assert!(none.contains("default export"), "{none}");
-    assert!(check("export default 5", LIMITS.timeout).is_err());
+    assert!(check("export default 5", LIMITS).is_err());
     assert!(
         check(
             "for (;;) {} export default () => 1",
-            Duration::from_millis(100)
+            Limits {
+                timeout: Duration::from_millis(100),
+                ..LIMITS
+            }
         )
         .is_err()
     );
+}
+
+#[test]
+fn jobs_that_queue_jobs_stop_at_the_deadline_and_logs_may_nest() {
+    let started = Instant::now();
+    let limits = Limits {
+        timeout: Duration::from_millis(200),
+        ..LIMITS
+    };
+    let chained = "const g = () => { Promise.resolve().then(g); for (;;) {} }; \
+        export default () => { Promise.resolve().then(g); return new Promise(() => {}) }";
+    assert_eq!(
+        run(chained, &json!({}), limits, started).result,
+        Err(ScriptError::Timeout)
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(800),
+        "{:?}",
+        started.elapsed()
+    );
+    let top = "const g = () => { Promise.resolve().then(g); for (;;) {} }; Promise.resolve().then(g); \
+        await new Promise(() => {}); export default () => 1";
+    let started = Instant::now();
+    assert!(check(top, limits).is_err());
+    assert!(started.elapsed() < Duration::from_millis(800));
+    assert!(compile(top).is_ok(), "compiling runs none of it");
+    assert!(compile("export default function ( {").is_err());
+    let nested = run(
+        "export default () => { console.log({ toJSON() { console.log('inner'); return 1 } }); return 2 }",
+        &json!({}),
+        LIMITS,
+        Instant::now(),
+    );
+    assert_eq!(nested.result, Ok(json!(2)));
+    assert_eq!(nested.logs, ["inner", "1"]);
+    let large = result(
+        "export default () => 'x'.repeat(2 * 1024 * 1024)",
+        json!({}),
+    );
+    assert_eq!(large.unwrap_err().code(), "SCRIPT_ERROR");
 }

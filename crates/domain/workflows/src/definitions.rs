@@ -91,6 +91,19 @@ impl WorkflowService {
             }
             Trigger::Manual => {}
         }
+        // A module's top level runs once, off the async workers, within its
+        // step's limits: it must leave a function as its default export.
+        for (field, script) in definition.scripts() {
+            let (code, limits) = (script.code.clone(), script.limits());
+            let checked = tokio::task::spawn_blocking(move || scripts::check(&code, limits)).await;
+            match checked {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => return Err(FieldError::new(field, message).into()),
+                Err(_) => {
+                    return Err(FieldError::new(field, "could not be checked: try again").into());
+                }
+            }
+        }
         let calls = definition.calls();
         if !calls.is_empty() {
             let slugs: Vec<String> = self

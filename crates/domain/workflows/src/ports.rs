@@ -147,7 +147,8 @@ impl ScriptRunner for SettledScripts {
     async fn run(&self, code: Arc<str>, input: Value, limits: scripts::Limits) -> scripts::Outcome {
         let size = match self.settings.current().await {
             Ok(settings) => settings.script_concurrency(),
-            Err(_) => 1,
+            // Settings unreadable for a moment: the size it has.
+            Err(_) => self.pool.size(),
         };
         self.pool.run(size, code, input, limits).await
     }

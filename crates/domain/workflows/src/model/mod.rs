@@ -104,17 +104,46 @@ impl Definition {
         self.steps.iter().all(Step::is_pure)
     }
 
-    /// Whether a template reads `user.*` (the run's user is loaded only then).
+    /// Whether a template or a script reads `user.*` (the run's user is
+    /// loaded only then).
     pub fn reads_user(&self) -> bool {
         fn any(steps: &[Step]) -> bool {
             steps.iter().any(|step| {
-                let own = step.template_fields().iter().any(|(_, value)| {
-                    template::paths(value).any(|path| path == "user" || path.starts_with("user."))
-                });
+                let own = matches!(step.action, Action::Script(_))
+                    || step.template_fields().iter().any(|(_, value)| {
+                        template::paths(value)
+                            .any(|path| path == "user" || path.starts_with("user."))
+                    });
                 own || step.nested().any(any)
             })
         }
         any(&self.steps)
+    }
+
+    /// Every `script` step with the field of its code, as the parser names
+    /// fields (`steps[1].then[0].code`).
+    pub fn scripts(&self) -> Vec<(String, &Script)> {
+        fn walk<'d>(steps: &'d [Step], path: &str, out: &mut Vec<(String, &'d Script)>) {
+            for (i, step) in steps.iter().enumerate() {
+                let at = format!("{path}[{i}]");
+                if let Action::Script(script) = &step.action {
+                    out.push((format!("{at}.code"), script));
+                }
+                if let Action::Condition(c) = &step.action {
+                    walk(&c.then, &format!("{at}.then"), out);
+                    walk(&c.otherwise, &format!("{at}.else"), out);
+                }
+                if let Action::ForEach(f) = &step.action {
+                    walk(&f.steps, &format!("{at}.steps"), out);
+                }
+                if let OnError::Steps(handlers) = &step.on_error {
+                    walk(handlers, &format!("{at}.onError"), out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.steps, "steps", &mut out);
+        out
     }
 
     /// Every `call` step's slug with the field that names it, as the parser
