@@ -108,13 +108,7 @@ fn nothing_of_the_host_is_there() {
         result(dynamic, json!({})).unwrap_err().code(),
         "SCRIPT_ERROR"
     );
-    assert!(
-        check(
-            "import * as os from 'os'; export default () => 1",
-            LIMITS
-        )
-        .is_err()
-    );
+    assert!(check("import * as os from 'os'; export default () => 1", LIMITS).is_err());
 }
 
 #[test]
