@@ -30,6 +30,7 @@ const ADMIN_PASSWORD: &str = "bench-password-1";
 mod compare;
 mod console;
 mod flows;
+mod logic;
 mod realtime;
 mod related;
 mod replicas;
@@ -59,6 +60,7 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("console") => console::console(),
         Some("schema") => schema::schema(),
         Some("client") => client(),
+        Some("logic") => logic::logic(),
         None => auth()
             .and_then(|()| data())
             .and_then(|()| related::related())
@@ -69,9 +71,10 @@ pub fn suite(name: Option<&str>) -> Result {
             .and_then(|()| realtime::realtime())
             .and_then(|()| console::console())
             .and_then(|()| schema::schema())
+            .and_then(|()| logic::logic())
             .and_then(|()| client()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, client, compare, console, data, echo, files, peer, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), compare (two builds, TESSERA_BENCH_BEFORE against TESSERA_BENCH_SERVER), echo (the one-connection webhook against pgbench), replicas, scale and webhooks are not in the default run)"
+            "unknown benchmark `{other}` (known: auth, client, compare, console, data, echo, files, logic, peer, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), compare (two builds, TESSERA_BENCH_BEFORE against TESSERA_BENCH_SERVER), echo (the one-connection webhook against pgbench), replicas, scale and webhooks are not in the default run)"
         )),
     }
 }

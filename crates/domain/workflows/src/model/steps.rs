@@ -487,8 +487,9 @@ impl Step {
     }
 
     /// Whether the step only computes from the context (nested steps
-    /// included) and never waits: it is repeated rather than recorded when a
-    /// run resumes.
+    /// included) and changes nothing outside the run: it is repeated rather
+    /// than recorded when a run resumes (a script too: it reaches nothing
+    /// outside its sandbox).
     pub fn is_pure(&self) -> bool {
         let own = matches!(
             self.action,
@@ -497,6 +498,7 @@ impl Step {
                 | Action::Finish(_)
                 | Action::Fail(_)
                 | Action::ForEach(_)
+                | Action::Script(_)
         );
         own && self.retry.is_none() && self.nested().all(|list| list.iter().all(Step::is_pure))
     }

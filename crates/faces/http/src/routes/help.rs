@@ -25,11 +25,12 @@ macro_rules! doc {
 }
 
 /// The guides, in the order the index lists them.
-pub(crate) const DOCS: [Doc; 16] = [
+pub(crate) const DOCS: [Doc; 17] = [
     doc!("console"),
     doc!("schema"),
     doc!("data-api"),
     doc!("workflows"),
+    doc!("own-logic"),
     doc!("dataviews"),
     doc!("auth"),
     doc!("oauth"),
