@@ -183,6 +183,33 @@ async fn snapshots_carry_registrations_exposure_and_grants_of_functions() {
         json!({ "data": 11 })
     );
 
+    // A function's grant takes no row filter.
+    let mut filtered = exported.clone();
+    let at = filtered["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|g| g.get("function").is_some())
+        .unwrap();
+    filtered["grants"][at]["filter"] = json!({ "id": { "eq": 1 } });
+    let refused = production
+        .post(
+            "/admin/api/snapshot/diff",
+            &prod_admin,
+            json!({ "data": filtered }),
+        )
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        refused.body
+    );
+    assert_eq!(
+        refused.body["errors"][0]["field"],
+        format!("grants[{at}].filter")
+    );
+
     // GET exposure of a volatile function is refused on its path.
     let mut volatile = exported.clone();
     volatile["functions"][0]["exposedMethods"] = json!(["GET"]);

@@ -104,12 +104,12 @@ impl Definition {
         self.steps.iter().all(Step::is_pure)
     }
 
-    /// Whether a template or a script reads `user.*` (the run's user is
-    /// loaded only then).
+    /// Whether a template reads `user.*`, or a script names `user` (the
+    /// run's user is loaded only then: one query a run saved).
     pub fn reads_user(&self) -> bool {
         fn any(steps: &[Step]) -> bool {
             steps.iter().any(|step| {
-                let own = matches!(step.action, Action::Script(_))
+                let own = matches!(&step.action, Action::Script(s) if s.code.contains("user"))
                     || step.template_fields().iter().any(|(_, value)| {
                         template::paths(value)
                             .any(|path| path == "user" || path.starts_with("user."))
