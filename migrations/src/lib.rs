@@ -87,6 +87,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../sql/0026_trust_fourth_round.sql"),
     ),
     ("m0027_functions", include_str!("../sql/0027_functions.sql")),
+    (
+        "m0028_write_hooks",
+        include_str!("../sql/0028_write_hooks.sql"),
+    ),
 ];
 
 /// A hash of every migration's name and text. Test databases are cloned from a

@@ -24,6 +24,7 @@ mod faults;
 mod files;
 mod fuzz;
 mod grants;
+mod hooks;
 mod instances;
 mod login;
 mod login_limits;

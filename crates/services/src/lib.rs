@@ -165,6 +165,8 @@ impl Services {
             ports,
             options,
         );
+        // The Data API runs its write hooks through the workflow executor.
+        data.set_hooks(workflows.write_hooks());
         let views = views::ViewService::new(Arc::new(store.clone()), data.clone(), clock.clone());
         Ok(Self {
             oauth: oauth::OAuthService::new(

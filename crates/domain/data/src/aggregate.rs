@@ -177,6 +177,7 @@ mod tests {
             scopes: Vec::new(),
             foreign_keys: Vec::new(),
             unique_keys: vec![vec![0]],
+            hooks: Vec::new(),
             version: 1,
         }
     }

@@ -42,6 +42,17 @@ pub enum DataError {
     /// The caller holds as many CSV export streams as it may (429).
     #[error("You have {0} exports streaming already; wait for one to end")]
     TooManyExports(usize),
+    /// A write hook refused the row: its run's error code and message (400).
+    #[error("{message}")]
+    Hook {
+        /// The run's error code.
+        code: String,
+        /// Its message.
+        message: String,
+    },
+    /// A write hook ran past `workflows.hook_timeout_ms` (504).
+    #[error("A write hook of this table ran past workflows.hook_timeout_ms")]
+    HookTimeout,
     /// One part of a request failed: a batch's operation, an import's line.
     #[error("{error}")]
     At {
@@ -113,6 +124,8 @@ impl ErrorCode for DataError {
             DataError::Store(e) => e.code(),
             DataError::TooLarge(_) => Code::PayloadTooLarge,
             DataError::TooManyExports(_) => Code::RateLimitExceeded,
+            DataError::Hook { .. } => Code::InvalidPayload,
+            DataError::HookTimeout => Code::WorkflowSyncTimeout,
             DataError::At { error, .. } => error.code(),
         }
     }
@@ -139,6 +152,7 @@ impl ErrorCode for DataError {
     fn code_text(&self) -> Option<&str> {
         match self {
             DataError::Store(e) => e.code_text(),
+            DataError::Hook { code, .. } => Some(code),
             DataError::At { error, .. } => error.code_text(),
             _ => None,
         }

@@ -8,13 +8,17 @@
 use permissions::{Access, Action, Plane, Principal};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
+use tokio::sync::Mutex;
 
 use crate::callers::{Caller, DataRequest};
 use crate::checks::{checked_columns, cover};
 use crate::csv::{Reader, Record};
 use crate::error::{DataError, Place, payload_error};
-use crate::query::{Change, Context, ImportTransaction, Shown, Write, WriteAnswer};
-use crate::service::{DataService, Target};
+use crate::hooks::WriteEvent;
+use crate::query::{
+    Change, Context, DataTransaction, ImportTransaction, Shown, Write, WriteAnswer,
+};
+use crate::service::{DataService, Target, Via};
 use crate::table::{Column, Kind, Table};
 use crate::writes::write_error;
 
@@ -43,6 +47,9 @@ pub struct Import {
     /// Opened with the first rows staged, so a body that never comes holds
     /// none.
     txn: Option<Box<dyn ImportTransaction>>,
+    /// A table with insert hooks: each row goes in as a JSON insert would
+    /// (its hooks run on it) in this transaction, not through staging.
+    hooked: Option<Mutex<Box<dyn DataTransaction>>>,
     /// Set by the first error: the import can no longer be finished.
     failed: bool,
     reader: Reader,
@@ -82,7 +89,12 @@ impl DataService {
     ) -> Result<Import, DataError> {
         let (table, principal, context) = self.import_caller(request, (schema, name)).await?;
         let max_bytes = self.store.import_max_bytes().await?;
+        let hooked = match table.hooks_of(WriteEvent::Insert).is_empty() {
+            true => None,
+            false => Some(Mutex::new(self.store.begin().await?)),
+        };
         Ok(Import {
+            hooked,
             chunk: Chunk {
                 service: self.clone(),
                 table,
@@ -157,6 +169,9 @@ impl Import {
         self.settle().await?;
         if let Some(txn) = self.txn.take() {
             txn.commit().await?;
+        }
+        if let Some(txn) = self.hooked.take() {
+            txn.into_inner().commit().await?;
         }
         Ok(self.inserted)
     }
@@ -258,6 +273,9 @@ impl Import {
     /// with the first of them), and, once a chunk's worth is staged, the
     /// insert of that chunk.
     async fn stage(&mut self) -> Result<(), DataError> {
+        if self.hooked.is_some() {
+            return self.insert_hooked().await;
+        }
         let (Some(&first), Some(&last)) = (self.lines.first(), self.lines.last()) else {
             return Ok(());
         };
@@ -284,6 +302,48 @@ impl Import {
         self.pending_bytes = 0;
         if unsent.rows >= CHUNK_ROWS || unsent.bytes >= CHUNK_BYTES {
             self.send_unsent().await?;
+        }
+        Ok(())
+    }
+
+    /// Inserts the rows waiting one by one as JSON inserts, each after the
+    /// table's hooks ran on it, in the hooked import's transaction; a
+    /// refusal names the row's line. Shared state that moved under the
+    /// import is resolved again, as for staged rows.
+    async fn insert_hooked(&mut self) -> Result<(), DataError> {
+        let rows = std::mem::take(&mut self.pending);
+        let lines = std::mem::take(&mut self.lines);
+        self.pending_bytes = 0;
+        for (fields, line) in rows.into_iter().zip(lines) {
+            let row = Value::Object(json_row(&self.chunk.table, &self.chunk.header, fields));
+            let mut attempts = 0;
+            loop {
+                let Some(txn) = &self.hooked else {
+                    return Ok(());
+                };
+                let chunk = &self.chunk;
+                let caller = Caller {
+                    principal: &chunk.principal,
+                    zone_header: self.zone_header.as_deref(),
+                    ip: chunk.ip.as_deref(),
+                };
+                let target = Target::exposed(&chunk.table.schema, &chunk.table.name);
+                let via = Via::Transaction(txn);
+                let version = chunk.context.versions.auth;
+                match chunk
+                    .service
+                    .insert_via(caller, version, target, (&row, None), via)
+                    .await
+                {
+                    Ok(_) => break,
+                    Err(error) if error.is_stale() && attempts == 0 => {
+                        attempts += 1;
+                        self.refresh().await?;
+                    }
+                    Err(error) => return Err(error.at(Place::Line(line))),
+                }
+            }
+            self.inserted += 1;
         }
         Ok(())
     }
@@ -526,6 +586,27 @@ fn checked_fields(
         fields.push(Some(text));
     }
     Ok(fields)
+}
+
+/// A record's checked fields (in the `header`'s order) as the JSON row an
+/// insert sends: numbers, booleans and JSON as themselves, the rest as text.
+fn json_row(table: &Table, header: &[usize], fields: Vec<Option<String>>) -> Map<String, Value> {
+    header
+        .iter()
+        .zip(fields)
+        .map(|(&index, field)| {
+            let column = &table.columns[index];
+            let value = match (column.kind, field) {
+                (_, None) => Value::Null,
+                (
+                    Kind::Integer | Kind::Number | Kind::Json | Kind::Jsonb | Kind::Boolean,
+                    Some(text),
+                ) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+                (_, Some(text)) => Value::String(text),
+            };
+            (column.name.clone(), value)
+        })
+        .collect()
 }
 
 /// Whether a refused insert of staged rows was refused for a row (its

@@ -6,7 +6,7 @@
 //! state), `reads` (list, get, a role's preview), `writes` (insert, update,
 //! delete), `select` (columns and embeds of related rows), `aggregate`
 //! (groups and aggregates), `batch` (operations in one transaction), `import` (CSV in), `csv`,
-//! `consistency` (read-your-writes over read replicas), `rpc` (calls of database functions), `watch` (realtime admission), `checks` (parameters and bodies
+//! `consistency` (read-your-writes over read replicas), `rpc` (calls of database functions), `watch` (realtime admission), `hooks` (write hooks, run through a port), `checks` (parameters and bodies
 //! against real columns and grants), `query` (what the store is handed).
 
 mod aggregate;
@@ -17,6 +17,7 @@ pub mod consistency;
 pub mod csv;
 mod error;
 mod exports;
+mod hooks;
 mod import;
 mod query;
 mod reads;
@@ -33,6 +34,7 @@ pub use callers::{Caller, DataRequest, Effect, until_current};
 pub use checks::{check_filter, masks, number, parse_filter, sort, user_column};
 pub use error::{DataError, Place, query_error, read_error};
 pub use exports::{Export, PER_CALLER as EXPORTS_PER_CALLER};
+pub use hooks::{Hook, HookCall, HookRefusal, WriteEvent, WriteHooks};
 pub use import::Import;
 pub use query::{
     Aggregate, AggregateQuery, Change, Chunks, Context, DataStore, DataTransaction, EMBED_ROWS_MAX,

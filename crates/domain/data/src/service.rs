@@ -26,6 +26,8 @@ pub struct DataService {
     pub(crate) callers: Arc<KnownCallers>,
     /// The CSV export streams each caller holds on this instance.
     pub(crate) exports: Arc<crate::exports::ExportSlots>,
+    /// Runs write hooks, once wired ([`DataService::set_hooks`]).
+    pub(crate) hooks: Arc<std::sync::OnceLock<Arc<dyn crate::hooks::WriteHooks>>>,
 }
 
 /// Where a request's statements run.
@@ -86,6 +88,7 @@ impl DataService {
             auth,
             callers: Arc::default(),
             exports: Arc::default(),
+            hooks: Arc::default(),
         }
     }
 

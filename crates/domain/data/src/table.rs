@@ -248,6 +248,8 @@ pub struct Table {
     /// Indices into `columns` of each unique key (primary key included,
     /// partial and expression indexes left out): what upserts conflict on.
     pub unique_keys: Vec<Vec<usize>>,
+    /// Its write hooks, in slug order.
+    pub hooks: Vec<crate::hooks::Hook>,
     /// The catalog version (`kernel::Versions::catalog`) it was read at.
     pub version: i64,
 }

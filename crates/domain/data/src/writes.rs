@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::callers::{Caller, DataRequest, Effect};
 use crate::checks::{checked_columns, cover, key_of, readable_columns, scoped};
 use crate::error::{DataError, payload_error, query_error};
+use crate::hooks::{WriteEvent, hooked_columns, hooked_row};
 use crate::query::{Change, Context, Output, Shown, Upsert, Write};
 use crate::service::{DataService, Target, Via};
 use crate::table::{Column, Table};
@@ -148,11 +149,10 @@ impl DataService {
                 ));
             }
         };
-        let returning = self.returning(caller.principal, &table);
-        let mut writes: Vec<Write<'_>> = Vec::new();
-        let mut run_keys: Option<Vec<&String>> = None;
-        for (row, path) in &rows {
-            if update.is_some() && row.is_empty() {
+        // The grants cover each row as sent, before any hook sees it.
+        let mut checked = Vec::with_capacity(rows.len());
+        for (sent, path) in &rows {
+            if update.is_some() && sent.is_empty() {
                 return Err(payload_error(
                     if path.is_empty() {
                         "data"
@@ -163,12 +163,50 @@ impl DataService {
                     "an upserted row names its columns",
                 ));
             }
-            let columns = checked_columns(&table, &access, row, path)?;
+            let sent_columns = checked_columns(&table, &access, sent, path)?;
             let upsert = match &update {
-                Some((update, conflict)) => Some(upsert_of(update, conflict, &columns, path)?),
+                Some((update, conflict)) => Some(upsert_of(update, conflict, &sent_columns, path)?),
                 None => None,
             };
-            let keys: Vec<&String> = row.keys().collect();
+            let narrowed = cover(&access, &sent_columns, path)?;
+            checked.push((sent_columns, upsert, narrowed));
+        }
+        let context = self.context(caller, auth_version, &table).await?;
+        let hooked = self
+            .hooked_inserts(caller, via, &table, (&rows, single), &update, &context)
+            .await?;
+        let returning = self.returning(caller.principal, &table);
+        let mut writes: Vec<Write<'_>> = Vec::new();
+        // Rows merge into one statement when they name the same columns and
+        // (hooked) were sent naming the same ones, so one check fits all.
+        let mut run_keys: Option<(Vec<&String>, Vec<&String>)> = None;
+        for (i, ((sent, path), (sent_columns, mut upsert, narrowed))) in
+            rows.iter().zip(checked).enumerate()
+        {
+            // A hook's columns are written too; the row filters hold on the
+            // row as written (the statement's check).
+            let (row, columns) = match hooked.get(i) {
+                Some(row) => {
+                    let admin = caller.principal.admin;
+                    let columns = hooked_columns(&table, &sent_columns, row, (path, admin))?;
+                    if let Some(upsert) = &mut upsert {
+                        let added = columns.iter().filter(|c| {
+                            !sent_columns.iter().any(|s| s.name == c.name)
+                                && !upsert.conflict.iter().any(|k| k.name == c.name)
+                        });
+                        upsert.set.extend(added);
+                    }
+                    (row, columns)
+                }
+                None => (*sent, sent_columns),
+            };
+            let keys = (
+                row.keys().collect::<Vec<_>>(),
+                match hooked.is_empty() {
+                    true => Vec::new(),
+                    false => sent.keys().collect(),
+                },
+            );
             if run_keys.as_ref() == Some(&keys)
                 && let Some(Write {
                     change: Change::Insert { rows, .. },
@@ -178,7 +216,6 @@ impl DataService {
                 rows.push(row);
                 continue;
             }
-            let narrowed = cover(&access, &columns, path)?;
             writes.push(Write {
                 change: Change::Insert {
                     columns,
@@ -200,7 +237,6 @@ impl DataService {
             });
             run_keys = Some(keys);
         }
-        let context = self.context(caller, auth_version, &table).await?;
         let written = self.write(via, &table, &writes, &context).await?;
         let mut rows = written.iter().flatten().map(|array| items(array));
         Ok(if single {
@@ -242,20 +278,46 @@ impl DataService {
         if values.is_empty() {
             return Err(payload_error("data", "must set at least one column"));
         }
-        let columns = checked_columns(&table, &access, values, "")?;
-        let narrowed = cover(&access, &columns, "")?;
+        let sent_columns = checked_columns(&table, &access, values, "")?;
+        let narrowed = cover(&access, &sent_columns, "")?;
+        let predicate = scoped(None, &narrowed, Some(key));
+        let context = self.context(caller, auth_version, &table).await?;
+        // The hooks see the row as stored (one the caller may change) and
+        // the values as sent; what they set is written too.
+        let hooks = table.hooks_of(WriteEvent::Update);
+        let hooked = match hooks.is_empty() {
+            true => None,
+            false => {
+                let old = self
+                    .stored_row(via, &table, predicate.clone(), &context)
+                    .await?
+                    .ok_or(DataError::NotFound)?;
+                let new = Value::Object(values.clone());
+                let new = self
+                    .hooked(caller, &table, (WriteEvent::Update, hooks), old, new)
+                    .await?;
+                Some(hooked_row(new)?)
+            }
+        };
+        let (values, columns) = match &hooked {
+            Some(row) => {
+                let columns =
+                    hooked_columns(&table, &sent_columns, row, ("", caller.principal.admin))?;
+                (row, columns)
+            }
+            None => (values, sent_columns),
+        };
         let write = Write {
             change: Change::Update {
                 columns,
                 values,
-                predicate: scoped(None, &narrowed, Some(key)),
+                predicate,
             },
             check: narrowed.row_filters(),
             returning: self.returning(caller.principal, &table),
             guard_admin_power: !caller.principal.admin,
             audit: self.audit(caller, &table, "data.update"),
         };
-        let context = self.context(caller, auth_version, &table).await?;
         let written = self.write(via, &table, &[write], &context).await?;
         let row = written
             .into_iter()
@@ -289,16 +351,30 @@ impl DataService {
     ) -> Result<(), DataError> {
         let table = self.open(target, "DELETE").await?;
         let access = Access::evaluate(caller.principal, &table.scopes, Action::Delete)?;
+        let predicate = scoped(None, &access, Some(key_of(&table, key)?));
+        let context = self.context(caller, auth_version, &table).await?;
+        let hooks = table.hooks_of(WriteEvent::Delete);
+        if !hooks.is_empty() {
+            let old = self
+                .stored_row(via, &table, predicate.clone(), &context)
+                .await?
+                .ok_or(DataError::NotFound)?;
+            self.hooked(
+                caller,
+                &table,
+                (WriteEvent::Delete, hooks),
+                old,
+                Value::Null,
+            )
+            .await?;
+        }
         let write = Write {
-            change: Change::Delete {
-                predicate: scoped(None, &access, Some(key_of(&table, key)?)),
-            },
+            change: Change::Delete { predicate },
             check: None,
             returning: Shown::default(),
             guard_admin_power: !caller.principal.admin,
             audit: self.audit(caller, &table, "data.delete"),
         };
-        let context = self.context(caller, auth_version, &table).await?;
         match self
             .write(via, &table, &[write], &context)
             .await?

@@ -352,6 +352,7 @@ impl Definition {
             check_messages: Default::default(),
             foreign_keys: Vec::new(),
             unique_keys: Vec::new(),
+            hooks: Vec::new(),
             scopes: Vec::new(),
             version: source.version,
         })
@@ -490,6 +491,7 @@ mod tests {
             check_messages: BTreeMap::new(),
             foreign_keys: Vec::new(),
             unique_keys: Vec::new(),
+            hooks: Vec::new(),
             scopes: Vec::new(),
             version: 3,
         }

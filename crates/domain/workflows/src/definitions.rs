@@ -84,6 +84,11 @@ impl WorkflowService {
                     return Err(FieldError::new("trigger.executeAs", "no such active user").into());
                 }
             }
+            Trigger::BeforeWrite(hook) => {
+                if !self.store.resource_exists(hook.resource_id).await? {
+                    return Err(FieldError::new("trigger.resourceId", "no such resource").into());
+                }
+            }
             Trigger::Schedule(schedule) => {
                 if !self.store.user_exists(schedule.execute_as).await? {
                     return Err(FieldError::new("trigger.executeAs", "no such active user").into());

@@ -9,7 +9,7 @@
 //! retries, error handlers, loops and calls), `children` (child runs of
 //! call steps), `schedule` (schedule ticks claimed once across instances),
 //! `starts` (manual runs and replays), `steps` (data steps through the
-//! Data API).
+//! Data API), `hooks` (write hooks run for the Data API).
 //! Storage, data access and outgoing HTTP are traits, so the crate is tested
 //! without a database and can be embedded.
 
@@ -19,6 +19,7 @@ mod definitions;
 pub mod engine;
 mod error;
 mod exported;
+mod hooks;
 pub mod model;
 mod ports;
 mod redact;
@@ -39,6 +40,7 @@ pub use engine::{
 };
 pub use error::WorkflowError;
 pub use exported::{redact_secrets, restore_secrets};
+pub use hooks::WorkflowHooks;
 pub use model::Definition;
 pub use redact::redacted;
 pub use run::{Outcome, RunError, RunRecord, RunStatus, StepRecord};

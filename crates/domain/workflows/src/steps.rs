@@ -116,8 +116,11 @@ impl DataStep<'_> {
     }
 }
 
+/// A refusal as the step's error: the user's own code where it has one
+/// (a write hook's, a function's hint), else the error's.
 fn refused(error: &impl ErrorCode) -> RunError {
-    RunError::new(error.code().as_str(), error.message())
+    let code = error.code_text().unwrap_or(error.code().as_str());
+    RunError::new(code, error.message())
 }
 
 fn table(resource: &str) -> (&str, &str) {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use data::{Column, ForeignKey, Kind, Table, service_columns};
+use data::{Column, ForeignKey, Hook, Kind, Table, WriteEvent, service_columns};
 use kernel::StoreError;
 use permissions::{Action, Scope};
 use sea_orm::{DbBackend, FromQueryResult, QueryResult, Statement};
@@ -58,7 +58,11 @@ const CATALOG_SQL: &str = "SELECT r.id, r.schema_name, r.table_name, r.exposed_m
      FROM pg_index i WHERE i.indrelid = c.oid AND i.indisunique AND i.indpred IS NULL \
         AND i.indexprs IS NULL AND i.indimmediate AND i.indisvalid) AS unique_keys, \
     (SELECT json_agg(json_build_object('roleId', g.role_id, 'action', g.action, 'filter', g.filter, 'columns', g.columns)) \
-     FROM svc.grants g WHERE g.resource_id = r.id) AS grants \
+     FROM svc.grants g WHERE g.resource_id = r.id) AS grants, \
+    (SELECT json_agg(json_build_object('id', w.id, 'slug', w.slug, \
+        'events', w.published -> 'trigger' -> 'events', 'definition', w.published) ORDER BY w.slug) \
+     FROM svc.workflows w WHERE w.enabled AND w.published -> 'trigger' ->> 'type' = 'beforeWrite' \
+        AND w.published -> 'trigger' ->> 'resourceId' = r.id::text) AS hooks \
     FROM svc.resources r \
     JOIN pg_class c ON c.oid = to_regclass(quote_ident(r.schema_name) || '.' || quote_ident(r.table_name))";
 
@@ -114,6 +118,7 @@ struct TableRow {
     unique_keys: Option<Value>,
     check_messages: Value,
     grants: Option<Value>,
+    hooks: Option<Value>,
 }
 
 /// A published view as the catalog's statement reads it.
@@ -138,6 +143,7 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
         unique_keys,
         check_messages: messages,
         grants,
+        hooks,
     } = rows::row(row)?;
     let Some(shown) = service_columns(&schema, &name) else {
         return Ok(None);
@@ -221,8 +227,30 @@ fn table_of(row: &QueryResult, version: i64) -> Result<Option<Table>, StoreError
         scopes,
         foreign_keys,
         unique_keys,
+        hooks: hooks
+            .as_ref()
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(hook_of)
+            .collect(),
         version,
     }))
+}
+
+/// A published `beforeWrite` workflow, as the catalog query lists it.
+fn hook_of(hook: &Value) -> Option<Hook> {
+    Some(Hook {
+        workflow_id: hook.get("id")?.as_str()?.parse().ok()?,
+        slug: hook.get("slug")?.as_str()?.to_owned(),
+        events: hook
+            .get("events")?
+            .as_array()?
+            .iter()
+            .filter_map(|e| WriteEvent::parse(e.as_str()?))
+            .collect(),
+        definition: Arc::new(hook.get("definition")?.clone()),
+    })
 }
 
 /// A published view with its source in `catalog`; `None` when its snapshot

@@ -440,6 +440,7 @@ mod tests {
             check_messages: BTreeMap::new(),
             foreign_keys: Vec::new(),
             unique_keys: Vec::new(),
+            hooks: Vec::new(),
             scopes: Vec::new(),
             version: 1,
         }

@@ -209,6 +209,13 @@ impl Settings {
         u64::try_from(self.int("workflows.max_sync_wait_ms")).unwrap_or(30_000)
     }
 
+    /// How long a write hook may run (`workflows.hook_timeout_ms`).
+    pub fn hook_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            u64::try_from(self.int("workflows.hook_timeout_ms")).unwrap_or(2_000),
+        )
+    }
+
     /// Script steps run at once (`workflows.script_concurrency`).
     pub fn script_concurrency(&self) -> usize {
         usize::try_from(self.int("workflows.script_concurrency")).unwrap_or(1)

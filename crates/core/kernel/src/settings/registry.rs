@@ -116,6 +116,13 @@ pub(super) const KEYS: &[Key] = &[
         Rule::Int { min: 1, max: 64 },
     ),
     key(
+        "workflows.hook_timeout_ms",
+        Rule::Int {
+            min: 10,
+            max: 30_000,
+        },
+    ),
+    key(
         "workflows.run_retention_days",
         Rule::Int {
             min: 1,
@@ -274,6 +281,7 @@ pub fn default_of(name: &str) -> Value {
         "workflows.max_sync_wait_ms" | "sql_console.timeout_ms" => json!(30_000),
         "workflows.public_rate_limit_per_minute" => json!(60),
         "workflows.run_retention_days" => json!(30),
+        "workflows.hook_timeout_ms" => json!(2_000),
         "workflows.script_concurrency" => json!(
             std::thread::available_parallelism()
                 .map(|n| n.get().min(64))

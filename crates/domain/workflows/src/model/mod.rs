@@ -25,8 +25,8 @@ pub use steps::{
     Update,
 };
 pub use trigger::{
-    DbEvent, EventKind, OnTimeout, ResponseMode, Schedule, Trigger, Webhook, WebhookAccess,
-    WebhookMethod,
+    BeforeWrite, DbEvent, EventKind, OnTimeout, ResponseMode, Schedule, Trigger, Webhook,
+    WebhookAccess, WebhookMethod,
 };
 
 /// Default and largest wait of a synchronous webhook, in seconds.
@@ -73,7 +73,11 @@ impl Definition {
             .ok_or_else(|| FieldError::new("steps", "must be an array of steps"))?;
         let mut parser = parser::StepParser::default();
         let steps = parser.list(items, "steps", 0)?;
-        Ok(Self { trigger, steps })
+        let definition = Self { trigger, steps };
+        if matches!(definition.trigger, Trigger::BeforeWrite(_)) {
+            definition.check_hook()?;
+        }
+        Ok(definition)
     }
 
     /// The trigger as stored and shown.
@@ -123,53 +127,73 @@ impl Definition {
     /// Every `script` step with the field of its code, as the parser names
     /// fields (`steps[1].then[0].code`).
     pub fn scripts(&self) -> Vec<(String, &Script)> {
-        fn walk<'d>(steps: &'d [Step], path: &str, out: &mut Vec<(String, &'d Script)>) {
-            for (i, step) in steps.iter().enumerate() {
-                let at = format!("{path}[{i}]");
-                if let Action::Script(script) = &step.action {
-                    out.push((format!("{at}.code"), script));
-                }
-                if let Action::Condition(c) = &step.action {
-                    walk(&c.then, &format!("{at}.then"), out);
-                    walk(&c.otherwise, &format!("{at}.else"), out);
-                }
-                if let Action::ForEach(f) = &step.action {
-                    walk(&f.steps, &format!("{at}.steps"), out);
-                }
-                if let OnError::Steps(handlers) = &step.on_error {
-                    walk(handlers, &format!("{at}.onError"), out);
-                }
-            }
-        }
         let mut out = Vec::new();
-        walk(&self.steps, "steps", &mut out);
+        each_step(&self.steps, "steps", &mut |at, step| {
+            if let Action::Script(script) = &step.action {
+                out.push((format!("{at}.code"), script));
+            }
+        });
         out
     }
 
     /// Every `call` step's slug with the field that names it, as the parser
     /// names fields (`steps[2].then[0].workflow`).
     pub fn calls(&self) -> Vec<(String, &str)> {
-        fn walk<'d>(steps: &'d [Step], path: &str, out: &mut Vec<(String, &'d str)>) {
-            for (i, step) in steps.iter().enumerate() {
-                let at = format!("{path}[{i}]");
-                if let Action::Call(call) = &step.action {
-                    out.push((format!("{at}.workflow"), &call.workflow));
-                }
-                if let Action::Condition(c) = &step.action {
-                    walk(&c.then, &format!("{at}.then"), out);
-                    walk(&c.otherwise, &format!("{at}.else"), out);
-                }
-                if let Action::ForEach(f) = &step.action {
-                    walk(&f.steps, &format!("{at}.steps"), out);
-                }
-                if let OnError::Steps(steps) = &step.on_error {
-                    walk(steps, &format!("{at}.onError"), out);
-                }
-            }
-        }
         let mut out = Vec::new();
-        walk(&self.steps, "steps", &mut out);
+        each_step(&self.steps, "steps", &mut |at, step| {
+            if let Action::Call(call) = &step.action {
+                out.push((format!("{at}.workflow"), call.workflow.as_str()));
+            }
+        });
         out
+    }
+
+    /// A write hook holds only steps that compute, read or end the run:
+    /// the field of the first other one.
+    fn check_hook(&self) -> Result<(), FieldError> {
+        let mut refused = None;
+        each_step(&self.steps, "steps", &mut |at, step| {
+            let allowed = matches!(
+                step.action,
+                Action::Transform(_)
+                    | Action::Condition(_)
+                    | Action::Script(_)
+                    | Action::Query(_)
+                    | Action::ForEach(_)
+                    | Action::Finish(_)
+                    | Action::Fail(_)
+            );
+            if !allowed && refused.is_none() {
+                refused = Some(format!("{at}.type"));
+            }
+        });
+        match refused {
+            None => Ok(()),
+            Some(field) => Err(FieldError::new(
+                field,
+                "a beforeWrite workflow holds only transform, condition, script, query, \
+                 forEach, finish and fail steps",
+            )),
+        }
+    }
+}
+
+/// Calls `visit` with every step of `steps` and of the steps nested in
+/// them (branches, loops, error handlers), each with its field path.
+fn each_step<'d>(steps: &'d [Step], path: &str, visit: &mut impl FnMut(&str, &'d Step)) {
+    for (i, step) in steps.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        visit(&at, step);
+        if let Action::Condition(c) = &step.action {
+            each_step(&c.then, &format!("{at}.then"), visit);
+            each_step(&c.otherwise, &format!("{at}.else"), visit);
+        }
+        if let Action::ForEach(f) = &step.action {
+            each_step(&f.steps, &format!("{at}.steps"), visit);
+        }
+        if let OnError::Steps(handlers) = &step.on_error {
+            each_step(handlers, &format!("{at}.onError"), visit);
+        }
     }
 }
 

@@ -21,6 +21,8 @@ pub enum Trigger {
     Webhook(Webhook),
     /// Inserts, updates or deletes of a registered table.
     DbEvent(DbEvent),
+    /// Data API writes of a table, each row before it is written (a hook).
+    BeforeWrite(BeforeWrite),
     /// The ticks of a cron expression.
     Schedule(Schedule),
     /// Only `POST /admin/api/workflows/{id}/run`.
@@ -133,6 +135,16 @@ pub struct DbEvent {
     /// The user the runs act as; empty: the longest-standing active administrator.
     #[serde(default)]
     pub execute_as: Option<Uuid>,
+}
+
+/// The write hook's trigger: the table and the writes it runs before.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BeforeWrite {
+    /// The registered table whose writes it runs before.
+    pub resource_id: Uuid,
+    /// The kinds of write.
+    pub events: Vec<EventKind>,
 }
 
 /// A kind of row change.
@@ -283,6 +295,18 @@ impl Trigger {
                 }
                 Ok(Trigger::DbEvent(event))
             }
+            Some("beforeWrite") => {
+                let mut hook: BeforeWrite = typed(Value::Object(object), "trigger")?;
+                let mut seen = HashSet::new();
+                hook.events.retain(|kind| seen.insert(*kind));
+                if hook.events.is_empty() {
+                    return Err(FieldError::new(
+                        "trigger.events",
+                        "must name at least one of insert, update, delete",
+                    ));
+                }
+                Ok(Trigger::BeforeWrite(hook))
+            }
             Some("schedule") => {
                 if !object.contains_key("executeAs") {
                     return Err(FieldError::new(
@@ -318,7 +342,7 @@ impl Trigger {
             },
             _ => Err(FieldError::new(
                 "trigger.type",
-                "must be webhook, dbEvent, schedule or manual",
+                "must be webhook, dbEvent, beforeWrite, schedule or manual",
             )),
         }
     }
@@ -329,7 +353,7 @@ impl Trigger {
             Trigger::Webhook(hook) => hook.execute_as,
             Trigger::DbEvent(event) => event.execute_as,
             Trigger::Schedule(schedule) => Some(schedule.execute_as),
-            Trigger::Manual => None,
+            Trigger::BeforeWrite(_) | Trigger::Manual => None,
         }
     }
 
@@ -337,6 +361,7 @@ impl Trigger {
         let (kind, mut map) = match self {
             Trigger::Webhook(hook) => ("webhook", serialized(hook)),
             Trigger::DbEvent(event) => ("dbEvent", serialized(event)),
+            Trigger::BeforeWrite(hook) => ("beforeWrite", serialized(hook)),
             Trigger::Schedule(schedule) => ("schedule", serialized(schedule)),
             Trigger::Manual => ("manual", serde_json::Map::new()),
         };

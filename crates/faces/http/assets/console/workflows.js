@@ -246,6 +246,7 @@ const OPERATORS = ["eq", "neq", "gt", "gte", "lt", "lte", "in", "nin", "like", "
 const TRIGGERS = {
   webhook: "Webhook: an HTTP call",
   dbEvent: "A change to a table",
+  beforeWrite: "Before a write to a table (a hook)",
   schedule: "A schedule",
   manual: "Manual: run from this page or the API",
 };
@@ -456,7 +457,7 @@ function allSteps(steps) {
 /// The template paths offered while typing: the trigger's data, the run's
 /// user, each step's result, a loop's item.
 function offerPaths() {
-  const start = { webhook: ["body", "query", "meta"], dbEvent: ["event", "resource", "new", "old"], schedule: ["scheduledAt"], manual: [] };
+  const start = { webhook: ["body", "query", "meta"], dbEvent: ["event", "resource", "new", "old"], beforeWrite: ["event", "resource", "new", "old"], schedule: ["scheduledAt"], manual: [] };
   const keys = [...(start[draft.trigger?.type] || []).map((k) => `start.data.${k}`), "start.data", "user.id", "user.email",
     ...allSteps(draft.steps).filter((s) => s.id).flatMap((s) => [`steps.${s.id}.result`, `steps.${s.id}.error`]), "item", "index"];
   document.getElementById("context-keys").replaceChildren(...keys.map((k) => element("option", null, { value: k })));
@@ -478,7 +479,7 @@ function triggerCard() {
     const kept = trigger.executeAs;
     for (const k of Object.keys(trigger)) if (k !== "type") delete trigger[k];
     if (trigger.type === "webhook") Object.assign(trigger, { method: "POST", response: "sync", access: "authenticated" });
-    if (trigger.type === "dbEvent") Object.assign(trigger, { resourceId: choices.resources[0]?.id || "", events: ["insert"] });
+    if (trigger.type === "dbEvent" || trigger.type === "beforeWrite") Object.assign(trigger, { resourceId: choices.resources[0]?.id || "", events: ["insert"] });
     if (trigger.type === "schedule") Object.assign(trigger, { cron: "0 6 * * *", executeAs: kept || users[0][0] });
     changed();
     drawBuilder();
@@ -498,7 +499,8 @@ function triggerCard() {
         field("When the wait ends", select(trigger, "onTimeout", "trigger.onTimeout", [["continue", "the run goes on"], ["cancel", "the run is cancelled"]], { optional: true })));
     }
     body.append(element("p", webhookAddress(), { class: "help webhook-url" }));
-  } else if (trigger.type === "dbEvent") {
+  } else if (trigger.type === "dbEvent" || trigger.type === "beforeWrite") {
+    if (trigger.type === "beforeWrite") body.append(element("p", "Runs as the writer before each row is written; a finish step's object is written over the row, a failure refuses the write. Only transform, condition, script, query, forEach, finish and fail steps.", { class: "help" }));
     body.append(field("Table", select(trigger, "resourceId", "trigger.resourceId", choices.resources.map((r) => [r.id, `${r.schema}.${r.table}`]))));
     const events = element("div", null, { class: "inline", role: "group", "aria-label": "Events", "data-path": "trigger.events" });
     for (const name of ["insert", "update", "delete"]) {
