@@ -552,3 +552,69 @@ async fn a_functions_errors_keep_their_codes_and_name_no_sql() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_function_replaced_in_place_or_its_grant_revoked_is_seen_by_the_next_call() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    sql(
+        &app,
+        &[
+            "CREATE SCHEMA shop",
+            "CREATE FUNCTION shop.answer(n integer) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT n + 1 $$",
+        ],
+    )
+    .await;
+    let id = registered(&app, &admin, "answer", &["GET", "POST"]).await;
+    let (_, role, session) = shopper(&app, &admin, "cached@example.com").await;
+    invoke_grant(&app, &admin, &role, &id).await;
+    let first = call(&app, &session, "answer", json!({ "n": 1 })).await;
+    assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
+    assert_eq!(first.data(), &json!(2));
+
+    // Replaced in place (no version of Tessera's moves): a new argument name.
+    sql(
+        &app,
+        &[
+            "DROP FUNCTION shop.answer(integer)",
+            "CREATE FUNCTION shop.answer(m integer) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT m * 10 $$",
+        ],
+    )
+    .await;
+    let renamed = call(&app, &session, "answer", json!({ "m": 2 })).await;
+    assert_eq!(renamed.status, StatusCode::OK, "{:?}", renamed.body);
+    assert_eq!(renamed.data(), &json!(20));
+    let old_name = call(&app, &session, "answer", json!({ "n": 2 })).await;
+    assert_eq!(
+        old_name.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        old_name.body
+    );
+    sql(
+        &app,
+        &["CREATE OR REPLACE FUNCTION shop.answer(m integer) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT m * 100 $$"],
+    )
+    .await;
+    let replaced = call(&app, &session, "answer", json!({ "m": 2 })).await;
+    assert_eq!(replaced.data(), &json!(200), "{:?}", replaced.body);
+
+    // The grant revoked: the next call is refused.
+    let grants = app.get("/admin/api/grants", &admin).await;
+    let grant = grants
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["resourceId"] == id.as_str() && g["roleId"] == role.as_str())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let revoked = app
+        .delete(&format!("/admin/api/grants/{grant}"), &admin)
+        .await;
+    assert!(revoked.status.is_success(), "{:?}", revoked.body);
+    let refused = call(&app, &session, "answer", json!({ "m": 2 })).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{:?}", refused.body);
+}

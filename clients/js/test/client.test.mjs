@@ -351,4 +351,11 @@ describe("files, views and workflows", () => {
     await refused(client.rpc("app.nothing"), 404, "NOT_FOUND");
     assert.throws(() => client.rpc("note_count"), TypeError);
   });
+
+  test("a write hook's refusal is an error with the hook's code, and nothing is written", async () => {
+    const { client, user } = await person("hook@example.com");
+    await client.from("app.notes").insert({ title: "fine", owner_id: user.id });
+    await refused(client.from("app.notes").insert({ title: "forbidden", owner_id: user.id }), 400, "TITLE_REFUSED");
+    assert.equal((await client.from("app.notes").count()).total, 1);
+  });
 });

@@ -1,7 +1,7 @@
 // The app the tests use: the notes app of examples/notes-app (`app.notes`
 // owned by whoever wrote them, open registration into a "Writers" role,
-// files), with a DataView, a dashboard, two workflows and two database
-// functions.
+// files), with a DataView, a dashboard, two workflows, two database
+// functions and a write hook.
 import { createHmac } from "node:crypto";
 import { after, before } from "node:test";
 
@@ -89,6 +89,15 @@ export async function notesApp(server) {
     await a("PATCH", `/admin/api/resources/${fn.id}`, { exposedMethods });
     await a("POST", "/admin/api/grants", { roleId: role.id, resourceId: fn.id, action: "invoke" });
   }
+  // A write hook: a note titled "forbidden" is refused with its own code.
+  const hook = await a("POST", "/admin/api/workflows", {
+    slug: "note-rules",
+    name: "Note rules",
+    trigger: { type: "beforeWrite", resourceId: resource, events: ["insert", "update"] },
+    steps: [{ id: "c", type: "condition", if: { "start.data.new.title": { eq: "forbidden" } },
+      then: [{ id: "no", type: "fail", code: "TITLE_REFUSED", message: "That title is not allowed" }], else: [] }],
+  });
+  await a("POST", `/admin/api/workflows/${hook.id}/publish`, undefined, null);
   return { resource, role: role.id, view: view.id };
 }
 

@@ -3,7 +3,9 @@
 //! returning 100 rows against pgbench (`-M prepared`) running
 //! `SELECT * FROM` the function on as many connections; and a sync webhook
 //! whose step is a script (the sum of 100 numbers) against the same webhook
-//! with a transform, at 16 connections and at one.
+//! with a transform, at 16 connections and at one; and POST of one row
+//! into a table with one write hook (a script setting a total) against the
+//! same POST into a twin table without hooks.
 
 use super::{
     WORKFLOW_DURATION, millis, patch, pgbench_with, post, print_header, print_row, psql,
@@ -21,7 +23,76 @@ const SCHEMA: &str = "CREATE SCHEMA shop; \
 pub(super) fn logic() -> Result {
     let (_server, port, database, admin, me) = webhook_server("tessera_bench_logic")?;
     rpc_against_pgbench(port, &database, &admin)?;
-    script_against_transform(port, &admin, &me)
+    script_against_transform(port, &admin, &me)?;
+    hooked_against_plain(port, &admin)
+}
+
+/// POST of one row at 16 connections with an API token into `app.plain`
+/// and into `app.hooked`, whose hook's script computes the row's total.
+fn hooked_against_plain(port: u16, admin: &str) -> Result {
+    let columns = r#"[{"name":"id","dataType":"bigint","primaryKey":true,"identity":"ALWAYS"},
+        {"name":"quantity","dataType":"integer","nullable":false},
+        {"name":"price","dataType":"numeric","nullable":false},
+        {"name":"total","dataType":"numeric"}]"#;
+    let mut resources = Vec::new();
+    for name in ["plain", "hooked"] {
+        let table = post(
+            port,
+            "/admin/api/schema/app/tables",
+            admin,
+            &format!(r#"{{"name":"{name}","columns":{columns}}}"#),
+        )?;
+        let resource =
+            super::json_string(&table, "resourceId").ok_or(format!("no resource: {table}"))?;
+        super::expose(port, admin, &resource, r#"["GET","POST"]"#)?;
+        resources.push(resource);
+    }
+    let trigger = format!(
+        r#"{{"type":"beforeWrite","resourceId":"{}","events":["insert"]}}"#,
+        resources[1]
+    );
+    let steps = r#"[{"id":"s","type":"script","code":"export default ({ start }) => ({ total: start.data.new.quantity * start.data.new.price })"},
+        {"id":"done","type":"finish","result":"{{steps.s.result}}"}]"#;
+    publish_workflow(port, admin, "hooked-total", &trigger, steps)?;
+    let api = token(port, admin, "API")?;
+    let row = r#"{"data":{"quantity":3,"price":2.5}}"#;
+    let (status, answer) = request(port, "POST", "/api/data/app/hooked", Some(&api), Some(row))?;
+    if status != 201 || !answer.contains("7.5") {
+        return Err(format!("the hooked insert answered {status}: {answer}"));
+    }
+    let dir = std::env::temp_dir().join(format!("tessera-bench-logic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let insert = dir.join("insert.lua");
+    std::fs::write(
+        &insert,
+        format!("wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = '{row}'\n"),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut measured = Vec::new();
+    for name in ["plain", "hooked"] {
+        let path = format!("/api/data/app/{name}");
+        wrk_with(port, &path, &api, "3s", Some(&insert), "2", "16")?;
+        let sixteen = wrk_with(
+            port,
+            &path,
+            &api,
+            WORKFLOW_DURATION,
+            Some(&insert),
+            "2",
+            "16",
+        )?;
+        print_row(
+            &format!("POST /api/data/app/{name}, 16 connections"),
+            &sixteen,
+        );
+        measured.push(sixteen);
+    }
+    let rps = |m: &super::Measured| m.0.parse::<f64>().unwrap_or(0.0);
+    println!(
+        "POST through one hook with a script step is {:.0}% of POST without hooks (target >= 50%)",
+        100.0 * rps(&measured[1]) / rps(&measured[0]),
+    );
+    Ok(())
 }
 
 /// `GET /api/rpc/shop/items_from?low=1` (100 rows) at 16 connections with

@@ -415,11 +415,19 @@ pub trait DataStore: Send + Sync + 'static {
         writes: &[Write<'_>],
         context: &Context,
     ) -> Result<Vec<Option<String>>, StoreError>;
-    /// A registered function with its description and invokers, read
-    /// afresh; `None` when none is registered under that name.
-    async fn callable(&self, schema: &str, name: &str) -> Result<Option<Callable>, StoreError>;
+    /// A registered function with its description and invokers, as cached
+    /// for the catalog version (`fresh`: read again now); `None` when none
+    /// is registered under that name.
+    async fn callable(
+        &self,
+        schema: &str,
+        name: &str,
+        fresh: bool,
+    ) -> Result<Option<Arc<Callable>>, StoreError>;
     /// Runs a call in a transaction of its own (read-only when the function
-    /// reads only) with `tessera.user_id` and `tessera.role_ids` set;
-    /// answers the text of its JSON result.
+    /// reads only) with `tessera.user_id` and `tessera.role_ids` set, once
+    /// its statement found `call.versions` and `call.revision` current
+    /// ([`StoreError::Stale`], nothing run, if not); answers the text of
+    /// its JSON result.
     async fn call(&self, call: &FunctionCall<'_>) -> Result<String, StoreError>;
 }

@@ -1,18 +1,22 @@
 //! Calls of database functions (API.md 18): `POST` and `GET
 //! /api/rpc/{schema}/{function}` under the caller's `invoke` grants, with
-//! the arguments checked by name against the function as it is now.
+//! the arguments checked by name against the function as it is now (the
+//! call's statement checks that it still is).
 
 use audit::AuditEvent;
+use kernel::Versions;
 use kernel::function::FunctionSignature;
 use permissions::{Denied, Plane};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::callers::{Caller, DataRequest};
+use crate::callers::{Caller, DataRequest, Effect};
 use crate::error::{DataError, payload_error};
 use crate::service::DataService;
 
-/// A registered function as a call needs it, read afresh for each call.
+/// A registered function as a call needs it: cached per catalog version,
+/// each call checking in its own statement that the versions and the
+/// function's definition (`revision`) are still those it was read at.
 #[derive(Debug, Clone)]
 pub struct Callable {
     /// Its resource id.
@@ -28,6 +32,11 @@ pub struct Callable {
     pub exposed_methods: Vec<String>,
     /// The roles holding its `invoke` grant.
     pub invokers: Vec<Uuid>,
+    /// The catalog version it was read at.
+    pub version: i64,
+    /// Which definition of the function it describes (replacing the
+    /// function in place changes it).
+    pub revision: String,
 }
 
 /// One call, checked: what the store runs in a transaction of its own.
@@ -39,8 +48,8 @@ pub struct FunctionCall<'a> {
     pub name: &'a str,
     /// Its description.
     pub signature: &'a FunctionSignature,
-    /// The values sent, by argument name, in the function's order.
-    pub arguments: Vec<(&'a str, &'a str, &'a Value)>,
+    /// The values sent, by argument name and type, in the function's order.
+    pub arguments: Vec<(String, String, &'a Value)>,
     /// The caller, set as `tessera.user_id`.
     pub user_id: Uuid,
     /// The caller's roles, set as `tessera.role_ids`.
@@ -49,6 +58,11 @@ pub struct FunctionCall<'a> {
     pub max_answer_bytes: u64,
     /// The audit entry of a volatile call, written in its transaction.
     pub audit: Option<AuditEvent>,
+    /// The shared state the call was planned on: it runs only while they
+    /// are current ([`kernel::StoreError::Stale`] if not).
+    pub versions: Versions,
+    /// The function's definition it was planned on ([`Callable::revision`]).
+    pub revision: &'a str,
 }
 
 impl DataService {
@@ -62,8 +76,9 @@ impl DataService {
         method: &str,
         arguments: &Map<String, Value>,
     ) -> Result<String, DataError> {
-        self.as_current_caller(request, Plane::Api, async |caller, _| {
-            self.call_as(caller, schema, name, method, arguments).await
+        self.as_caller(request, Plane::Api, Effect::Writes, async |caller, v| {
+            self.call_as(caller, v, (schema, name), method, arguments)
+                .await
         })
         .await
     }
@@ -71,21 +86,35 @@ impl DataService {
     async fn call_as(
         &self,
         caller: Caller<'_>,
-        schema: &str,
-        name: &str,
+        auth_version: i64,
+        (schema, name): (&str, &str),
         method: &str,
         arguments: &Map<String, Value>,
     ) -> Result<String, DataError> {
-        let callable = self
-            .store
-            .callable(schema, name)
-            .await
-            .map_err(DataError::Store)?
-            .filter(|f| !f.exposed_methods.is_empty())
-            .ok_or(DataError::NotFound)?;
-        let Some(signature) = callable.signature.as_ref() else {
-            return Err(DataError::NotFound);
+        // The description is cached: a refusal it decides (no such
+        // function, an argument unknown or missing) is checked once more
+        // against the function as it is now, which may have been replaced
+        // in place. Its statement checks the description it was planned on.
+        let mut fresh = false;
+        let (callable, signature, values) = loop {
+            let callable = self
+                .store
+                .callable(schema, name, fresh)
+                .await
+                .map_err(DataError::Store)?
+                .filter(|f| !f.exposed_methods.is_empty())
+                .ok_or(DataError::NotFound)?;
+            let described = match callable.signature.clone() {
+                Some(signature) => bound(&signature, arguments).map(|values| (signature, values)),
+                None => Err(DataError::NotFound),
+            };
+            match described {
+                Ok((signature, values)) => break (callable, signature, values),
+                Err(_) if !fresh => fresh = true,
+                Err(refused) => return Err(refused),
+            }
         };
+        let signature = &signature;
         if !callable.exposed_methods.iter().any(|m| m == method) {
             return Err(DataError::MethodNotAllowed {
                 allowed: callable.exposed_methods.clone(),
@@ -120,11 +149,17 @@ impl DataService {
             schema: &callable.schema,
             name: &callable.name,
             signature,
-            arguments: bound(signature, arguments)?,
+            arguments: values,
             user_id: principal.user_id,
             role_ids: &principal.role_ids,
             max_answer_bytes: settings.max_answer_bytes,
             audit,
+            versions: Versions {
+                auth: auth_version,
+                catalog: callable.version,
+                settings: settings.version,
+            },
+            revision: &callable.revision,
         };
         self.store.call(&call).await.map_err(DataError::Store)
     }
@@ -134,9 +169,9 @@ impl DataService {
 /// an unknown name, or a missing argument without a default, is refused
 /// with `field: "data.<name>"`.
 fn bound<'a>(
-    signature: &'a FunctionSignature,
+    signature: &FunctionSignature,
     sent: &'a Map<String, Value>,
-) -> Result<Vec<(&'a str, &'a str, &'a Value)>, DataError> {
+) -> Result<Vec<(String, String, &'a Value)>, DataError> {
     if let Some(unknown) = sent
         .keys()
         .find(|name| !signature.arguments.iter().any(|a| &a.name == *name))
@@ -149,9 +184,7 @@ fn bound<'a>(
     let mut values = Vec::with_capacity(sent.len());
     for argument in &signature.arguments {
         match sent.get(&argument.name) {
-            Some(value) => {
-                values.push((argument.name.as_str(), argument.data_type.as_str(), value))
-            }
+            Some(value) => values.push((argument.name.clone(), argument.data_type.clone(), value)),
             None if argument.has_default => {}
             None => {
                 return Err(payload_error(
@@ -194,7 +227,10 @@ mod tests {
         let sent = json!({ "b": 2, "a": 1 });
         let values = bound(&signature, sent.as_object().unwrap()).unwrap();
         assert_eq!(
-            values.iter().map(|(n, _, _)| *n).collect::<Vec<_>>(),
+            values
+                .iter()
+                .map(|(n, _, _)| n.as_str())
+                .collect::<Vec<_>>(),
             ["a", "b"]
         );
         let only_a = json!({ "a": 1 });

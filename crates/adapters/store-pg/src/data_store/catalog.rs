@@ -24,7 +24,15 @@ pub(crate) struct Catalog {
     pub(super) schemas: HashMap<String, HashMap<String, Arc<Table>>>,
     pub(super) views: HashMap<String, Arc<PublishedView>>,
     pub(super) view_ids: HashMap<Uuid, Arc<PublishedView>>,
+    /// The version it was read at.
+    pub(super) version: i64,
+    /// Registered functions called since it was read, by schema and name
+    /// (read when first called; at most [`FUNCTIONS_MAX`]).
+    pub(super) functions: std::sync::RwLock<HashMap<(String, String), Arc<data::Callable>>>,
 }
+
+/// Functions a catalog keeps described; past it, it starts over.
+pub(super) const FUNCTIONS_MAX: usize = 1024;
 
 /// Published DataViews with their read grants.
 const VIEWS_SQL: &str = "SELECT v.id, v.slug, v.name, v.published, \
@@ -77,7 +85,10 @@ impl PgStore {
             .db
             .fetch_all(Statement::from_string(DbBackend::Postgres, CATALOG_SQL))
             .await?;
-        let mut catalog = Catalog::default();
+        let mut catalog = Catalog {
+            version,
+            ..Catalog::default()
+        };
         for row in rows {
             if let Some(table) = table_of(&row, version)? {
                 catalog

@@ -498,8 +498,9 @@ impl DataStore for PgStore {
         &self,
         schema: &str,
         name: &str,
-    ) -> Result<Option<data::Callable>, StoreError> {
-        self.callable_named(schema, name).await
+        fresh: bool,
+    ) -> Result<Option<Arc<data::Callable>>, StoreError> {
+        self.callable_named(schema, name, fresh).await
     }
 
     async fn call(&self, call: &data::FunctionCall<'_>) -> Result<String, StoreError> {

@@ -1,6 +1,9 @@
-//! Calls of database functions (API.md 18): the registered function read
-//! afresh with its invokers, and the call in a transaction of its own that
-//! first sets the caller's settings.
+//! Calls of database functions (API.md 18): the registered function with
+//! its invokers, kept with the catalog, and the call: one statement that
+//! checks the versions and the function's definition it was planned on,
+//! sets the caller's settings and applies the function (a read-only call
+//! is that statement alone; a volatile one runs it in a transaction with
+//! its audit entry).
 
 use data::{Callable, FunctionCall};
 use kernel::StoreError;
@@ -10,6 +13,9 @@ use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Value};
 use serde_json::Value as Json;
 use uuid::Uuid;
 
+use std::sync::Arc;
+
+use super::catalog::FUNCTIONS_MAX;
 use crate::query::{Begin, Commit, Query};
 use crate::{PgStore, map_err, pg_error, rows, stmt, write_audit};
 
@@ -21,7 +27,9 @@ const CALLABLE_SQL: &str = "SELECT f.id, f.schema_name, f.function_name, f.expos
      ARRAY(SELECT g.role_id FROM svc.grants g WHERE g.function_id = f.id) AS invokers, \
      (SELECT {SIGNATURE} FROM pg_proc p \
        WHERE p.oid = to_regproc(format('%I.%I', f.schema_name, f.function_name)) \
-         AND p.prokind = 'f') AS signature \
+         AND p.prokind = 'f') AS signature, \
+     (SELECT p.oid::text || '/' || p.xmin::text FROM pg_proc p \
+       WHERE p.oid = to_regproc(format('%I.%I', f.schema_name, f.function_name))) AS revision \
      FROM svc.functions f WHERE f.schema_name = $1 AND f.function_name = $2";
 
 /// A row of [`CALLABLE_SQL`].
@@ -33,6 +41,7 @@ struct CallableRow {
     exposed_methods: Vec<String>,
     invokers: Vec<Uuid>,
     signature: Option<Json>,
+    revision: Option<String>,
 }
 
 /// `$n` as a value of `data_type`, from the JSON bound there: JSON types
@@ -49,9 +58,13 @@ fn cast(n: usize, data_type: &str) -> String {
 
 /// The statement of `call`: the function applied to its arguments by name
 /// (from `$1`), answering one text column `answer`, the JSON of its result,
-/// or NULL when that is longer than `data.max_answer_bytes` (the last
-/// parameter), so that an answer over the ceiling never leaves the
-/// database.
+/// or NULL when that is longer than `data.max_answer_bytes`, so that an
+/// answer over the ceiling never leaves the database. Before the function
+/// runs (its subquery reads the row that did), the statement checks the
+/// versions and the function's revision it was planned on (else `TS412`)
+/// and sets the caller's settings for the transaction, read-only when the
+/// function only reads. The values after the arguments: the ceiling, the
+/// three versions, the schema, the name, the revision, the user, the roles.
 fn call_sql(call: &FunctionCall<'_>) -> String {
     let arguments: Vec<String> = call
         .arguments
@@ -69,16 +82,44 @@ fn call_sql(call: &FunctionCall<'_>) -> String {
     );
     let returns = &call.signature.returns;
     let answer = if returns.is_void() {
-        format!("SELECT CASE WHEN ({applied}) IS NULL THEN 'null' ELSE 'null' END AS answer")
+        format!(
+            "SELECT CASE WHEN ({applied}) IS NULL THEN 'null' ELSE 'null' END AS answer WHERE s.ok"
+        )
     } else if returns.set {
-        format!("SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]')::text AS answer FROM {applied} AS r")
+        format!(
+            "SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]')::text AS answer FROM {applied} AS r WHERE s.ok"
+        )
     } else {
-        format!("SELECT coalesce(to_jsonb(r), 'null')::text AS answer FROM {applied} AS r")
+        format!(
+            "SELECT coalesce(to_jsonb(r), 'null')::text AS answer FROM {applied} AS r WHERE s.ok"
+        )
     };
-    let ceiling = call.arguments.len() + 1;
+    let n = call.arguments.len();
+    let p = |i: usize| format!("${}", n + i);
+    let read_only = if call.signature.volatility.reads_only() {
+        ", set_config('transaction_read_only', 'on', true) AS ro"
+    } else {
+        ""
+    };
     format!(
-        "SELECT CASE WHEN octet_length(c.answer) <= ${ceiling}::bigint THEN c.answer END AS answer \
-         FROM ({answer}) AS c"
+        "SELECT CASE WHEN octet_length(c.answer) <= {ceiling}::bigint THEN c.answer END AS answer \
+         FROM (SELECT svc.cache_current(v.auth = {auth}::bigint AND v.catalog = {catalog}::bigint \
+                 AND v.settings = {settings}::bigint AND (SELECT p.oid::text || '/' || p.xmin::text \
+                 FROM pg_proc p WHERE p.oid = to_regproc(format('%I.%I', {schema}::text, {name}::text))) \
+                 IS NOT DISTINCT FROM {revision}::text) AS ok, \
+               set_config('tessera.user_id', {user}, true) AS u, \
+               set_config('tessera.role_ids', {roles}, true) AS g{read_only} \
+               FROM svc.cache_version v OFFSET 0) AS s \
+         CROSS JOIN LATERAL ({answer}) AS c",
+        ceiling = p(1),
+        auth = p(2),
+        catalog = p(3),
+        settings = p(4),
+        schema = p(5),
+        name = p(6),
+        revision = p(7),
+        user = p(8),
+        roles = p(9),
     )
 }
 
@@ -97,7 +138,7 @@ fn call_error(err: DbErr) -> StoreError {
             };
         }
         let code = pg.code();
-        if !(code.starts_with("23") || code == "57014") {
+        if !(code.starts_with("23") || code == "57014" || code == "TS412") {
             return StoreError::FunctionFailed(format!("{code}: {}", pg.message()));
         }
     }
@@ -108,11 +149,24 @@ fn call_error(err: DbErr) -> StoreError {
 }
 
 impl PgStore {
+    /// The registered function `schema.name`, as the catalog of now keeps
+    /// it (read on its first call under this catalog, or when `fresh`).
     pub(super) async fn callable_named(
         &self,
         schema: &str,
         name: &str,
-    ) -> Result<Option<Callable>, StoreError> {
+        fresh: bool,
+    ) -> Result<Option<Arc<Callable>>, StoreError> {
+        let catalog = self.catalog().await?;
+        let key = (schema.to_owned(), name.to_owned());
+        let known = catalog
+            .functions
+            .read()
+            .ok()
+            .and_then(|f| f.get(&key).cloned());
+        if let Some(known) = known.filter(|_| !fresh) {
+            return Ok(Some(known));
+        }
         let sql = CALLABLE_SQL.replace("{SIGNATURE}", SIGNATURE_SQL);
         let Some(row) = self
             .db
@@ -122,49 +176,96 @@ impl PgStore {
             return Ok(None);
         };
         let r = rows::row::<CallableRow>(&row)?;
-        Ok(Some(Callable {
+        let callable = Arc::new(Callable {
             id: r.id,
             schema: r.schema_name,
             name: r.function_name,
             signature: r.signature.as_ref().and_then(FunctionSignature::from_json),
             exposed_methods: r.exposed_methods,
             invokers: r.invokers,
-        }))
+            version: catalog.version,
+            revision: r.revision.unwrap_or_default(),
+        });
+        if let Ok(mut functions) = catalog.functions.write() {
+            if functions.len() >= FUNCTIONS_MAX {
+                functions.clear();
+            }
+            functions.insert(key, callable.clone());
+        }
+        Ok(Some(callable))
+    }
+
+    /// Forgets how `call`'s function was described: its statement found
+    /// the state it was planned on changed (the function may have been
+    /// replaced in place, which moves no version).
+    async fn forget_callable(&self, call: &FunctionCall<'_>) {
+        if let Ok(catalog) = self.catalog().await
+            && let Ok(mut functions) = catalog.functions.write()
+        {
+            functions.remove(&(call.schema.to_owned(), call.name.to_owned()));
+        }
     }
 
     pub(super) async fn call_function(
         &self,
         call: &FunctionCall<'_>,
     ) -> Result<String, StoreError> {
-        let reads_only = call.signature.volatility.reads_only();
+        let answered = self.call_once(call).await;
+        if let Err(StoreError::Stale) = answered {
+            self.forget_callable(call).await;
+        }
+        answered
+    }
+
+    /// The call's statement: alone when the function only reads, else in a
+    /// transaction with the call's audit entry.
+    async fn call_once(&self, call: &FunctionCall<'_>) -> Result<String, StoreError> {
         let role_ids = serde_json::to_string(call.role_ids).unwrap_or_else(|_| "[]".into());
-        let txn = self.db.open_txn().await?;
-        // Read-only may be set after the first statement (read-write may not).
-        txn.run(stmt(
-            "SELECT set_config('tessera.user_id', $1, true), set_config('tessera.role_ids', $2, true), \
-             set_config('transaction_read_only', $3, true)",
-            [
-                call.user_id.to_string().into(),
-                role_ids.into(),
-                if reads_only { "on" } else { "off" }.into(),
-            ],
-        ))
-        .await?;
         let mut values: Vec<Value> = call
             .arguments
             .iter()
             .map(|(_, _, value)| Value::from((*value).clone()))
             .collect();
-        values.push(
+        values.extend([
             i64::try_from(call.max_answer_bytes)
                 .unwrap_or(i64::MAX)
                 .into(),
-        );
-        let answered = txn.query_one_raw(stmt(&call_sql(call), values)).await;
+            call.versions.auth.into(),
+            call.versions.catalog.into(),
+            call.versions.settings.into(),
+            call.schema.into(),
+            call.name.into(),
+            call.revision.into(),
+            call.user_id.to_string().into(),
+            role_ids.into(),
+        ]);
+        let statement = stmt(&call_sql(call), values);
+        let Some(audit) = call.audit.clone() else {
+            let answered = self.db.query_one_raw(statement).await;
+            return self.answer_of(call, answered).await;
+        };
+        let txn = self.db.open_txn().await?;
+        let answered = txn.query_one_raw(statement).await;
+        if answered.is_err() {
+            drop(txn);
+        } else {
+            let answer = self.answer_of(call, answered).await?;
+            write_audit(&txn, audit, self.now()).await?;
+            txn.commit_txn().await?;
+            return Ok(answer);
+        }
+        self.answer_of(call, answered).await
+    }
+
+    /// The answer of a call's statement, or its refusal.
+    async fn answer_of(
+        &self,
+        call: &FunctionCall<'_>,
+        answered: Result<Option<sea_orm::QueryResult>, DbErr>,
+    ) -> Result<String, StoreError> {
         let row = match answered {
             Ok(row) => row.ok_or_else(|| StoreError::Internal("a call answered no row".into()))?,
             Err(err) if pg_error(&err).is_some_and(|pg| pg.code().starts_with("22")) => {
-                drop(txn);
                 return Err(self
                     .argument_refused(call)
                     .await
@@ -172,14 +273,7 @@ impl PgStore {
             }
             Err(err) => return Err(call_error(err)),
         };
-        let Some(answer) = rows::column::<Option<String>>(&row, "answer")? else {
-            return Err(StoreError::AnswerTooLarge);
-        };
-        if let Some(event) = call.audit.clone() {
-            write_audit(&txn, event, self.now()).await?;
-        }
-        txn.commit_txn().await?;
-        Ok(answer)
+        rows::column::<Option<String>>(&row, "answer")?.ok_or(StoreError::AnswerTooLarge)
     }
 
     /// After a data exception, the first argument whose value does not cast
