@@ -137,6 +137,20 @@ fn rpc_against_pgbench(port: u16, database: &str, admin: &str) -> Result {
          -> the call is {:.0}% of pgbench (target >= 70%)",
         100.0 * rps / tps
     );
+    // What the route's statement costs PostgreSQL: the same rows as one
+    // JSON text, as the call answers them.
+    let as_json = dir.join("rpc-json.sql");
+    std::fs::write(
+        &as_json,
+        "SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]')::text FROM shop.items_from(1) AS r;\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let json_tps = pgbench_with(database, &as_json, seconds, "16")?;
+    println!(
+        "pgbench -M prepared, the same rows as the call's JSON text: {json_tps:.0} tps at 16 clients \
+         -> the call is {:.0}% of it",
+        100.0 * rps / json_tps
+    );
     Ok(())
 }
 

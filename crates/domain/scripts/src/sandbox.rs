@@ -51,11 +51,29 @@ impl Logs {
     }
 }
 
-/// A runtime with the limits and a context with ECMAScript only (no
-/// module loader: `import` finds nothing).
+thread_local! {
+    /// The runtime this thread's last run ended with normally, kept for
+    /// its next one. Runs never share a context (each gets a new one, so
+    /// nothing a script leaves in its globals reaches another); only the
+    /// runtime's allocator, atoms and shapes are reused, collected first.
+    static SPARE: RefCell<Option<Runtime>> = const { RefCell::new(None) };
+}
+
+/// Keeps `runtime` for this thread's next run, its garbage collected.
+fn spare(runtime: Runtime) {
+    runtime.run_gc();
+    SPARE.with(|kept| *kept.borrow_mut() = Some(runtime));
+}
+
+/// A runtime with the limits (this thread's spare one, or a new one) and a
+/// new context with ECMAScript only (no module loader: `import` finds
+/// nothing).
 fn sandbox(limits: &Limits, started: Instant) -> Result<(Runtime, Context), ScriptError> {
     let failed = |e: rquickjs::Error| ScriptError::Failed(e.to_string());
-    let runtime = Runtime::new().map_err(failed)?;
+    let runtime = match SPARE.with(|kept| kept.borrow_mut().take()) {
+        Some(runtime) => runtime,
+        None => Runtime::new().map_err(failed)?,
+    };
     runtime.set_memory_limit(limits.memory_bytes);
     runtime.set_max_stack_size(STACK_BYTES);
     let deadline = started + limits.timeout;
@@ -187,12 +205,18 @@ pub fn run(code: &str, input: &Json, limits: Limits, started: Instant) -> Outcom
     } else {
         match sandbox(&limits, started) {
             Err(error) => Err(error),
-            Ok((_runtime, context)) => {
-                context.with(|ctx| match call(&ctx, code, input, &logs, deadline) {
+            Ok((runtime, context)) => {
+                let result = context.with(|ctx| match call(&ctx, code, input, &logs, deadline) {
                     Ok(Ok(json)) => Ok(json),
                     Ok(Err(message)) => Err(ScriptError::Failed(message)),
                     Err(caught) => Err(failure(caught, deadline)),
-                })
+                });
+                drop(context);
+                // A runtime stopped past its time or memory is not reused.
+                if !matches!(result, Err(ScriptError::Timeout | ScriptError::Memory)) {
+                    spare(runtime);
+                }
+                result
             }
         }
     };

@@ -195,3 +195,22 @@ fn jobs_that_queue_jobs_stop_at_the_deadline_and_logs_may_nest() {
     );
     assert_eq!(large.unwrap_err().code(), "SCRIPT_ERROR");
 }
+
+#[test]
+fn runs_on_one_thread_share_no_globals_and_a_runtime_past_its_limits_is_not_kept() {
+    // Control: the first run sees its own global.
+    let set = "export default () => { globalThis.left = 41; Object.prototype.polluted = 1; return left + 1 }";
+    assert_eq!(result(set, json!({})), Ok(json!(42)));
+    let read = "export default () => [typeof globalThis.left, typeof ({}).polluted]";
+    assert_eq!(
+        result(read, json!({})),
+        Ok(json!(["undefined", "undefined"]))
+    );
+    // A run stopped at its memory is followed by one that runs as usual.
+    let bomb = "export default () => { const a = []; for (;;) a.push(new Array(1e5).fill(1)) }";
+    assert_eq!(result(bomb, json!({})), Err(ScriptError::Memory));
+    assert_eq!(
+        result("export default () => 1 + 1", json!({})),
+        Ok(json!(2))
+    );
+}
