@@ -52,6 +52,12 @@ fn stock_rule() -> Value {
              "else": [] }])
 }
 
+/// `POST /api/data/app/orders` of `data` as `bearer`.
+async fn order(app: &TestApp, bearer: &str, data: Value) -> Answer {
+    app.post("/api/data/app/orders", bearer, json!({ "data": data }))
+        .await
+}
+
 async fn count(app: &TestApp, admin: &str) -> usize {
     let list = app.get("/api/data/app/orders", admin).await;
     assert_eq!(list.status, StatusCode::OK, "{:?}", list.body);
@@ -108,22 +114,20 @@ async fn a_hook_sets_the_owner_and_a_computed_total_the_caller_cannot_write() {
     let (user_id, shopper) = member(&app, &admin, "shopper@example.com", &role).await;
 
     // Control: the shopper may not write these columns itself.
-    let own = app
-        .post(
-            "/api/data/app/orders",
-            &shopper,
-            json!({ "data": { "item": "tea", "quantity": 1, "owner_id": user_id } }),
-        )
-        .await;
+    let own = order(
+        &app,
+        &shopper,
+        json!({ "item": "tea", "quantity": 1, "owner_id": user_id }),
+    )
+    .await;
     assert_eq!(own.status, StatusCode::BAD_REQUEST, "{:?}", own.body);
     assert_eq!(own.body["errors"][0]["field"], "owner_id");
-    let plain = app
-        .post(
-            "/api/data/app/orders",
-            &shopper,
-            json!({ "data": { "item": "tea", "quantity": 2, "price": 1.5 } }),
-        )
-        .await;
+    let plain = order(
+        &app,
+        &shopper,
+        json!({ "item": "tea", "quantity": 2, "price": 1.5 }),
+    )
+    .await;
     assert_eq!(plain.status, StatusCode::CREATED, "{:?}", plain.body);
     assert_eq!(plain.data()["total"], Value::Null);
 
@@ -140,13 +144,12 @@ async fn a_hook_sets_the_owner_and_a_computed_total_the_caller_cannot_write() {
         ),
     )
     .await;
-    let created = app
-        .post(
-            "/api/data/app/orders",
-            &shopper,
-            json!({ "data": { "item": "tea", "quantity": 3, "price": 2.5 } }),
-        )
-        .await;
+    let created = order(
+        &app,
+        &shopper,
+        json!({ "item": "tea", "quantity": 3, "price": 2.5 }),
+    )
+    .await;
     assert_eq!(created.status, StatusCode::CREATED, "{:?}", created.body);
     assert_eq!(created.data()["owner_id"], user_id.as_str());
     assert_eq!(
@@ -176,14 +179,13 @@ async fn a_hook_sets_the_owner_and_a_computed_total_the_caller_cannot_write() {
     assert_eq!(changed.data()["note"], "update:3");
 
     // An array: once per row.
-    let many = app
-        .post(
-            "/api/data/app/orders",
-            &shopper,
-            json!({ "data": [{ "item": "a", "quantity": 1, "price": 1 },
-                               { "item": "b", "quantity": 2, "price": 3 }] }),
-        )
-        .await;
+    let many = order(
+        &app,
+        &shopper,
+        json!([{ "item": "a", "quantity": 1, "price": 1 },
+                               { "item": "b", "quantity": 2, "price": 3 }]),
+    )
+    .await;
     assert_eq!(many.status, StatusCode::CREATED, "{:?}", many.body);
     let totals: Vec<f64> = many
         .data()
@@ -219,6 +221,29 @@ async fn a_hook_sets_the_owner_and_a_computed_total_the_caller_cannot_write() {
     );
     assert_eq!(upsert.data()["note"], "update:4");
 
+    // An upsert's hook may not change the key it conflicts on.
+    let case = published(
+        &app,
+        &admin,
+        "sku-case",
+        hook(&resource, &["insert", "update"]),
+        scripted("export default ({ start }) => start.data.new.sku ? { sku: start.data.new.sku.toUpperCase() } : {}"),
+    )
+    .await;
+    let moved = app
+        .post(
+            "/api/data/app/orders?onConflict=sku",
+            &admin,
+            json!({ "data": { "sku": "t1", "item": "tea", "quantity": 1 } }),
+        )
+        .await;
+    assert_eq!(moved.status, StatusCode::BAD_REQUEST, "{:?}", moved.body);
+    assert_eq!(moved.body["errors"][0]["field"], "sku");
+    let deleted = app
+        .delete(&format!("/admin/api/workflows/{case}"), &admin)
+        .await;
+    assert!(deleted.status.is_success(), "{:?}", deleted.body);
+
     // A CSV import runs the hooks on each row.
     let imported = import(&app, &shopper, "item,quantity,price\nrice,2,4\n").await;
     assert!(imported.status.is_success(), "{:?}", imported.body);
@@ -245,13 +270,12 @@ async fn a_hook_sets_the_owner_and_a_computed_total_the_caller_cannot_write() {
         json!([{ "id": "done", "type": "finish", "result": { "nope": 1 } }]),
     )
     .await;
-    let bad = app
-        .post(
-            "/api/data/app/orders",
-            &shopper,
-            json!({ "data": { "item": "x", "quantity": 1, "price": 1 } }),
-        )
-        .await;
+    let bad = order(
+        &app,
+        &shopper,
+        json!({ "item": "x", "quantity": 1, "price": 1 }),
+    )
+    .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{:?}", bad.body);
     assert_eq!(bad.body["errors"][0]["field"], "nope");
 }
@@ -271,33 +295,25 @@ async fn a_refusing_hook_writes_nothing_on_every_write_path() {
     .await;
 
     // Control: a row within the rule goes in.
-    let ok = app
-        .post(
-            "/api/data/app/orders",
-            &admin,
-            json!({ "data": { "item": "tea", "quantity": 1, "sku": "t1" } }),
-        )
-        .await;
+    let ok = order(
+        &app,
+        &admin,
+        json!({ "item": "tea", "quantity": 1, "sku": "t1" }),
+    )
+    .await;
     assert_eq!(ok.status, StatusCode::CREATED, "{:?}", ok.body);
     let id = ok.data()["id"].as_i64().unwrap();
 
-    let single = app
-        .post(
-            "/api/data/app/orders",
-            &admin,
-            json!({ "data": { "item": "tea", "quantity": 9 } }),
-        )
-        .await;
+    let single = order(&app, &admin, json!({ "item": "tea", "quantity": 9 })).await;
     refused(&single, "OUT_OF_STOCK");
     assert_eq!(single.body["errors"][0]["message"], "Only five left");
 
-    let array = app
-        .post(
-            "/api/data/app/orders",
-            &admin,
-            json!({ "data": [{ "item": "a", "quantity": 1 }, { "item": "b", "quantity": 8 }] }),
-        )
-        .await;
+    let array = order(
+        &app,
+        &admin,
+        json!([{ "item": "a", "quantity": 1 }, { "item": "b", "quantity": 8 }]),
+    )
+    .await;
     refused(&array, "OUT_OF_STOCK");
     assert_eq!(array.body["meta"]["index"], 1, "{:?}", array.body);
 
@@ -407,13 +423,7 @@ async fn hooks_run_in_slug_order_each_seeing_the_last_ones_row() {
         ),
     )
     .await;
-    let created = app
-        .post(
-            "/api/data/app/orders",
-            &admin,
-            json!({ "data": { "item": "x", "quantity": 2 } }),
-        )
-        .await;
+    let created = order(&app, &admin, json!({ "item": "x", "quantity": 2 })).await;
     assert_eq!(created.status, StatusCode::CREATED, "{:?}", created.body);
     assert_eq!(created.data()["note"], "a>b");
     assert_eq!(created.data()["quantity"], 4);
@@ -459,21 +469,9 @@ async fn a_hook_cannot_move_a_row_outside_the_callers_row_filter() {
     )
     .await;
     // Control: a row the hook leaves inside the filter goes in.
-    let fine = app
-        .post(
-            "/api/data/app/orders",
-            &buyer,
-            json!({ "data": { "item": "small", "quantity": 3 } }),
-        )
-        .await;
+    let fine = order(&app, &buyer, json!({ "item": "small", "quantity": 3 })).await;
     assert_eq!(fine.status, StatusCode::CREATED, "{:?}", fine.body);
-    let moved = app
-        .post(
-            "/api/data/app/orders",
-            &buyer,
-            json!({ "data": { "item": "big", "quantity": 3 } }),
-        )
-        .await;
+    let moved = order(&app, &buyer, json!({ "item": "big", "quantity": 3 })).await;
     assert_eq!(moved.status, StatusCode::FORBIDDEN, "{:?}", moved.body);
     assert_eq!(count(&app, &admin).await, 1);
 }
@@ -527,21 +525,9 @@ async fn a_slow_hook_is_504_and_hooks_hold_only_pure_steps() {
     )
     .await;
     // Control: a fast path through the same hook.
-    let fast = app
-        .post(
-            "/api/data/app/orders",
-            &admin,
-            json!({ "data": { "item": "fast", "quantity": 1 } }),
-        )
-        .await;
+    let fast = order(&app, &admin, json!({ "item": "fast", "quantity": 1 })).await;
     assert_eq!(fast.status, StatusCode::CREATED, "{:?}", fast.body);
-    let slow = app
-        .post(
-            "/api/data/app/orders",
-            &admin,
-            json!({ "data": { "item": "slow", "quantity": 1 } }),
-        )
-        .await;
+    let slow = order(&app, &admin, json!({ "item": "slow", "quantity": 1 })).await;
     assert_eq!(slow.status, StatusCode::GATEWAY_TIMEOUT, "{:?}", slow.body);
     assert_eq!(slow.code(), "WORKFLOW_SYNC_TIMEOUT");
     assert_eq!(count(&app, &admin).await, 1);

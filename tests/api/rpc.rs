@@ -599,6 +599,64 @@ async fn a_function_replaced_in_place_or_its_grant_revoked_is_seen_by_the_next_c
     let replaced = call(&app, &session, "answer", json!({ "m": 2 })).await;
     assert_eq!(replaced.data(), &json!(200), "{:?}", replaced.body);
 
+    // A stable function that calls a writer writes nothing: the call's
+    // transaction is read-only before the function runs, whatever the plan.
+    sql(
+        &app,
+        &[
+            "CREATE TABLE shop.log (x integer)",
+            "CREATE FUNCTION shop.write_log() RETURNS void LANGUAGE sql VOLATILE AS \
+             $$ INSERT INTO shop.log VALUES (1) $$",
+            "CREATE FUNCTION shop.quiet() RETURNS text LANGUAGE plpgsql STABLE AS \
+             $$ BEGIN PERFORM shop.write_log(); RETURN current_setting('tessera.user_id', true); END $$",
+            "CREATE FUNCTION shop.who() RETURNS text LANGUAGE plpgsql STABLE AS \
+             $$ BEGIN RETURN current_setting('tessera.user_id', true); END $$",
+        ],
+    )
+    .await;
+    for name in ["quiet", "who"] {
+        let id = registered(&app, &admin, name, &["GET", "POST"]).await;
+        invoke_grant(&app, &admin, &role, &id).await;
+    }
+    let who = app.get("/api/rpc/shop/who", &session).await;
+    assert_eq!(who.status, StatusCode::OK, "{:?}", who.body);
+    assert!(
+        who.data().as_str().is_some_and(|id| id.len() == 36),
+        "{:?}",
+        who.body
+    );
+    let quiet = app.get("/api/rpc/shop/quiet", &session).await;
+    assert_eq!(quiet.code(), "FUNCTION_FAILED", "{:?}", quiet.body);
+    assert_eq!(
+        app.db
+            .sql("SELECT count(*)::text FROM shop.log")
+            .await
+            .as_deref(),
+        Some("0")
+    );
+
+    // Replaced by a volatile function after it was exposed for GET: GET no
+    // longer calls it, POST does.
+    sql(
+        &app,
+        &[
+            "CREATE OR REPLACE FUNCTION shop.who() RETURNS text LANGUAGE plpgsql VOLATILE AS \
+           $$ BEGIN PERFORM shop.write_log(); RETURN 'wrote'; END $$",
+        ],
+    )
+    .await;
+    let get = app.get("/api/rpc/shop/who", &session).await;
+    assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED, "{:?}", get.body);
+    assert_eq!(
+        app.db
+            .sql("SELECT count(*)::text FROM shop.log")
+            .await
+            .as_deref(),
+        Some("0")
+    );
+    let post = call(&app, &session, "who", json!({})).await;
+    assert_eq!(post.data(), &json!("wrote"), "{:?}", post.body);
+
     // The grant revoked: the next call is refused.
     let grants = app.get("/admin/api/grants", &admin).await;
     let grant = grants

@@ -60,14 +60,7 @@ fn hooked_against_plain(port: u16, admin: &str) -> Result {
     if status != 201 || !answer.contains("7.5") {
         return Err(format!("the hooked insert answered {status}: {answer}"));
     }
-    let dir = std::env::temp_dir().join(format!("tessera-bench-logic-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let insert = dir.join("insert.lua");
-    std::fs::write(
-        &insert,
-        format!("wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = '{row}'\n"),
-    )
-    .map_err(|e| e.to_string())?;
+    let insert = post_script("insert.lua", row)?;
     let mut measured = Vec::new();
     for name in ["plain", "hooked"] {
         let path = format!("/api/data/app/{name}");
@@ -95,6 +88,24 @@ fn hooked_against_plain(port: u16, admin: &str) -> Result {
     Ok(())
 }
 
+/// The benchmark's own temporary folder.
+fn scratch() -> Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("tessera-bench-logic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// A wrk script `name` that POSTs `body` as JSON.
+fn post_script(name: &str, body: &str) -> Result<std::path::PathBuf> {
+    let path = scratch()?.join(name);
+    std::fs::write(
+        &path,
+        format!("wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = '{body}'\n"),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
 /// `GET /api/rpc/shop/items_from?low=1` (100 rows) at 16 connections with
 /// an API token, and pgbench running the function alone.
 fn rpc_against_pgbench(port: u16, database: &str, admin: &str) -> Result {
@@ -118,8 +129,7 @@ fn rpc_against_pgbench(port: u16, database: &str, admin: &str) -> Result {
     if status != 200 || body.matches("\"id\"").count() != 100 {
         return Err(format!("the call answered {status}: {body:.200}"));
     }
-    let dir = std::env::temp_dir().join(format!("tessera-bench-logic-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let dir = scratch()?;
     let script = dir.join("rpc.sql");
     std::fs::write(&script, "SELECT * FROM shop.items_from(1);\n").map_err(|e| e.to_string())?;
     let seconds = WORKFLOW_DURATION.trim_end_matches('s');
@@ -176,14 +186,7 @@ fn script_against_transform(port: u16, admin: &str, me: &str) -> Result {
     if status != 200 || !answer.contains("5050") {
         return Err(format!("the script webhook answered {status}: {answer}"));
     }
-    let dir = std::env::temp_dir().join(format!("tessera-bench-logic-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let call = dir.join("sum.lua");
-    std::fs::write(
-        &call,
-        format!("wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = '{body}'\n"),
-    )
-    .map_err(|e| e.to_string())?;
+    let call = post_script("sum.lua", &body)?;
     let mut measured = Vec::new();
     for slug in ["sum-transform", "sum-script"] {
         let path = format!("/api/workflows/{slug}/webhook");

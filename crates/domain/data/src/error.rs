@@ -84,13 +84,14 @@ impl DataError {
 
 impl DataError {
     /// Whether a read that failed so is worth asking again once the caller
-    /// is resolved afresh: anything but a statement timeout or an answer
-    /// too large, which would only fail so once more.
+    /// is resolved afresh: anything but a statement or hook timeout or an
+    /// answer too large, which would only fail so once more.
     pub fn retried(&self) -> bool {
         !matches!(
             self,
             DataError::Store(kernel::StoreError::QueryTimeout | kernel::StoreError::AnswerTooLarge)
                 | DataError::TooManyExports(_)
+                | DataError::HookTimeout
         )
     }
 

@@ -156,10 +156,13 @@ impl DataService {
     }
 
     /// The rows of an insert or upsert as its hooks leave them, in the
-    /// order of `rows`; none when the table has no hook for them. An
-    /// upserted row whose unique key `update` finds taken (by a row its
-    /// update grants reach) runs the update hooks with that row as `old`,
-    /// any other the insert hooks. A refusal of a row of several names it
+    /// order of `rows`, each with whether it ran the update hooks; none
+    /// when the table has no hook for them. An upserted row whose unique
+    /// key `update` finds taken (by a row its update grants reach) runs the
+    /// update hooks with that row as `old`, any other the insert hooks (and
+    /// is then written as a plain insert: a key taken meanwhile is 409, not
+    /// an update no update hook saw). A hook may not change the key an
+    /// upsert conflicts on. A refusal of a row of several names it
     /// (`meta.index`).
     pub(crate) async fn hooked_inserts(
         &self,
@@ -169,7 +172,7 @@ impl DataService {
         (rows, single): (&[(&Map<String, Value>, String)], bool),
         update: &Option<(Access<'_>, Vec<&Column>)>,
         context: &Context,
-    ) -> Result<Vec<Map<String, Value>>, DataError> {
+    ) -> Result<Vec<(Map<String, Value>, bool)>, DataError> {
         let inserts = table.hooks_of(WriteEvent::Insert);
         let updates = match update {
             Some(_) => table.hooks_of(WriteEvent::Update),
@@ -224,7 +227,18 @@ impl DataService {
                     .await
                     .map_err(place)?,
             };
-            out.push(hooked_row(new).map_err(place)?);
+            let hooked = hooked_row(new).map_err(place)?;
+            if let Some((_, conflict)) = update
+                && let Some(moved) = conflict
+                    .iter()
+                    .find(|c| hooked.get(&c.name) != row.get(&c.name))
+            {
+                return Err(place(payload_error(
+                    moved.name.clone(),
+                    "was changed by a hook; an upsert's hooks may not change the key it conflicts on",
+                )));
+            }
+            out.push((hooked, event == WriteEvent::Update));
         }
         Ok(out)
     }
@@ -268,9 +282,6 @@ pub(crate) fn hooked_columns<'t>(
 ) -> Result<Vec<&'t Column>, DataError> {
     row.iter()
         .map(|(name, value)| {
-            if let Some(column) = sent.iter().find(|c| &c.name == name) {
-                return Ok(*column);
-            }
             let field = || {
                 if path.is_empty() {
                     name.clone()
@@ -278,18 +289,25 @@ pub(crate) fn hooked_columns<'t>(
                     format!("{path}.{name}")
                 }
             };
-            let column = table.column(name).ok_or_else(|| {
-                payload_error(
-                    field(),
-                    "was set by a hook but is not a column of the table",
-                )
-            })?;
-            if !column.writable || (table.admin_only(name) && !admin) {
-                return Err(payload_error(
-                    field(),
-                    "was set by a hook but cannot be written",
-                ));
-            }
+            let column = match sent.iter().find(|c| &c.name == name) {
+                Some(column) => *column,
+                None => {
+                    let column = table.column(name).ok_or_else(|| {
+                        payload_error(
+                            field(),
+                            "was set by a hook but is not a column of the table",
+                        )
+                    })?;
+                    if !column.writable || (table.admin_only(name) && !admin) {
+                        return Err(payload_error(
+                            field(),
+                            "was set by a hook but cannot be written",
+                        ));
+                    }
+                    column
+                }
+            };
+            // A hook's value of a column sent is checked as its own are.
             if !column.kind.accepts(value) {
                 return Err(payload_error(
                     field(),

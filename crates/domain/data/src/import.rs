@@ -48,8 +48,9 @@ pub struct Import {
     /// none.
     txn: Option<Box<dyn ImportTransaction>>,
     /// A table with insert hooks: each row goes in as a JSON insert would
-    /// (its hooks run on it) in this transaction, not through staging.
-    hooked: Option<Mutex<Box<dyn DataTransaction>>>,
+    /// (its hooks run on it), not through staging, in this transaction
+    /// (opened with the first rows).
+    hooked: Option<Option<Mutex<Box<dyn DataTransaction>>>>,
     /// Set by the first error: the import can no longer be finished.
     failed: bool,
     reader: Reader,
@@ -89,10 +90,7 @@ impl DataService {
     ) -> Result<Import, DataError> {
         let (table, principal, context) = self.import_caller(request, (schema, name)).await?;
         let max_bytes = self.store.import_max_bytes().await?;
-        let hooked = match table.hooks_of(WriteEvent::Insert).is_empty() {
-            true => None,
-            false => Some(Mutex::new(self.store.begin().await?)),
-        };
+        let hooked = (!table.hooks_of(WriteEvent::Insert).is_empty()).then_some(None);
         Ok(Import {
             hooked,
             chunk: Chunk {
@@ -170,7 +168,7 @@ impl Import {
         if let Some(txn) = self.txn.take() {
             txn.commit().await?;
         }
-        if let Some(txn) = self.hooked.take() {
+        if let Some(Some(txn)) = self.hooked.take() {
             txn.into_inner().commit().await?;
         }
         Ok(self.inserted)
@@ -263,6 +261,11 @@ impl Import {
             .service
             .import_caller(request, (&table.schema, &table.name))
             .await?;
+        // Hooks published under a staged import: its rows went in without
+        // them, so it is refused whole (stale: send it again).
+        if self.hooked.is_none() && !table.hooks_of(WriteEvent::Insert).is_empty() {
+            return Err(DataError::Store(kernel::StoreError::Stale));
+        }
         let chunk = &mut self.chunk;
         (chunk.table, chunk.principal, chunk.context) = (table, principal, context);
         self.chunk.header = self.header_of()?;
@@ -314,35 +317,33 @@ impl Import {
         let rows = std::mem::take(&mut self.pending);
         let lines = std::mem::take(&mut self.lines);
         self.pending_bytes = 0;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        if !matches!(self.hooked, Some(Some(_))) {
+            self.hooked = Some(Some(Mutex::new(self.chunk.service.store.begin().await?)));
+        }
+        let Some(Some(txn)) = &self.hooked else {
+            return Ok(());
+        };
+        let chunk = &self.chunk;
+        let caller = Caller {
+            principal: &chunk.principal,
+            zone_header: self.zone_header.as_deref(),
+            ip: chunk.ip.as_deref(),
+        };
+        let target = Target::exposed(&chunk.table.schema, &chunk.table.name);
+        let version = chunk.context.versions.auth;
         for (fields, line) in rows.into_iter().zip(lines) {
-            let row = Value::Object(json_row(&self.chunk.table, &self.chunk.header, fields));
-            let mut attempts = 0;
-            loop {
-                let Some(txn) = &self.hooked else {
-                    return Ok(());
-                };
-                let chunk = &self.chunk;
-                let caller = Caller {
-                    principal: &chunk.principal,
-                    zone_header: self.zone_header.as_deref(),
-                    ip: chunk.ip.as_deref(),
-                };
-                let target = Target::exposed(&chunk.table.schema, &chunk.table.name);
-                let via = Via::Transaction(txn);
-                let version = chunk.context.versions.auth;
-                match chunk
-                    .service
-                    .insert_via(caller, version, target, (&row, None), via)
-                    .await
-                {
-                    Ok(_) => break,
-                    Err(error) if error.is_stale() && attempts == 0 => {
-                        attempts += 1;
-                        self.refresh().await?;
-                    }
-                    Err(error) => return Err(error.at(Place::Line(line))),
-                }
-            }
+            let row = Value::Object(json_row(&chunk.table, &chunk.header, fields));
+            // A statement that found the shared state moved aborted the
+            // transaction: the import is refused as stale (503, send it
+            // again), never finished in part.
+            chunk
+                .service
+                .insert_via(caller, version, target, (&row, None), Via::Transaction(txn))
+                .await
+                .map_err(|error| error.at(Place::Line(line)))?;
             self.inserted += 1;
         }
         Ok(())

@@ -115,9 +115,18 @@ impl DataService {
             }
         };
         let signature = &signature;
-        if !callable.exposed_methods.iter().any(|m| m == method) {
+        // GET reads: a function that writes (replaced by a volatile one
+        // since it was exposed for GET) is not called by it.
+        let reads_only = signature.volatility.reads_only();
+        let answers =
+            |m: &str| callable.exposed_methods.iter().any(|e| e == m) && (reads_only || m != "GET");
+        if !answers(method) {
             return Err(DataError::MethodNotAllowed {
-                allowed: callable.exposed_methods.clone(),
+                allowed: ["GET", "POST"]
+                    .into_iter()
+                    .filter(|m| answers(m))
+                    .map(str::to_owned)
+                    .collect(),
             });
         }
         let principal = caller.principal;

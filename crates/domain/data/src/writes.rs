@@ -177,18 +177,23 @@ impl DataService {
             .await?;
         let returning = self.returning(caller.principal, &table);
         let mut writes: Vec<Write<'_>> = Vec::new();
-        // Rows merge into one statement when they name the same columns and
-        // (hooked) were sent naming the same ones, so one check fits all.
-        let mut run_keys: Option<(Vec<&String>, Vec<&String>)> = None;
+        // Rows merge into one statement when they name the same columns,
+        // (hooked) were sent naming the same ones and upsert alike, so one
+        // check fits all.
+        let mut run_keys: Option<(Vec<&String>, Vec<&String>, bool)> = None;
         for (i, ((sent, path), (sent_columns, mut upsert, narrowed))) in
             rows.iter().zip(checked).enumerate()
         {
             // A hook's columns are written too; the row filters hold on the
             // row as written (the statement's check).
             let (row, columns) = match hooked.get(i) {
-                Some(row) => {
+                Some((row, updated)) => {
                     let admin = caller.principal.admin;
                     let columns = hooked_columns(&table, &sent_columns, row, (path, admin))?;
+                    // A row that ran the insert hooks goes in as an insert.
+                    if !updated {
+                        upsert = None;
+                    }
                     if let Some(upsert) = &mut upsert {
                         let added = columns.iter().filter(|c| {
                             !sent_columns.iter().any(|s| s.name == c.name)
@@ -206,6 +211,7 @@ impl DataService {
                     true => Vec::new(),
                     false => sent.keys().collect(),
                 },
+                upsert.is_some(),
             );
             if run_keys.as_ref() == Some(&keys)
                 && let Some(Write {

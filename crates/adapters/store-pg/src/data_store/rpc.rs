@@ -63,7 +63,8 @@ fn cast(n: usize, data_type: &str) -> String {
 /// runs (its subquery reads the row that did), the statement checks the
 /// versions and the function's revision it was planned on (else `TS412`)
 /// and sets the caller's settings for the transaction, read-only when the
-/// function only reads. The values after the arguments: the ceiling, the
+/// function only reads (`OFFSET 0` keeps the planner from pulling the
+/// call's subquery up beside them, where it could run first). The values after the arguments: the ceiling, the
 /// three versions, the schema, the name, the revision, the user, the roles.
 fn call_sql(call: &FunctionCall<'_>) -> String {
     let arguments: Vec<String> = call
@@ -83,15 +84,15 @@ fn call_sql(call: &FunctionCall<'_>) -> String {
     let returns = &call.signature.returns;
     let answer = if returns.is_void() {
         format!(
-            "SELECT CASE WHEN ({applied}) IS NULL THEN 'null' ELSE 'null' END AS answer WHERE s.ok"
+            "SELECT CASE WHEN ({applied}) IS NULL THEN 'null' ELSE 'null' END AS answer WHERE s.ok OFFSET 0"
         )
     } else if returns.set {
         format!(
-            "SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]')::text AS answer FROM {applied} AS r WHERE s.ok"
+            "SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]')::text AS answer FROM {applied} AS r WHERE s.ok OFFSET 0"
         )
     } else {
         format!(
-            "SELECT coalesce(to_jsonb(r), 'null')::text AS answer FROM {applied} AS r WHERE s.ok"
+            "SELECT coalesce(to_jsonb(r), 'null')::text AS answer FROM {applied} AS r WHERE s.ok OFFSET 0"
         )
     };
     let n = call.arguments.len();
