@@ -152,7 +152,7 @@ fn rpc_against_pgbench(port: u16, database: &str, admin: &str) -> Result {
     let as_json = dir.join("rpc-json.sql");
     std::fs::write(
         &as_json,
-        "SELECT coalesce(jsonb_agg(to_jsonb(r)), '[]')::text FROM shop.items_from(1) AS r;\n",
+        "SELECT coalesce(json_agg(r), '[]')::text FROM shop.items_from(1) AS r;\n",
     )
     .map_err(|e| e.to_string())?;
     let json_tps = pgbench_with(database, &as_json, seconds, "16")?;

@@ -590,7 +590,8 @@ fn checked_fields(
 }
 
 /// A record's checked fields (in the `header`'s order) as the JSON row an
-/// insert sends: numbers, booleans and JSON as themselves, the rest as text.
+/// insert sends: integers, exact numbers, booleans and JSON as themselves,
+/// the rest as text.
 fn json_row(table: &Table, header: &[usize], fields: Vec<Option<String>>) -> Map<String, Value> {
     header
         .iter()
@@ -599,10 +600,20 @@ fn json_row(table: &Table, header: &[usize], fields: Vec<Option<String>>) -> Map
             let column = &table.columns[index];
             let value = match (column.kind, field) {
                 (_, None) => Value::Null,
-                (
-                    Kind::Integer | Kind::Number | Kind::Json | Kind::Jsonb | Kind::Boolean,
-                    Some(text),
-                ) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+                (Kind::Json | Kind::Jsonb | Kind::Boolean, Some(text)) => {
+                    serde_json::from_str(&text).unwrap_or(Value::String(text))
+                }
+                (Kind::Integer, Some(text)) => match text.trim().parse::<i64>() {
+                    Ok(n) => n.into(),
+                    Err(_) => Value::String(text),
+                },
+                // A number only when it is exactly the text (no digit of a
+                // `numeric` lost to a double); else the text, which the
+                // database reads exactly.
+                (Kind::Number, Some(text)) => match text.trim().parse::<f64>() {
+                    Ok(n) if n.is_finite() && n.to_string() == text.trim() => n.into(),
+                    _ => Value::String(text),
+                },
                 (_, Some(text)) => Value::String(text),
             };
             (column.name.clone(), value)
@@ -644,5 +655,46 @@ fn boolean(text: &str) -> Option<bool> {
         "t" | "true" | "y" | "yes" | "on" | "1" => Some(true),
         "f" | "false" | "n" | "no" | "off" | "0" => Some(false),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::table::Column;
+
+    #[test]
+    fn fields_of_a_hooked_import_become_json_without_losing_digits() {
+        let column = |name: &str, kind| Column::plain(name, name, kind, true);
+        let table = Table {
+            resource_id: uuid::Uuid::nil(),
+            schema: "app".into(),
+            name: "t".into(),
+            exposed_methods: Vec::new(),
+            columns: vec![
+                column("n", Kind::Integer),
+                column("p", Kind::Number),
+                column("q", Kind::Number),
+                column("b", Kind::Boolean),
+                column("s", Kind::Text),
+            ],
+            key: Vec::new(),
+            check_messages: Default::default(),
+            scopes: Vec::new(),
+            foreign_keys: Vec::new(),
+            unique_keys: Vec::new(),
+            hooks: Vec::new(),
+            version: 0,
+        };
+        let fields = ["42", "2.5", "12345678901234567.89", "true", "007"]
+            .map(|f| Some(f.to_owned()))
+            .to_vec();
+        let row = json_row(&table, &[0, 1, 2, 3, 4], fields);
+        assert_eq!(
+            Value::Object(row),
+            json!({ "n": 42, "p": 2.5, "q": "12345678901234567.89", "b": true, "s": "007" })
+        );
     }
 }
