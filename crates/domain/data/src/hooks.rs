@@ -23,6 +23,9 @@ use crate::query::{Context, Output, Predicate, Read};
 use crate::service::{DataService, Via};
 use crate::table::{Column, Table};
 
+/// A row of an insert as sent, with its place in the payload (`[2]`).
+pub(crate) type SentRow<'a> = (&'a Map<String, Value>, String);
+
 /// A kind of write a hook runs before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteEvent {
@@ -169,7 +172,7 @@ impl DataService {
         caller: Caller<'_>,
         via: Via<'_>,
         table: &Table,
-        (rows, single): (&[(&Map<String, Value>, String)], bool),
+        (rows, single): (&[SentRow<'_>], bool),
         update: &Option<(Access<'_>, Vec<&Column>)>,
         context: &Context,
     ) -> Result<Vec<(Map<String, Value>, bool)>, DataError> {
@@ -229,6 +232,7 @@ impl DataService {
             };
             let hooked = hooked_row(new).map_err(place)?;
             if let Some((_, conflict)) = update
+                && event == WriteEvent::Update
                 && let Some(moved) = conflict
                     .iter()
                     .find(|c| hooked.get(&c.name) != row.get(&c.name))

@@ -37,6 +37,10 @@ pub(crate) enum Via<'x> {
     Pool,
     /// A transaction that a batch's operations or an import's rows share.
     Transaction(&'x Mutex<Box<dyn DataTransaction>>),
+    /// A transaction whose writes each run under a savepoint: one refused
+    /// (on stale shared state, say) is undone and the transaction goes on
+    /// (a hooked CSV import's rows).
+    Savepoints(&'x Mutex<Box<dyn DataTransaction>>),
 }
 
 /// The table an operation runs on, and whether it must be exposed.
@@ -182,7 +186,9 @@ impl DataService {
     ) -> Result<Found, DataError> {
         match via {
             Via::Pool => self.store.read(table, read, context).await,
-            Via::Transaction(txn) => txn.lock().await.read(table, read, context).await,
+            Via::Transaction(txn) | Via::Savepoints(txn) => {
+                txn.lock().await.read(table, read, context).await
+            }
         }
         .map_err(read_error)
     }

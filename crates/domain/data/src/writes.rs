@@ -402,6 +402,7 @@ impl DataService {
         match via {
             Via::Pool => self.store.write(table, writes, context).await,
             Via::Transaction(txn) => txn.lock().await.write(table, writes, context).await,
+            Via::Savepoints(txn) => txn.lock().await.try_write(table, writes, context).await,
         }
         .map_err(|e| write_error(table, e))
     }

@@ -21,11 +21,14 @@ use crate::service::WorkflowService;
 /// Parsed hook definitions kept at most; past it the cache starts over.
 const PARSED_MAX: usize = 256;
 
+/// A hook's definition as the catalog holds it, and parsed.
+type Parsed = (Arc<Value>, Arc<Definition>);
+
 /// The hooks of the Data API, run by the workflow executor.
 pub struct WorkflowHooks {
     service: WorkflowService,
     /// Each hook's definition as the catalog holds it, and parsed.
-    parsed: RwLock<HashMap<Uuid, (Arc<Value>, Arc<Definition>)>>,
+    parsed: RwLock<HashMap<Uuid, Parsed>>,
 }
 
 impl WorkflowService {

@@ -18,9 +18,11 @@ use crate::hooks::WriteEvent;
 use crate::query::{
     Change, Context, DataTransaction, ImportTransaction, Shown, Write, WriteAnswer,
 };
-use crate::service::{DataService, Target, Via};
+use crate::service::{DataService, Target};
 use crate::table::{Column, Kind, Table};
 use crate::writes::write_error;
+
+mod hooked;
 
 /// Rows staged at a time, at most.
 const STAGE_ROWS: usize = 1000;
@@ -309,46 +311,6 @@ impl Import {
         Ok(())
     }
 
-    /// Inserts the rows waiting one by one as JSON inserts, each after the
-    /// table's hooks ran on it, in the hooked import's transaction; a
-    /// refusal names the row's line. Shared state that moved under the
-    /// import is resolved again, as for staged rows.
-    async fn insert_hooked(&mut self) -> Result<(), DataError> {
-        let rows = std::mem::take(&mut self.pending);
-        let lines = std::mem::take(&mut self.lines);
-        self.pending_bytes = 0;
-        if rows.is_empty() {
-            return Ok(());
-        }
-        if !matches!(self.hooked, Some(Some(_))) {
-            self.hooked = Some(Some(Mutex::new(self.chunk.service.store.begin().await?)));
-        }
-        let Some(Some(txn)) = &self.hooked else {
-            return Ok(());
-        };
-        let chunk = &self.chunk;
-        let caller = Caller {
-            principal: &chunk.principal,
-            zone_header: self.zone_header.as_deref(),
-            ip: chunk.ip.as_deref(),
-        };
-        let target = Target::exposed(&chunk.table.schema, &chunk.table.name);
-        let version = chunk.context.versions.auth;
-        for (fields, line) in rows.into_iter().zip(lines) {
-            let row = Value::Object(json_row(&chunk.table, &chunk.header, fields));
-            // A statement that found the shared state moved aborted the
-            // transaction: the import is refused as stale (503, send it
-            // again), never finished in part.
-            chunk
-                .service
-                .insert_via(caller, version, target, (&row, None), Via::Transaction(txn))
-                .await
-                .map_err(|error| error.at(Place::Line(line)))?;
-            self.inserted += 1;
-        }
-        Ok(())
-    }
-
     /// Sends the insert of the rows staged and not yet sent, once the one
     /// in flight is settled; the next rows are read and staged meanwhile.
     async fn send_unsent(&mut self) -> Result<(), DataError> {
@@ -589,38 +551,6 @@ fn checked_fields(
     Ok(fields)
 }
 
-/// A record's checked fields (in the `header`'s order) as the JSON row an
-/// insert sends: integers, exact numbers, booleans and JSON as themselves,
-/// the rest as text.
-fn json_row(table: &Table, header: &[usize], fields: Vec<Option<String>>) -> Map<String, Value> {
-    header
-        .iter()
-        .zip(fields)
-        .map(|(&index, field)| {
-            let column = &table.columns[index];
-            let value = match (column.kind, field) {
-                (_, None) => Value::Null,
-                (Kind::Json | Kind::Jsonb | Kind::Boolean, Some(text)) => {
-                    serde_json::from_str(&text).unwrap_or(Value::String(text))
-                }
-                (Kind::Integer, Some(text)) => match text.trim().parse::<i64>() {
-                    Ok(n) => n.into(),
-                    Err(_) => Value::String(text),
-                },
-                // A number only when it is exactly the text (no digit of a
-                // `numeric` lost to a double); else the text, which the
-                // database reads exactly.
-                (Kind::Number, Some(text)) => match text.trim().parse::<f64>() {
-                    Ok(n) if n.is_finite() && n.to_string() == text.trim() => n.into(),
-                    _ => Value::String(text),
-                },
-                (_, Some(text)) => Value::String(text),
-            };
-            (column.name.clone(), value)
-        })
-        .collect()
-}
-
 /// Whether a refused insert of staged rows was refused for a row (its
 /// value, a check, a key, a grant's filter) rather than for the statement
 /// (a timeout, the connection or the database unavailable, the caller's
@@ -655,46 +585,5 @@ fn boolean(text: &str) -> Option<bool> {
         "t" | "true" | "y" | "yes" | "on" | "1" => Some(true),
         "f" | "false" | "n" | "no" | "off" | "0" => Some(false),
         _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::table::Column;
-
-    #[test]
-    fn fields_of_a_hooked_import_become_json_without_losing_digits() {
-        let column = |name: &str, kind| Column::plain(name, name, kind, true);
-        let table = Table {
-            resource_id: uuid::Uuid::nil(),
-            schema: "app".into(),
-            name: "t".into(),
-            exposed_methods: Vec::new(),
-            columns: vec![
-                column("n", Kind::Integer),
-                column("p", Kind::Number),
-                column("q", Kind::Number),
-                column("b", Kind::Boolean),
-                column("s", Kind::Text),
-            ],
-            key: Vec::new(),
-            check_messages: Default::default(),
-            scopes: Vec::new(),
-            foreign_keys: Vec::new(),
-            unique_keys: Vec::new(),
-            hooks: Vec::new(),
-            version: 0,
-        };
-        let fields = ["42", "2.5", "12345678901234567.89", "true", "007"]
-            .map(|f| Some(f.to_owned()))
-            .to_vec();
-        let row = json_row(&table, &[0, 1, 2, 3, 4], fields);
-        assert_eq!(
-            Value::Object(row),
-            json!({ "n": 42, "p": 2.5, "q": "12345678901234567.89", "b": true, "s": "007" })
-        );
     }
 }
