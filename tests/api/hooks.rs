@@ -505,6 +505,22 @@ async fn a_slow_hook_is_504_and_hooks_hold_only_pure_steps() {
         );
     }
 
+    // The setting takes 10 to 30,000 ms.
+    for refused in [9, 30_001] {
+        let out_of_range = app
+            .patch(
+                "/admin/api/settings",
+                &admin,
+                json!({ "data": { "workflows.hook_timeout_ms": refused } }),
+            )
+            .await;
+        assert_eq!(
+            out_of_range.status,
+            StatusCode::BAD_REQUEST,
+            "{:?}",
+            out_of_range.body
+        );
+    }
     let settings = app
         .patch(
             "/admin/api/settings",

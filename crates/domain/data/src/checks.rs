@@ -230,6 +230,16 @@ pub(crate) fn key_of<'a>(table: &'a Table, raw: &'a str) -> Result<Predicate<'a>
     }
 }
 
+/// The field of column `name` in the row at `path`, relative to the
+/// payload as everywhere: `title`, `[2].title`.
+pub(crate) fn field_of(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
 /// The columns of a row body, each known, writable, of the right kind and
 /// covered by some grant.
 pub(crate) fn checked_columns<'t>(
@@ -240,14 +250,7 @@ pub(crate) fn checked_columns<'t>(
 ) -> Result<Vec<&'t Column>, DataError> {
     row.iter()
         .map(|(name, value)| {
-            // Paths are relative to the payload, as everywhere: `title`, `[2].title`.
-            let field = || {
-                if path.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{path}.{name}")
-                }
-            };
+            let field = || field_of(path, name);
             let column = table
                 .column(name)
                 .ok_or_else(|| payload_error(field(), "is not a column of the table"))?;

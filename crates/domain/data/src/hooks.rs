@@ -17,7 +17,7 @@ use uuid::Uuid;
 use permissions::Access;
 
 use crate::callers::Caller;
-use crate::checks::scoped;
+use crate::checks::{field_of, scoped};
 use crate::error::{DataError, Place, payload_error};
 use crate::query::{Context, Output, Predicate, Read};
 use crate::service::{DataService, Via};
@@ -286,13 +286,7 @@ pub(crate) fn hooked_columns<'t>(
 ) -> Result<Vec<&'t Column>, DataError> {
     row.iter()
         .map(|(name, value)| {
-            let field = || {
-                if path.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{path}.{name}")
-                }
-            };
+            let field = || field_of(path, name);
             let column = match sent.iter().find(|c| &c.name == name) {
                 Some(column) => *column,
                 None => {
