@@ -356,6 +356,34 @@ async fn a_session_counts_only_the_factors_that_existed_when_it_proved_one() {
     assert_eq!(off.status, StatusCode::NO_CONTENT, "{:?}", off.body);
 }
 
+/// Whether an uncommitted transaction holds the role `name`: inserting it
+/// waits on that transaction (and stops at a short lock timeout) rather
+/// than going through (and being rolled back here).
+async fn name_is_held(app: &TestApp, name: &str) -> bool {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait};
+    let db = sea_orm::Database::connect(&app.db.url).await.unwrap();
+    let probe = db.begin().await.unwrap();
+    probe
+        .execute_unprepared("SET LOCAL lock_timeout = '50ms'")
+        .await
+        .unwrap();
+    let inserted = probe
+        .execute_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "INSERT INTO svc.roles (id, name) VALUES (gen_random_uuid(), $1) \
+             ON CONFLICT ((lower(name))) DO NOTHING",
+            [name.into()],
+        ))
+        .await;
+    probe.rollback().await.unwrap();
+    db.close().await.unwrap();
+    match inserted {
+        Ok(_) => false,
+        Err(error) if error.to_string().contains("lock timeout") => true,
+        Err(error) => panic!("{error}"),
+    }
+}
+
 #[tokio::test]
 async fn a_whole_diff_stops_at_its_limit_and_nobody_waits_on_it_longer() {
     let app = spawn_app_with(|config| {
@@ -383,7 +411,13 @@ async fn a_whole_diff_stops_at_its_limit_and_nobody_waits_on_it_longer() {
     let started = Instant::now();
     let diff = app.post("/admin/api/snapshot/diff", &admin, json!({ "data": large }));
     let waiter = async {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Once the diff holds the name (never before: a name committed
+        // after the diff's snapshot is a conflict it answers 409).
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while !name_is_held(&app, "role-00000").await {
+            assert!(Instant::now() < deadline, "the diff never held the name");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let created = app
             .post(
                 "/admin/api/roles",
