@@ -604,3 +604,69 @@ async fn a_hook_disabled_on_one_instance_is_seen_by_the_next_write_on_another() 
     assert!(deleted.status.is_success(), "{:?}", deleted.body);
     assert_eq!(post_on_peer(9).await.status, StatusCode::CREATED);
 }
+
+#[tokio::test]
+async fn an_upserted_row_deleted_while_its_update_hooks_ran_goes_in_through_the_insert_hooks() {
+    let app = spawn_app().await;
+    let admin = app.admin_session().await;
+    let resource = orders(&app, &admin).await;
+    let noted = |note: &str, spin_ms: u32| {
+        json!([
+            { "id": "s", "type": "script", "timeoutMs": 5000, "code": format!(
+                "export default ({{ start }}) => {{ if (start.data.new.item === 'slow') \
+                 {{ const end = Date.now() + {spin_ms}; while (Date.now() < end) {{}} }} \
+                 return {{ note: '{note}' }} }}") },
+            { "id": "done", "type": "finish", "result": "{{steps.s.result}}" },
+        ])
+    };
+    published(
+        &app,
+        &admin,
+        "a-update",
+        hook(&resource, &["update"]),
+        noted("update", 800),
+    )
+    .await;
+    published(
+        &app,
+        &admin,
+        "b-insert",
+        hook(&resource, &["insert"]),
+        noted("insert", 0),
+    )
+    .await;
+    let first = order(
+        &app,
+        &admin,
+        json!({ "sku": "k1", "item": "tea", "quantity": 1 }),
+    )
+    .await;
+    assert_eq!(first.status, StatusCode::CREATED, "{:?}", first.body);
+    let id = first.data()["id"].as_i64().unwrap();
+    let upsert = |item: &str| {
+        app.post(
+            "/api/data/app/orders?onConflict=sku",
+            &admin,
+            json!({ "data": { "sku": "k1", "item": item, "quantity": 2 } }),
+        )
+    };
+    // Control: an upsert of the taken key runs the update hooks.
+    let control = upsert("fast").await;
+    assert_eq!(control.status, StatusCode::CREATED, "{:?}", control.body);
+    assert_eq!(control.data()["note"], "update", "{:?}", control.body);
+    assert_eq!(control.data()["id"].as_i64(), Some(id));
+
+    // The row goes while its update hook runs: the write is planned again,
+    // and the row goes in as new through the insert hooks.
+    let remove = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        app.delete(&format!("/api/data/app/orders/{id}"), &admin)
+            .await
+    };
+    let (upserted, removed) = tokio::join!(upsert("slow"), remove);
+    assert!(removed.status.is_success(), "{:?}", removed.body);
+    assert_eq!(upserted.status, StatusCode::CREATED, "{:?}", upserted.body);
+    assert_eq!(upserted.data()["note"], "insert", "{:?}", upserted.body);
+    assert_ne!(upserted.data()["id"].as_i64(), Some(id));
+    assert_eq!(count(&app, &admin).await, 1);
+}

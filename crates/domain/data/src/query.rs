@@ -277,6 +277,11 @@ pub struct Upsert<'a> {
     /// so must its new version, else nothing is written; `None`: no check.
     /// [`Write::check`] then applies to the rows inserted only.
     pub check: Option<Vec<&'a Filter>>,
+    /// Every row ran the update hooks on the row its key found: a row
+    /// inserted instead (that row went meanwhile) fails the statement as
+    /// stale ([`StoreError::Stale`]), so the write is planned again and
+    /// the row runs the insert hooks.
+    pub updates_only: bool,
 }
 
 /// A change with its permission check and audit entry.

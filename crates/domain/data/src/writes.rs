@@ -195,6 +195,7 @@ impl DataService {
                         upsert = None;
                     }
                     if let Some(upsert) = &mut upsert {
+                        upsert.updates_only = true;
                         let added = columns.iter().filter(|c| {
                             !sent_columns.iter().any(|s| s.name == c.name)
                                 && !upsert.conflict.iter().any(|k| k.name == c.name)
@@ -511,6 +512,7 @@ fn upsert_of<'t>(
         conflict: conflict.to_vec(),
         set,
         check: narrowed.row_filters(),
+        updates_only: false,
     })
 }
 

@@ -62,6 +62,17 @@ pub(crate) fn write_sql(
     if let Some(check) = check {
         rows.and_where(Expr::cust_with_exprs("svc.permit($1)", [check]));
     }
+    if let Change::Insert {
+        upsert: Some(upsert),
+        ..
+    } = &write.change
+        && upsert.updates_only
+    {
+        rows.and_where(Expr::cust(format!(
+            "svc.cache_current(NOT \"w\".{})",
+            quote_ident(INSERTED)
+        )));
+    }
     if write.guard_admin_power
         && !matches!(write.change, Change::Delete { .. })
         && let Some(guard) = admin_power_guard(table)
