@@ -276,7 +276,8 @@ async fn a_call_needs_exposure_and_the_invoke_grant_and_answers_each_kind_of_res
              'SELECT * FROM shop.items ORDER BY id LIMIT 1'",
             "CREATE FUNCTION shop.items_from(low integer) RETURNS SETOF shop.items LANGUAGE sql STABLE AS \
              'SELECT * FROM shop.items WHERE id >= low ORDER BY id'",
-            "CREATE FUNCTION shop.names(tags text[]) RETURNS TABLE(name text, size integer) \
+            // A result column may take any name, a short one too.
+            "CREATE FUNCTION shop.names(tags text[]) RETURNS TABLE(name text, r integer) \
              LANGUAGE sql STABLE AS 'SELECT t, length(t) FROM unnest(tags) AS t'",
             "CREATE FUNCTION shop.restock(item integer) RETURNS void LANGUAGE sql VOLATILE AS \
              $$ UPDATE shop.items SET name = name || '+' WHERE id = item $$",
@@ -378,7 +379,7 @@ async fn a_call_needs_exposure_and_the_invoke_grant_and_answers_each_kind_of_res
         .await;
     assert_eq!(
         table.body,
-        json!({ "data": [{ "name": "ab", "size": 2 }, { "name": "c", "size": 1 }] })
+        json!({ "data": [{ "name": "ab", "r": 2 }, { "name": "c", "r": 1 }] })
     );
     let empty = app.get("/api/rpc/shop/items_from?low=9", &ann).await;
     assert_eq!(empty.body, json!({ "data": [] }));

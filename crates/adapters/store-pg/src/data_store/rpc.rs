@@ -68,6 +68,9 @@ fn cast(n: usize, data_type: &str) -> String {
 /// call's subquery up beside them, where it could run first). The values after the arguments: the ceiling, the
 /// three versions, the schema, the name, the revision, the user, the roles.
 fn call_sql(call: &FunctionCall<'_>) -> String {
+    /// The call's rows, by a name no result column takes (a column named
+    /// as the alias would be read in place of the whole row).
+    const ROW: &str = "\"tessera:r\"";
     let arguments: Vec<String> = call
         .arguments
         .iter()
@@ -89,11 +92,11 @@ fn call_sql(call: &FunctionCall<'_>) -> String {
         )
     } else if returns.set {
         format!(
-            "SELECT coalesce(json_agg(r), '[]')::text AS answer FROM {applied} AS r WHERE s.ok OFFSET 0"
+            "SELECT coalesce(json_agg({ROW}), '[]')::text AS answer FROM {applied} AS {ROW} WHERE s.ok OFFSET 0"
         )
     } else {
         format!(
-            "SELECT coalesce(to_json(r), 'null')::text AS answer FROM {applied} AS r WHERE s.ok OFFSET 0"
+            "SELECT coalesce(to_json({ROW}), 'null')::text AS answer FROM {applied} AS {ROW} WHERE s.ok OFFSET 0"
         )
     };
     let n = call.arguments.len();
