@@ -16,9 +16,30 @@ fn binary() -> std::path::PathBuf {
         .join("tessera")
 }
 
+/// A running `tessera serve`, with the PgBouncer it reaches the database
+/// through when the tests run through one.
+pub(crate) struct Served {
+    child: tokio::process::Child,
+    _pooler: Option<testkit::PgBouncer>,
+}
+
+impl std::ops::Deref for Served {
+    type Target = tokio::process::Child;
+
+    fn deref(&self) -> &tokio::process::Child {
+        &self.child
+    }
+}
+
+impl std::ops::DerefMut for Served {
+    fn deref_mut(&mut self) -> &mut tokio::process::Child {
+        &mut self.child
+    }
+}
+
 /// `tessera serve` on `database_url` and a free port, with the bootstrap
 /// administrator; answers the process and its base address once it is ready.
-async fn serve(database_url: &str) -> (tokio::process::Child, String) {
+async fn serve(database_url: &str) -> (Served, String) {
     serve_with(database_url, &[]).await
 }
 
@@ -26,7 +47,7 @@ async fn serve(database_url: &str) -> (tokio::process::Child, String) {
 pub(crate) async fn serve_with(
     database_url: &str,
     env: &[(&str, &str)],
-) -> (tokio::process::Child, String) {
+) -> (Served, String) {
     start(database_url, env, Stdio::null).await
 }
 
@@ -35,7 +56,7 @@ pub(crate) async fn serve_with(
 pub(crate) async fn serve_logged(
     database_url: &str,
     env: &[(&str, &str)],
-) -> (tokio::process::Child, String, Arc<Mutex<String>>) {
+) -> (Served, String, Arc<Mutex<String>>) {
     use tokio::io::AsyncReadExt;
     let (mut child, base) = start(database_url, env, Stdio::piped).await;
     let log = Arc::new(Mutex::new(String::new()));
@@ -66,15 +87,32 @@ async fn start(
     database_url: &str,
     env: &[(&str, &str)],
     output: fn() -> Stdio,
-) -> (tokio::process::Child, String) {
+) -> (Served, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let child = tokio::process::Command::new(binary())
+    // Through a PgBouncer of its own when the tests run through one.
+    let pooler = testkit::through_pooler().then(|| {
+        let url = url::Url::parse(database_url).unwrap();
+        testkit::PgBouncer::start(
+            url.host_str().unwrap(),
+            url.port().unwrap_or(5432),
+            32,
+        )
+    });
+    let mut command = tokio::process::Command::new(binary());
+    command.env("TESSERA_DATABASE_URL", database_url);
+    if let Some(pooler) = &pooler {
+        let name = url::Url::parse(database_url).unwrap().path()[1..].to_owned();
+        command
+            .env("TESSERA_DATABASE_URL", pooler.url(&name))
+            .env("TESSERA_DATABASE_MIGRATE_URL", database_url)
+            .env("TESSERA_DATABASE_POOLER", "transaction");
+    }
+    let child = command
         .arg("serve")
-        .env("TESSERA_DATABASE_URL", database_url)
         .env("TESSERA_BIND", format!("127.0.0.1:{port}"))
         .env("TESSERA_BOOTSTRAP_ADMIN_EMAIL", "boot@example.com")
         .env("TESSERA_BOOTSTRAP_ADMIN_PASSWORD", "boot-password-1")
@@ -93,7 +131,13 @@ async fn start(
             .await
             .is_ok_and(|r| r.status() == StatusCode::OK)
         {
-            return (child, base);
+            return (
+                Served {
+                    child,
+                    _pooler: pooler,
+                },
+                base,
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -18,7 +18,7 @@ const ROUNDS: usize = 50;
 struct Setup {
     app: testkit::TestApp,
     admin: String,
-    _other: tokio::process::Child,
+    _other: crate::binary::Served,
     other: String,
     client: reqwest::Client,
     resource: String,

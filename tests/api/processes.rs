@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use testkit::{SmtpSink, TestDatabase};
 use tokio::process::Child;
 
+use crate::binary::Served;
+
 use crate::binary::serve_with;
 
 /// One JSON request; answers the status and the body (`null` when empty).
@@ -191,7 +193,7 @@ fn quick_leases(smtp: &str) -> [(&'static str, String); 3] {
     ]
 }
 
-async fn serve(db: &TestDatabase, env: &[(&'static str, String)]) -> (Child, String) {
+async fn serve(db: &TestDatabase, env: &[(&'static str, String)]) -> (Served, String) {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     serve_with(&db.url, &env).await
 }

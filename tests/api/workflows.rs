@@ -891,12 +891,14 @@ async fn data_steps_run_under_the_users_grants_and_row_events_call_out_once_each
     );
 
     // With private targets refused, the same call fails the run.
-    app.patch(
-        "/admin/api/settings",
-        &admin,
-        json!({ "data": { "workflows.http_allow_private": false } }),
-    )
-    .await;
+    let refused = app
+        .patch(
+            "/admin/api/settings",
+            &admin,
+            json!({ "data": { "workflows.http_allow_private": false } }),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::OK, "{:?}", refused.body);
     sea_orm::ConnectionTrait::execute_unprepared(
         &db,
         "INSERT INTO public.orders (item, amount) VALUES ('gum', 1)",

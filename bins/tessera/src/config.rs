@@ -28,6 +28,15 @@ pub struct Overrides {
     /// PostgreSQL URLs (docs/operations.md, "Read replicas").
     #[arg(long, env = "TESSERA_DATABASE_READ_URLS")]
     pub database_read_urls: Option<String>,
+    /// `transaction` when a transaction-mode pooler (PgBouncer, Supavisor,
+    /// RDS Proxy) stands in front of the database; `none` (default)
+    /// otherwise (docs/operations.md, "Connection poolers").
+    #[arg(long, env = "TESSERA_DATABASE_POOLER")]
+    pub database_pooler: Option<String>,
+    /// A direct URL of the database (without the pooler), for migrations,
+    /// index builds and the SQL console; required with a transaction pooler.
+    #[arg(long, env = "TESSERA_DATABASE_MIGRATE_URL")]
+    pub database_migrate_url: Option<String>,
     /// Listen address.
     #[arg(long, env = "TESSERA_BIND")]
     pub bind: Option<String>,
@@ -114,6 +123,8 @@ impl Overrides {
         Overrides {
             database_url: self.database_url.or(other.database_url),
             database_read_urls: self.database_read_urls.or(other.database_read_urls),
+            database_pooler: self.database_pooler.or(other.database_pooler),
+            database_migrate_url: self.database_migrate_url.or(other.database_migrate_url),
             bind: self.bind.or(other.bind),
             public_url: self.public_url.or(other.public_url),
             bootstrap_admin_email: self.bootstrap_admin_email.or(other.bootstrap_admin_email),
@@ -156,6 +167,10 @@ pub struct Config {
     pub database_url: String,
     /// Streaming replicas serving reads.
     pub database_read_urls: Vec<String>,
+    /// A transaction-mode pooler stands in front of the database.
+    pub database_transaction_pooler: bool,
+    /// A direct URL of the database, for what needs a session.
+    pub database_migrate_url: Option<String>,
     /// Listen address (`host:port`; port 0 picks a free one).
     pub bind: String,
     /// Base of links in emails.
@@ -200,6 +215,8 @@ impl Config {
         services::ServicesConfig {
             database_url: self.database_url.clone(),
             database_read_urls: self.database_read_urls.clone(),
+            database_transaction_pooler: self.database_transaction_pooler,
+            database_migrate_url: self.database_migrate_url.clone(),
             database_pool_size: self.database_pool_size,
             database_plan_cache_mode: self.database_plan_cache_mode,
             public_url: self.public_url.clone(),
@@ -262,6 +279,14 @@ impl Config {
                 .filter(|url| !url.is_empty())
                 .map(str::to_owned)
                 .collect(),
+            database_transaction_pooler: match o.database_pooler.as_deref().map(str::trim) {
+                None | Some("" | "none") => false,
+                Some("transaction") => true,
+                Some(other) => anyhow::bail!(
+                    "TESSERA_DATABASE_POOLER: `{other}` is neither `transaction` nor `none`"
+                ),
+            },
+            database_migrate_url: o.database_migrate_url.filter(|url| !url.is_empty()),
             public_url: o
                 .public_url
                 .unwrap_or_else(|| format!("http://{bind}"))
@@ -309,6 +334,8 @@ impl Config {
         Self {
             database_url: services.database_url,
             database_read_urls: services.database_read_urls,
+            database_transaction_pooler: services.database_transaction_pooler,
+            database_migrate_url: services.database_migrate_url,
             bind: DEFAULT_BIND.to_owned(),
             public_url: format!("http://{DEFAULT_BIND}"),
             bootstrap_admin: None,

@@ -35,6 +35,13 @@ pub struct ServicesConfig {
     pub database_pool_size: u32,
     /// How PostgreSQL plans the prepared statements of this instance.
     pub database_plan_cache_mode: PlanCacheMode,
+    /// A transaction-mode pooler (PgBouncer, Supavisor, RDS Proxy) stands
+    /// between this instance and PostgreSQL.
+    pub database_transaction_pooler: bool,
+    /// A direct connection (not through a transaction-mode pooler) for
+    /// what needs a session of its own: migrations, index builds and the
+    /// SQL console; `None`: `database_url`.
+    pub database_migrate_url: Option<String>,
     /// Base of links in emails and of OAuth callbacks.
     pub public_url: String,
     /// Whether the workers drop caches on change notifications (they are
@@ -68,6 +75,8 @@ impl ServicesConfig {
             database_read_urls: Vec::new(),
             database_pool_size: DEFAULT_DATABASE_POOL_SIZE,
             database_plan_cache_mode: PlanCacheMode::ForceGenericPlan,
+            database_transaction_pooler: false,
+            database_migrate_url: None,
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
             listen_for_changes: true,
             workflow_lease: DEFAULT_WORKFLOW_LEASE,

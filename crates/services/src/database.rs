@@ -51,6 +51,34 @@ pub async fn create_if_missing(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The URL of a direct connection to the database: behind a transaction
+/// pooler `config.database_migrate_url`, which is then required.
+pub fn direct_url(config: &crate::ServicesConfig) -> anyhow::Result<&str> {
+    match (&config.database_migrate_url, config.database_transaction_pooler) {
+        (Some(url), _) => Ok(url),
+        (None, false) => Ok(&config.database_url),
+        (None, true) => bail!(
+            "behind a transaction pooler (TESSERA_DATABASE_POOLER=transaction), migrations, \
+             index builds and the SQL console need a direct connection: set \
+             TESSERA_DATABASE_MIGRATE_URL to the database's URL without the pooler"
+        ),
+    }
+}
+
+/// A small pool on the direct connection `url`, opened as its
+/// connections are needed (migrations, index builds, the SQL console).
+pub async fn direct_pool(url: &str) -> anyhow::Result<DatabaseConnection> {
+    store_pg::connect(
+        url,
+        PoolOptions {
+            max_connections: 4,
+            ..PoolOptions::default()
+        },
+    )
+    .await
+    .context("cannot connect to TESSERA_DATABASE_MIGRATE_URL")
+}
+
 /// Applies pending migrations of the service schema.
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
     Migrator::up(db, None)

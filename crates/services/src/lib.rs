@@ -65,10 +65,11 @@ pub struct Services {
 impl Services {
     /// Connects to the database (creating and migrating it) and builds the services.
     pub async fn start(config: &ServicesConfig, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        database::create_if_missing(&config.database_url).await?;
+        database::create_if_missing(database::direct_url(config)?).await?;
         let pool = PoolOptions {
             max_connections: config.database_pool_size,
             plan_cache_mode: config.database_plan_cache_mode,
+            transaction_pooler: config.database_transaction_pooler,
             ..PoolOptions::default()
         };
         let db = store_pg::connect(&config.database_url, pool)
@@ -86,6 +87,7 @@ impl Services {
             max_connections: config.database_pool_size,
             plan_cache_mode: config.database_plan_cache_mode,
             lazy: true,
+            transaction_pooler: config.database_transaction_pooler,
             ..PoolOptions::default()
         };
         let mut replicas = Vec::with_capacity(config.database_read_urls.len());
@@ -107,15 +109,24 @@ impl Services {
 
     /// Migrates the database behind `db` (a pool the caller made, such as
     /// one from [`store_pg::connect`]) and builds the services over it.
-    /// `config.database_url` is not read; `config.database_read_urls` are
+    /// `config.database_url` is not read (behind a transaction pooler,
+    /// `config.database_migrate_url` is: migrations, index builds and the
+    /// SQL console connect there); `config.database_read_urls` are
     /// connected to as reads need them.
     pub async fn over(
         config: &ServicesConfig,
         db: sea_orm::DatabaseConnection,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
-        database::migrate(&db).await?;
-        let store = PgStore::new(db, clock.clone())
+        let mut store = PgStore::new(db.clone(), clock.clone());
+        if config.database_transaction_pooler {
+            let direct = database::direct_pool(database::direct_url(config)?).await?;
+            database::migrate(&direct).await?;
+            store = store.behind_transaction_pooler(direct);
+        } else {
+            database::migrate(&db).await?;
+        }
+        let store = store
             .with_replicas(Self::replicas(config).await?)
             .with_diff_limit(config.snapshot_diff_limit);
         store.watch_replicas();

@@ -48,7 +48,9 @@ impl Services {
             stop,
             mail: Some(tokio::spawn(mailer.run(stopping))),
             runs: Some(tokio::spawn(self.workflows.clone().work())),
-            caches: config.listen_for_changes.then(|| self.store.watch_caches()),
+            // Behind a transaction pooler a session keeps no LISTEN.
+            caches: (config.listen_for_changes && !config.database_transaction_pooler)
+                .then(|| self.store.watch_caches()),
             workflows: self.workflows.clone(),
         })
     }

@@ -10,6 +10,7 @@
 mod cluster;
 mod db;
 mod oauth_mock;
+mod pgbouncer;
 mod smtp;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub use crate::db::TestDatabase;
 pub use crate::oauth_mock::{
     ClaimsShape, IdTokenFault, MOCK_CLIENT_ID, MOCK_CLIENT_SECRET, MockProvider, MockUser,
 };
+pub use crate::pgbouncer::{PgBouncer, through_pooler};
 pub use crate::smtp::{ReceivedEmail, SmtpSink};
 
 /// Password of the administrator every test app starts with.
@@ -47,6 +49,9 @@ pub struct TestApp {
     pub db: TestDatabase,
     /// The configuration the server runs with.
     pub config: Config,
+    /// The pooler the server reaches the database through, with
+    /// `TESSERA_TEST_POOLER=transaction`.
+    pub pooler: Option<PgBouncer>,
 }
 
 /// An answer: status and JSON body (null when empty).
@@ -111,6 +116,19 @@ async fn spawn(
             .join("tessera-test-files")
             .join(&db.name),
     );
+    // The same tests, through PgBouncer in transaction mode.
+    let pooler = through_pooler().then(|| {
+        let url = url::Url::parse(&db.url).expect("database URL");
+        let bouncer = PgBouncer::start(
+            url.host_str().unwrap_or("127.0.0.1"),
+            url.port().unwrap_or(5432),
+            config.database_pool_size,
+        );
+        config.database_migrate_url = Some(db.url.clone());
+        config.database_url = bouncer.url(&db.name);
+        config.database_transaction_pooler = true;
+        bouncer
+    });
     configure(&mut config);
     let app_clock: Arc<dyn Clock> = match &clock {
         Some(c) => c.clone(),
@@ -145,6 +163,7 @@ async fn spawn(
         smtp,
         db,
         config,
+        pooler,
     }
 }
 

@@ -7,11 +7,12 @@ use chrono::{DateTime, Utc};
 use kernel::StoreError;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait,
     FromQueryResult, QueryFilter, QueryOrder, Set,
 };
 use uuid::Uuid;
 
+use crate::db::Db;
 use crate::entity::{email_outbox, invitation, one_time_token, session, user};
 use crate::query::{Begin, Query, Stored};
 use crate::{add_memberships, commit_with_audit, rows, stmt};
@@ -168,7 +169,7 @@ fn with_actor(mut event: AuditEvent, user_id: Uuid) -> AuditEvent {
 
 /// Uses a reset token: new password, lockout cleared, every session ended.
 pub(crate) async fn redeem_reset(
-    db: &DatabaseConnection,
+    db: &Db,
     hash: &[u8; 32],
     password_hash: String,
     now: DateTime<Utc>,
@@ -207,7 +208,7 @@ pub(crate) async fn redeem_reset(
 
 /// Uses a verification token: the email counts as verified.
 pub(crate) async fn redeem_verification(
-    db: &DatabaseConnection,
+    db: &Db,
     hash: &[u8; 32],
     now: DateTime<Utc>,
     event: AuditEvent,
@@ -229,7 +230,7 @@ pub(crate) async fn redeem_verification(
 
 /// Uses an invitation token: the invited account is created, verified, with its roles.
 pub(crate) async fn redeem_invitation(
-    db: &DatabaseConnection,
+    db: &Db,
     hash: &[u8; 32],
     password_hash: String,
     now: DateTime<Utc>,
@@ -297,7 +298,7 @@ fn to_invitation(m: invitation::Model) -> Invitation {
 
 /// Pending invitations, newest first.
 pub(crate) async fn invitations(
-    db: &DatabaseConnection,
+    db: &Db,
     now: DateTime<Utc>,
 ) -> Result<Vec<Invitation>, StoreError> {
     let rows = invitation::Entity::find()
@@ -312,7 +313,7 @@ pub(crate) async fn invitations(
 
 /// Stores an invitation, its token and its email; refuses an email that has an account.
 pub(crate) async fn create_invitation(
-    db: &DatabaseConnection,
+    db: &Db,
     new: Invitation,
     mail: TokenMail,
     event: AuditEvent,
@@ -364,7 +365,7 @@ pub(crate) async fn create_invitation(
 
 /// Deletes a pending invitation (its token goes with it).
 pub(crate) async fn delete_invitation(
-    db: &DatabaseConnection,
+    db: &Db,
     id: Uuid,
     event: AuditEvent,
     now: DateTime<Utc>,

@@ -20,7 +20,7 @@
 //! thread with none of its own takes another's rather than wait for the
 //! pool.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -28,10 +28,11 @@ use futures_util::TryStreamExt;
 use kernel::StoreError;
 use sea_orm::sea_query::Values;
 use sea_orm::sqlx::pool::PoolConnection;
-use sea_orm::sqlx::postgres::{PgPool, PgRow};
+use sea_orm::sqlx::postgres::{PgConnection, PgPool, PgRow};
 use sea_orm::sqlx::{self, Postgres};
 use sea_query_sqlx::SqlxValues;
 
+use crate::db::Pooler;
 use crate::errors::map_sqlx;
 
 /// How long a kept connection may sit unused before it is given back.
@@ -41,6 +42,8 @@ const IDLE: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(crate) struct ReadLane {
     pool: PgPool,
+    /// Behind a transaction-mode pooler: each read in a transaction.
+    pooler: Option<Arc<Pooler>>,
     kept: Mutex<Vec<Kept<PoolConnection<Postgres>>>>,
     most: usize,
 }
@@ -58,11 +61,13 @@ struct Kept<C> {
 }
 
 impl ReadLane {
-    /// A lane over `pool`, keeping at most half its connections.
-    pub(crate) fn new(pool: PgPool) -> Self {
+    /// A lane over `pool`, keeping at most half its connections; each
+    /// read in a transaction of its own behind a `pooler`.
+    pub(crate) fn new(pool: PgPool, pooler: Option<Arc<Pooler>>) -> Self {
         let most = usize::try_from(pool.options().get_max_connections() / 2).unwrap_or(0);
         Self {
             pool,
+            pooler,
             kept: Mutex::new(Vec::with_capacity(most)),
             most,
         }
@@ -121,34 +126,44 @@ impl ReadLane {
         visit: &mut impl FnMut(PgRow) -> Result<(), StoreError>,
     ) -> Result<usize, Stop> {
         // On an error or a cancelled future the connection is dropped here,
-        // that is given back to the pool, which checks it.
-        let mut seen = 0;
-        {
-            let mut rows = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
-                .fetch(&mut *connection);
-            loop {
-                let row = match rows.try_next().await {
-                    Ok(Some(row)) => row,
-                    Ok(None) => break,
-                    Err(error) => return Err(Stop::Driver(error, seen)),
-                };
-                seen += 1;
-                if let Err(error) = visit(row) {
-                    drop(rows);
-                    // The rows left unread are not drained: the
-                    // connection goes away with them.
-                    connection.close_on_drop();
-                    return Err(Stop::Visit(error));
+        // that is given back to the pool, which checks it (and sends the
+        // rollback of a pooled read's transaction).
+        let read = match &self.pooler {
+            None => read(&mut connection, (sql, values, true), visit).await,
+            Some(pooler) => {
+                let begin = sqlx::AssertSqlSafe(pooler.begin_sql(None, None));
+                let mut txn = sqlx::Connection::begin_with(&mut *connection, begin)
+                    .await
+                    .map_err(|error| Stop::Driver(error, 0))?;
+                let read = read(&mut txn, (sql, values, false), visit).await;
+                match read {
+                    Ok(seen) => txn
+                        .commit()
+                        .await
+                        .map(|()| seen)
+                        .map_err(|error| Stop::Driver(error, seen)),
+                    failed => failed,
                 }
             }
+        };
+        match read {
+            Ok(seen) => {
+                self.keep(Kept {
+                    connection,
+                    since: Instant::now(),
+                    generation,
+                    home,
+                });
+                Ok(seen)
+            }
+            Err(Stop::Visit(error)) => {
+                // The rows left unread are not drained: the connection
+                // goes away with them.
+                connection.close_on_drop();
+                Err(Stop::Visit(error))
+            }
+            Err(stop) => Err(stop),
         }
-        self.keep(Kept {
-            connection,
-            since: Instant::now(),
-            generation,
-            home,
-        });
-        Ok(seen)
     }
 
     /// The most recently used kept connection, thread `home`'s first, if
@@ -165,6 +180,29 @@ impl ReadLane {
         if kept.len() < self.most {
             kept.push(connection);
         }
+    }
+}
+
+/// Hands each row of `sql` with `values` bound (in a prepared statement
+/// the connection keeps when `persistent`, else unnamed) to `visit`;
+/// answers how many there were.
+async fn read(
+    connection: &mut PgConnection,
+    (sql, values, persistent): (&str, Values, bool),
+    visit: &mut impl FnMut(PgRow) -> Result<(), StoreError>,
+) -> Result<usize, Stop> {
+    let mut seen = 0;
+    let mut rows = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
+        .persistent(persistent)
+        .fetch(connection);
+    loop {
+        let row = match rows.try_next().await {
+            Ok(Some(row)) => row,
+            Ok(None) => return Ok(seen),
+            Err(error) => return Err(Stop::Driver(error, seen)),
+        };
+        seen += 1;
+        visit(row).map_err(Stop::Visit)?;
     }
 }
 

@@ -5,6 +5,7 @@ mod audit_store;
 mod auth_store;
 mod cache;
 mod data_store;
+mod db;
 mod entity;
 mod errors;
 mod file_store;
@@ -34,10 +35,8 @@ use crate::query::{Commit, Query, Stored};
 use audit::AuditEvent;
 use kernel::{StoreError, new_id};
 use sea_orm::sea_query::OnConflict;
-use sea_orm::{
-    ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
-    DatabaseTransaction, DbBackend, DbErr, EntityTrait, QueryResult, Set, Statement, Value,
-};
+use sea_orm::{ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryResult, Set, Statement, Value};
+use crate::db::Txn;
 use uuid::Uuid;
 
 pub(crate) use crate::errors::{map_err, map_sqlx, pg_error};
@@ -46,7 +45,7 @@ pub(crate) use crate::rows::versions_of;
 /// The store of the whole service over one connection pool.
 #[derive(Clone)]
 pub struct PgStore {
-    db: DatabaseConnection,
+    db: db::Db,
     settings: Arc<cache::VersionedCache<kernel::settings::Settings>>,
     catalog: Arc<cache::VersionedCache<data_store::Catalog>>,
     seen: Arc<cache::SeenVersions>,
@@ -60,6 +59,9 @@ pub struct PgStore {
     replicas: Arc<replicas::Replicas>,
     /// How long a whole snapshot diff may run.
     diff_limit: Duration,
+    /// Behind a transaction pooler, the pool of direct connections for
+    /// what needs a session of its own (index builds, the SQL console).
+    direct: Option<sea_orm::sqlx::PgPool>,
 }
 
 /// Pool size, timeouts and how PostgreSQL plans the pool's statements.
@@ -74,6 +76,10 @@ pub struct PoolOptions {
     /// Connect when a connection is first needed (a read replica that is
     /// down at start does not stop the server), not at once.
     pub lazy: bool,
+    /// A transaction-mode pooler stands in front of PostgreSQL: the
+    /// connections carry no setting of their own (a pooler refuses or
+    /// drops them), see [`PgStore::behind_transaction_pooler`].
+    pub transaction_pooler: bool,
 }
 
 impl Default for PoolOptions {
@@ -83,6 +89,7 @@ impl Default for PoolOptions {
             acquire_timeout: Duration::from_secs(3),
             plan_cache_mode: PlanCacheMode::ForceGenericPlan,
             lazy: false,
+            transaction_pooler: false,
         }
     }
 }
@@ -107,8 +114,10 @@ pub async fn connect(url: &str, options: PoolOptions) -> Result<DatabaseConnecti
         .map_sqlx_postgres_before_acquire(|_, meta| {
             Box::pin(async move { Ok(timeout::current(meta.age)) })
         })
-        .map_sqlx_postgres_opts(move |pg| {
-            pg.options([("plan_cache_mode", options.plan_cache_mode.as_str())])
+        .map_sqlx_postgres_opts(move |pg| match options.transaction_pooler {
+            // Statements are unnamed there, so planned afresh each time.
+            true => pg.extra_float_digits(None),
+            false => pg.options([("plan_cache_mode", options.plan_cache_mode.as_str())]),
         })
         .sqlx_logging(false);
     Database::connect(connect).await
@@ -156,9 +165,10 @@ impl PgStore {
     pub fn new(db: DatabaseConnection, clock: Arc<dyn kernel::Clock>) -> Self {
         let reads = Arc::new(lane::ReadLane::new(
             db.get_postgres_connection_pool().clone(),
+            None,
         ));
         Self {
-            db,
+            db: db::Db::direct(db),
             reads,
             settings: Arc::default(),
             catalog: Arc::default(),
@@ -168,7 +178,25 @@ impl PgStore {
             statement_timeout: timeout::StatementTimeout::new(),
             replicas: Arc::default(),
             diff_limit: Duration::from_secs(30),
+            direct: None,
         }
+    }
+
+    /// This store for a database behind a transaction-mode pooler (see
+    /// [`db`](crate::db)): every statement unnamed and in a transaction,
+    /// the statement timeout set by each; index builds and the SQL console
+    /// on `direct`, a pool of direct connections (they need a session of
+    /// their own). Before [`PgStore::with_replicas`].
+    pub fn behind_transaction_pooler(mut self, direct: DatabaseConnection) -> Self {
+        self.direct = Some(direct.get_postgres_connection_pool().clone());
+        let orm = self.db.orm().clone();
+        let pooler = Arc::new(db::Pooler::default());
+        self.reads = Arc::new(lane::ReadLane::new(
+            orm.get_postgres_connection_pool().clone(),
+            Some(pooler.clone()),
+        ));
+        self.db = db::Db::behind_pooler(orm, pooler);
+        self
     }
 
     /// This store with whole snapshot diffs stopped after `limit` (30 s
@@ -176,6 +204,12 @@ impl PgStore {
     pub fn with_diff_limit(mut self, limit: Duration) -> Self {
         self.diff_limit = limit;
         self
+    }
+
+    /// The pool of connections that keep a session: the direct one behind
+    /// a transaction pooler, else the store's own.
+    pub(crate) fn session_pool(&self) -> &sea_orm::sqlx::PgPool {
+        self.direct.as_ref().unwrap_or_else(|| self.db.pool())
     }
 
     /// The time of a write.
@@ -189,7 +223,7 @@ impl PgStore {
     /// later. Answers the task, to abort when the process stops.
     pub fn watch_caches(&self) -> tokio::task::JoinHandle<()> {
         tokio::spawn(cache::watch(
-            self.db.clone(),
+            self.db.orm().clone(),
             vec![
                 (
                     cache::SETTINGS_CHANNEL,
@@ -220,12 +254,12 @@ impl PgStore {
 
     /// The pool, for migrations and readiness checks.
     pub fn connection(&self) -> &DatabaseConnection {
-        &self.db
+        self.db.orm()
     }
 
     /// Whether the database answers.
     pub async fn ping(&self) -> bool {
-        self.db.ping().await.is_ok()
+        self.db.orm().ping().await.is_ok()
     }
 
     /// What an operator watches, read in one statement: the outbox, the
@@ -244,7 +278,7 @@ impl PgStore {
             .await?
             .ok_or_else(|| StoreError::Internal("no operations row".into()))?;
         let counts = rows::row::<OperationsRow>(&row)?;
-        let pool = self.db.get_postgres_connection_pool();
+        let pool = self.db.pool();
         Ok(Operations {
             outbox_waiting: counts.outbox,
             outbox_oldest_seconds: counts.outbox_age,
@@ -303,12 +337,12 @@ pub(crate) async fn execute(
 /// opened fails before anything is sent (and is closed): the statement is
 /// tried on the next connection, at most once for each the pool may hold.
 pub(crate) async fn execute_when_stopping(
-    db: &DatabaseConnection,
+    db: &db::Db,
     sql: &str,
     values: Vec<Value>,
 ) -> Result<u64, StoreError> {
     let most = db
-        .get_postgres_connection_pool()
+        .pool()
         .options()
         .get_max_connections();
     let mut failed = String::new();
@@ -345,7 +379,7 @@ pub(crate) async fn write_audit(
 
 /// Writes the audit event of a change into its transaction, then commits both.
 pub(crate) async fn commit_with_audit(
-    txn: DatabaseTransaction,
+    txn: Txn,
     event: AuditEvent,
     at: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), StoreError> {
@@ -359,7 +393,7 @@ impl PgStore {
     /// trigger's NOTIFY).
     pub(crate) async fn commit_catalog_change(
         &self,
-        txn: DatabaseTransaction,
+        txn: Txn,
         event: AuditEvent,
     ) -> Result<(), StoreError> {
         commit_with_audit(txn, event, self.now()).await?;

@@ -5,10 +5,8 @@
 use std::future::Future;
 
 use kernel::StoreError;
-use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, DbErr, ExecResult, QueryResult, Statement,
-    TransactionTrait,
-};
+use sea_orm::{ConnectionTrait, DbErr, ExecResult, QueryResult, Statement, TransactionTrait};
+use crate::db::Txn;
 
 use crate::errors::map_err;
 
@@ -69,7 +67,7 @@ pub(crate) trait Commit {
     fn commit_txn(self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
-impl Commit for DatabaseTransaction {
+impl Commit for Txn {
     async fn commit_txn(self) -> Result<(), StoreError> {
         self.commit().await.map_err(map_err)
     }

@@ -227,7 +227,11 @@ impl RealtimeStore for PgStore {
         self.realtime_wake
             .get_or_init(|| {
                 let wake = Arc::new(Notify::new());
-                tokio::spawn(listen(self.db.clone(), wake.clone()));
+                // Behind a transaction-mode pooler a session keeps no
+                // LISTEN: the hub finds changes at its tick.
+                if self.db.pooler().is_none() {
+                    tokio::spawn(listen(self.db.orm().clone(), wake.clone()));
+                }
                 wake
             })
             .clone()
@@ -251,7 +255,7 @@ async fn listen(db: sea_orm::DatabaseConnection, wake: Arc<Notify>) {
 
 /// Runs the statement of realtime changes on `db`.
 async fn changed_rows(
-    db: &sea_orm::DatabaseConnection,
+    db: &crate::db::Db,
     (sql, values): (String, sea_orm::sea_query::Values),
 ) -> Result<Vec<sea_orm::QueryResult>, StoreError> {
     db.fetch_all(sea_orm::Statement::from_sql_and_values(

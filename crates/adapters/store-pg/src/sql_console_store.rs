@@ -25,7 +25,9 @@ const SYNTAX_ERROR: &str = "42601";
 #[async_trait]
 impl SqlStore for PgStore {
     async fn execute(&self, run: SqlRun<'_>) -> Result<SqlOutput, SqlFailure> {
-        let pool = self.db.get_postgres_connection_pool();
+        // A session of its own: behind a transaction pooler, on a direct
+        // connection.
+        let pool = self.session_pool();
         // Written before the statement runs, on its own: whatever the
         // statement does to its session or transaction (SET ROLE, COMMIT,
         // read-only), the call is on record.

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use sea_orm::DatabaseConnection;
 use sea_orm::sqlx::postgres::PgConnectOptions;
 
 /// When any pool of the process last changed its timeout, in milliseconds
@@ -66,17 +65,18 @@ impl StatementTimeout {
     /// Makes `ms`, read at settings version `version`, the timeout of
     /// `db`'s connections from now on, unless a newer version was heeded
     /// (two loads may finish out of order) or the value is already that.
-    pub(crate) fn heed(&self, db: &DatabaseConnection, version: i64, ms: u64) {
+    pub(crate) fn heed(&self, db: &crate::db::Db, version: i64, ms: u64) {
         let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
         if version < applied.0 {
             return;
         }
         let unchanged = applied.1 == ms;
         *applied = (version, ms);
-        if unchanged {
+        // Behind a pooler, each transaction sets it.
+        if unchanged || db.set_pooled_timeout(ms) {
             return;
         }
-        let pool = db.get_postgres_connection_pool();
+        let pool = db.pool();
         let base = self
             .base
             .get_or_init(|| pool.connect_options().as_ref().clone());

@@ -262,7 +262,6 @@ impl WorkflowService {
     /// full (more events or orphans may be waiting).
     pub async fn pass(&self, tick: u64) -> Result<bool, WorkflowError> {
         let lease = self.options.lease;
-        let settings = self.settings.current().await?;
         let mut more = false;
         for batch in [Batch::Events, Batch::Orphans] {
             let claimed = match batch {
@@ -271,10 +270,18 @@ impl WorkflowService {
             }
             .await?;
             more |= claimed.len() as u64 >= CLAIM_BATCH;
+            if claimed.is_empty() {
+                continue;
+            }
+            // The settings as they are now, read after the claim: never
+            // older than a change answered before an event was queued
+            // (with or without a notification of it).
+            let allow_private = self.settings.heeded().await?.http_allow_private();
             for run in claimed {
-                self.resume(run, settings.http_allow_private()).await;
+                self.resume(run, allow_private).await;
             }
         }
+        let settings = self.settings.current().await?;
         self.store.clear_ended_limits().await?;
         let passes_per_hour = (3600.0 / self.options.poll.as_secs_f64().max(0.001)) as u64;
         if tick.is_multiple_of(passes_per_hour.max(1)) {

@@ -144,7 +144,7 @@ impl WorkflowService {
         let cutoff = on_time_since(previous, now);
         let mut soonest = now + chrono::Duration::from_std(PASS_MAX).unwrap_or_default();
         let schedules = self.store.schedules(PASS_MAX, SCHEDULES_MAX).await?;
-        let allow_private = self.settings.current().await?.http_allow_private();
+        let allow_private = self.settings.heeded().await?.http_allow_private();
         for record in schedules {
             if record.next_at > now {
                 soonest = soonest.min(record.next_at);

@@ -9,6 +9,8 @@ use data::{Chunks, Context, ListQuery, Table, csv};
 use futures_util::TryStreamExt;
 use kernel::StoreError;
 use sea_orm::sqlx::{self, PgPool, Row as _};
+
+use crate::db::{Pooler, Session};
 use sea_query_sqlx::SqlxValues;
 use tokio::sync::{SemaphorePermit, mpsc, oneshot};
 
@@ -52,21 +54,28 @@ impl PgStore {
             let pool = replica.lane().pool().clone();
             if let Some(answer) = settle(
                 &replica,
-                stream(pool, statement, query, permit.clone()).await,
+                stream((pool, self.db.pooler()), statement, query, permit.clone()).await,
             ) {
                 return answer;
             }
         }
         self.on_primary();
         let statement = Rows::of_list(query).text_sql(table, context, all, On::Primary);
-        stream(self.reads.pool().clone(), statement, query, permit).await
+        stream(
+            (self.reads.pool().clone(), self.db.pooler()),
+            statement,
+            query,
+            permit,
+        )
+        .await
     }
 }
 
 /// Streams the rows of the statement `(sql, values)` on a connection of
-/// `pool` as CSV, once its first row (or its end) has come.
+/// `pool` as CSV (in a transaction behind a pooler), once its first row
+/// (or its end) has come.
 async fn stream(
-    pool: PgPool,
+    (pool, pooler): (PgPool, Option<Arc<Pooler>>),
     (sql, values): (String, sea_orm::sea_query::Values),
     query: &ListQuery<'_>,
     permit: Arc<SemaphorePermit<'static>>,
@@ -81,15 +90,17 @@ async fn stream(
     let (started, start) = oneshot::channel();
     tokio::spawn(async move {
         let _permit = permit;
-        let mut connection = match pool.acquire().await {
+        let mut connection = match Session::acquire(&pool, pooler.as_deref()).await {
             Ok(connection) => connection,
             Err(e) => {
                 let _ = started.send(Err(map_sqlx(e)));
                 return;
             }
         };
-        let mut rows =
-            sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values)).fetch(&mut *connection);
+        let persistent = connection.persistent();
+        let mut rows = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
+            .persistent(persistent)
+            .fetch(&mut *connection);
         // The first row, or the end, decides the answer's status.
         let mut next = rows.try_next().await;
         match &next {
@@ -137,6 +148,11 @@ async fn stream(
                 }
             }
             next = rows.try_next().await;
+        }
+        drop(rows);
+        if let Err(e) = connection.finish().await {
+            let _ = pieces.send(Err(map_sqlx(e))).await;
+            return;
         }
         if !piece.is_empty() {
             let _ = pieces.send(Ok(piece)).await;

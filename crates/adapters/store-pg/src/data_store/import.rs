@@ -76,7 +76,7 @@ impl PgStore {
     pub(super) async fn open_import(&self, columns: usize) -> Result<PgImport, StoreError> {
         let mut connection = self
             .db
-            .get_postgres_connection_pool()
+            .pool()
             .acquire()
             .await
             .map_err(map_sqlx)?;
@@ -86,8 +86,13 @@ impl PgStore {
             .collect();
         // A client that stops sending does not hold the connection and its
         // locks for longer than a minute.
+        // Behind a pooler the transaction sets the statement timeout, and
+        // its statements are sent unnamed.
+        let pooler = self.db.pooler();
+        let persistent = pooler.is_none();
+        let begin = pooler.map_or_else(|| "BEGIN".to_owned(), |p| p.begin_sql(None, None));
         let open = format!(
-            "BEGIN; SET LOCAL idle_in_transaction_session_timeout = '60s'; \
+            "{begin}; SET LOCAL idle_in_transaction_session_timeout = '60s'; \
              CREATE TEMPORARY TABLE \"{STAGED}\" (line bigint{fields}) ON COMMIT DROP"
         );
         sqlx::raw_sql(sqlx::AssertSqlSafe(open))
@@ -95,11 +100,12 @@ impl PgStore {
             .await
             .map_err(map_sqlx)?;
         let timeout: (String,) = sqlx::query_as("SELECT current_setting('statement_timeout')")
+            .persistent(persistent)
             .fetch_one(&mut *connection)
             .await
             .map_err(map_sqlx)?;
         let (commands, received) = mpsc::channel(WAITING);
-        tokio::spawn(serve(connection, received, timeout.0));
+        tokio::spawn(serve(connection, received, (timeout.0, persistent)));
         Ok(PgImport {
             store: self.clone(),
             commands,
@@ -142,11 +148,12 @@ impl Copied {
 
 /// Runs the import's commands on `connection` until the import is
 /// dropped (the connection is then closed: the transaction rolls back).
-/// After a `COPY` fails, every command answers its error.
+/// After a `COPY` fails, every command answers its error. Its statements
+/// are kept prepared on the connection when `persistent`.
 async fn serve(
     mut connection: PoolConnection<Postgres>,
     mut commands: mpsc::Receiver<Command>,
-    timeout: String,
+    (timeout, persistent): (String, bool),
 ) {
     let mut failed = Copied::Fine;
     let mut next = commands.recv().await;
@@ -154,7 +161,7 @@ async fn serve(
         match command {
             Command::Stage(_) if !failed.is_fine() => {}
             Command::Stage(batch) => {
-                let (copied, ended) = copy(&mut connection, batch, &mut commands, &timeout).await;
+                let (copied, ended) = copy(&mut connection, batch, &mut commands, (&timeout, persistent)).await;
                 if let Err(error) = copied {
                     failed = Copied::Failed(error);
                 }
@@ -173,7 +180,7 @@ async fn serve(
                 whole,
                 reply,
             } => {
-                let _ = reply.send(write(&mut connection, (sql, values), whole).await);
+                let _ = reply.send(write(&mut connection, (sql, values, persistent), whole).await);
             }
             Command::Commit(reply) => {
                 let committed = match failed.is_fine() {
@@ -205,7 +212,7 @@ async fn copy(
     connection: &mut PgConnection,
     batch: Vec<u8>,
     commands: &mut mpsc::Receiver<Command>,
-    timeout: &str,
+    (timeout, persistent): (&str, bool),
 ) -> (Result<(), StoreError>, Ended) {
     if let Err(error) = run(connection, "SET LOCAL statement_timeout = 0").await {
         return (Err(error), Ended::Paused);
@@ -234,6 +241,7 @@ async fn copy(
     }
     let restored = sqlx::query("SELECT set_config('statement_timeout', $1, true)")
         .bind(timeout)
+        .persistent(persistent)
         .execute(&mut *connection)
         .await
         .map(|_| ())
@@ -255,11 +263,12 @@ async fn run(connection: &mut PgConnection, sql: &'static str) -> Result<(), Sto
 /// the next chunk's statement reads its own rows alone (no index to keep).
 async fn write(
     connection: &mut PgConnection,
-    (sql, values): (String, Values),
+    (sql, values, persistent): (String, Values, bool),
     whole: bool,
 ) -> Result<Option<PgRow>, StoreError> {
     run(connection, "SAVEPOINT data_import").await?;
     let written = sqlx::query_with(sqlx::AssertSqlSafe(sql), SqlxValues(values))
+        .persistent(persistent)
         .fetch_optional(&mut *connection)
         .await
         .map_err(map_sqlx);

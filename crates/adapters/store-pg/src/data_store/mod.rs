@@ -21,9 +21,8 @@ use async_trait::async_trait;
 use data::{Chunks, Context, DataStore, DataTransaction, Found, ListQuery, Read, Table, Write};
 use kernel::StoreError;
 use sea_orm::sqlx::Row as _;
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, QueryResult, Statement,
-};
+use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement};
+use crate::db::Txn;
 
 use crate::json_rows::{compact, write_object};
 use crate::query::{Begin, Commit, Query};
@@ -82,7 +81,7 @@ impl PgStore {
 
     async fn view_rows_on(
         &self,
-        db: &DatabaseConnection,
+        db: &crate::db::Db,
         query: &views::query::ViewQuery<'_>,
         context: &Context,
         on: On<'_>,
@@ -161,7 +160,7 @@ fn json_of(row: &QueryResult) -> Result<Option<String>, StoreError> {
 /// A Data API transaction on one of the pool's connections.
 struct PgDataTransaction {
     store: PgStore,
-    txn: DatabaseTransaction,
+    txn: Txn,
 }
 
 /// Logs a Data API read's statement with its values written in, at

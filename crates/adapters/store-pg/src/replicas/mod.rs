@@ -32,8 +32,10 @@ use std::time::{Duration, Instant};
 
 use kernel::StoreError;
 use sea_orm::DatabaseConnection;
+
+use crate::db::Db;
 use sea_orm::sqlx::postgres::PgConnectOptions;
-use sea_orm::sqlx::{self, Connection as _, PgConnection, PgPool};
+use sea_orm::sqlx::{self, Connection as _, PgConnection, PgPool, Row as _};
 
 use crate::PgStore;
 use crate::lane::ReadLane;
@@ -59,7 +61,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 pub(crate) struct Replica {
     /// `host:port`, for metrics and logs (no credentials).
     name: String,
-    db: DatabaseConnection,
+    db: Db,
     lane: ReadLane,
     timeout: Arc<StatementTimeout>,
     /// Replayed WAL position at the last sample.
@@ -73,7 +75,7 @@ pub(crate) struct Replica {
 
 impl Replica {
     /// The replica's pool (sea-orm), for reads with their JSON built by PostgreSQL.
-    pub(crate) fn db(&self) -> &DatabaseConnection {
+    pub(crate) fn db(&self) -> &Db {
         &self.db
     }
 
@@ -205,14 +207,21 @@ impl PgStore {
     /// pool) as far as they are current; see [`PgStore::watch_replicas`].
     #[must_use]
     pub fn with_replicas(mut self, replicas: Vec<(String, DatabaseConnection)>) -> Self {
+        let pooler = self.db.pooler();
         self.replicas = Arc::new(Replicas {
             list: replicas
                 .into_iter()
                 .map(|(name, db)| {
                     Arc::new(Replica {
                         name,
-                        lane: ReadLane::new(db.get_postgres_connection_pool().clone()),
-                        db,
+                        lane: ReadLane::new(
+                            db.get_postgres_connection_pool().clone(),
+                            pooler.clone(),
+                        ),
+                        db: match &pooler {
+                            Some(pooler) => Db::behind_pooler(db, pooler.clone()),
+                            None => Db::direct(db),
+                        },
                         timeout: StatementTimeout::new(),
                         replay: AtomicU64::new(0),
                         lag_ms: AtomicU64::new(u64::MAX),
@@ -233,15 +242,15 @@ impl PgStore {
         if !self.replicas.any() {
             return;
         }
-        let primary = self.db.get_postgres_connection_pool().clone();
-        tokio::spawn(sweep_marks(primary.clone()));
+        let primary = self.db.pool().clone();
+        tokio::spawn(sweep_marks(self.db.clone()));
         let replicas = self.replicas.clone();
         tokio::spawn(async move {
             let mut prober = Prober::new(&primary);
             let mut probers: Vec<Prober> = replicas
                 .list
                 .iter()
-                .map(|r| Prober::new(r.db.get_postgres_connection_pool()))
+                .map(|r| Prober::new(r.db.pool()))
                 .collect();
             let mut samples = Samples::default();
             let mut ticks = tokio::time::interval(TICK);
@@ -351,8 +360,10 @@ impl Prober {
         }
         let connection = self.connection.as_mut()?;
         let answered = tokio::time::timeout(PROBE_TIMEOUT, async {
-            let (lsn, identity): (Option<i64>, String) =
-                sqlx::query_as(sql).fetch_one(&mut *connection).await?;
+            // The simple protocol: one exchange, nothing kept prepared (a
+            // pooler may hand each probe to another server connection).
+            let row = sqlx::raw_sql(sql).fetch_one(&mut *connection).await?;
+            let (lsn, identity): (Option<i64>, String) = (row.try_get(0)?, row.try_get(1)?);
             Ok::<_, sqlx::Error>((lsn.and_then(|lsn| u64::try_from(lsn).ok()), identity))
         })
         .await;
@@ -369,21 +380,22 @@ impl Prober {
 /// Deletes write marks older than ten minutes (counted from the write's
 /// last statement), a thousand at a time until none is left, every minute;
 /// rows another transaction holds are left for the next round.
-async fn sweep_marks(primary: PgPool) {
+async fn sweep_marks(primary: Db) {
     let mut rounds = tokio::time::interval(SWEEP_EVERY);
     rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         rounds.tick().await;
         loop {
-            let swept = sqlx::query(
+            let swept = crate::execute(
+                &primary,
                 "DELETE FROM svc.write_marks WHERE (user_id, backend) IN \
                  (SELECT user_id, backend FROM svc.write_marks \
                   WHERE at < now() - interval '10 minutes' LIMIT 1000 FOR UPDATE SKIP LOCKED)",
+                [],
             )
-            .execute(&primary)
             .await;
             match swept {
-                Ok(done) if done.rows_affected() == 1000 => continue,
+                Ok(1000) => continue,
                 Ok(_) => break,
                 Err(error) => {
                     tracing::warn!(%error, "sweeping write marks");

@@ -4,7 +4,8 @@
 
 use kernel::{FieldError, StoreError};
 use schema::{ColumnChange, ColumnFacts, Plan, TableFacts, Usage};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult};
+use sea_orm::{ConnectionTrait, DbErr, FromQueryResult};
+use crate::db::Txn;
 use serde_json::Value as Json;
 use uuid::Uuid;
 
@@ -26,7 +27,7 @@ struct FactRow {
 
 /// The facts of `schema.table`; `NotFound` when it is not a table.
 pub(crate) async fn facts(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     schema: &str,
     table: &str,
 ) -> Result<TableFacts, StoreError> {
@@ -75,7 +76,7 @@ struct DefinitionRow {
 
 /// The rows of `sql` over `$1 = resource`.
 async fn definitions(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     resource: &str,
     sql: &str,
 ) -> Result<Vec<DefinitionRow>, StoreError> {
@@ -89,7 +90,7 @@ async fn definitions(
 /// What uses the table `schema.table`, and the stored filters of its
 /// partial indexes.
 async fn usage(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     schema: &str,
     table: &str,
 ) -> Result<(Usage, Vec<(String, Json)>), StoreError> {
@@ -163,7 +164,7 @@ async fn usage(
 
 /// Runs an alter plan's statements; a failure is reported on the field the
 /// statement comes from, with the code a row write would give.
-pub(super) async fn run_reported(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
+pub(super) async fn run_reported(txn: &Txn, plan: &Plan) -> Result<(), StoreError> {
     for (i, statement) in plan.statements.iter().enumerate() {
         let field = plan.fields.get(i).copied().unwrap_or("data");
         txn.execute_unprepared(statement)
@@ -205,7 +206,7 @@ pub(crate) fn reported(err: DbErr, field: &'static str) -> StoreError {
 /// the messages and index filters of constraints and indexes that are gone,
 /// and so moves the catalog version every instance compares.
 pub(crate) async fn refresh_resource(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     plan: &Plan,
     index_filter: Option<(&str, &Json)>,
 ) -> Result<(), StoreError> {
@@ -247,7 +248,7 @@ pub(crate) async fn refresh_resource(
 /// no lock on the table or its schema, nothing run on it, no service row
 /// changed.
 pub(crate) async fn change_column(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     (schema, table, column): (&str, &str, &str),
     change: &ColumnChange,
     ddl: bool,
@@ -320,7 +321,7 @@ pub(crate) async fn change_column(
 /// and draft workflows' data steps and the definitions of runs still
 /// running follow.
 pub(super) async fn rename_table(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     (schema, table): (&str, &str),
     name: &str,
 ) -> Result<Plan, StoreError> {

@@ -54,7 +54,7 @@ async fn dedicated(
         .acquire()
         .await
         .map_err(|e| StoreError::Internal(format!("index builds: {e}")))?;
-    let options = store.db.get_postgres_connection_pool().connect_options();
+    let options = store.session_pool().connect_options();
     let mut conn = PgConnection::connect_with(&options)
         .await
         .map_err(map_sqlx)?;

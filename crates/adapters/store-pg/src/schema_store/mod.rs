@@ -15,7 +15,8 @@ use schema::{
     ColumnChange, Confirm, Function, IndexInput, IndexPlan, Plan, Resource, Routine, SchemaStore,
     TableInfo,
 };
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, FromQueryResult, QueryResult, Value};
+use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, QueryResult, Value};
+use crate::db::Txn;
 use serde_json::Value as Json;
 use uuid::Uuid;
 
@@ -82,7 +83,7 @@ pub(crate) fn qualified(schema: &str, table: &str) -> String {
 }
 
 pub(crate) async fn scalar_bool(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     sql: &str,
     values: Vec<Value>,
 ) -> Result<bool, StoreError> {
@@ -109,7 +110,7 @@ fn ddl_error(err: DbErr) -> StoreError {
     }
 }
 
-pub(crate) async fn confirm(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
+pub(crate) async fn confirm(txn: &Txn, plan: &Plan) -> Result<(), StoreError> {
     txn.run_unprepared("SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '30s'")
         .await?;
     for fact in &plan.confirm {
@@ -168,7 +169,7 @@ pub(crate) async fn confirm(txn: &DatabaseTransaction, plan: &Plan) -> Result<()
 /// Serializes the changes of one schema until `txn` ends: `CREATE SCHEMA IF
 /// NOT EXISTS` is not safe when two transactions create the same schema at
 /// once (one fails on the unique name), and a name checked free stays free.
-pub(crate) async fn lock_schema(txn: &DatabaseTransaction, schema: &str) -> Result<(), StoreError> {
+pub(crate) async fn lock_schema(txn: &Txn, schema: &str) -> Result<(), StoreError> {
     txn.run(stmt(
         "SELECT pg_advisory_xact_lock(hashtext($1))",
         [format!("tessera.schema:{schema}").into()],
@@ -177,7 +178,7 @@ pub(crate) async fn lock_schema(txn: &DatabaseTransaction, schema: &str) -> Resu
     Ok(())
 }
 
-pub(crate) async fn run(txn: &DatabaseTransaction, plan: &Plan) -> Result<(), StoreError> {
+pub(crate) async fn run(txn: &Txn, plan: &Plan) -> Result<(), StoreError> {
     for statement in &plan.statements {
         txn.execute_unprepared(statement).await.map_err(ddl_error)?;
     }
@@ -196,7 +197,7 @@ impl PgStore {
     /// Registers `(id, schema, table)` as a resource in `txn`, created now.
     pub(crate) async fn insert_resource(
         &self,
-        txn: &DatabaseTransaction,
+        txn: &Txn,
         (id, schema, table): (Uuid, &str, &str),
         check_messages: Value,
         on_taken: OnTaken,

@@ -7,7 +7,7 @@ mod steps;
 use async_trait::async_trait;
 use audit::AuditEvent;
 use kernel::StoreError;
-use sea_orm::DatabaseTransaction;
+use crate::db::Txn;
 use serde_json::{Value as Json, json};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -153,7 +153,7 @@ impl PgStore {
         consent: Consent,
         execute: bool,
         backend: &AtomicI32,
-    ) -> Result<(DatabaseTransaction, Vec<StepReport>, Snapshot), StoreError> {
+    ) -> Result<(Txn, Vec<StepReport>, Snapshot), StoreError> {
         let txn = self.db.open_txn().await?;
         if execute {
             // One apply at a time: the plan holds until the commit.

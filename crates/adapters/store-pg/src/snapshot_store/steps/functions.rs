@@ -2,7 +2,7 @@
 //! database, one of its name, registrable as the resources route says.
 
 use kernel::{FieldError, StoreError, new_id};
-use sea_orm::DatabaseTransaction;
+use crate::db::Txn;
 use snapshot::Function;
 
 use crate::schema_store::functions::routines;
@@ -12,7 +12,7 @@ use crate::{PgStore, execute};
 /// `path` (`functions[i]`) when the database lacks it or it does not
 /// register.
 async fn described(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     function: &Function,
     path: &str,
 ) -> Result<kernel::function::FunctionSignature, StoreError> {
@@ -36,7 +36,7 @@ async fn described(
 /// Registers the function, hidden.
 pub(super) async fn register(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     function: &Function,
     path: &str,
 ) -> Result<(), StoreError> {
@@ -59,7 +59,7 @@ pub(super) async fn register(
 /// Sets the methods the function is exposed for: POST, and GET when it
 /// reads only; a diff only checks them.
 pub(super) async fn expose(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     function: &Function,
     path: &str,
     dry: bool,

@@ -2,7 +2,7 @@
 
 use kernel::filter::Filter;
 use kernel::{FieldError, StoreError, new_id};
-use sea_orm::DatabaseTransaction;
+use crate::db::Txn;
 use serde_json::Value as Json;
 use snapshot::Grant;
 
@@ -14,7 +14,7 @@ use crate::{PgStore, execute};
 /// for names, its filter's and columns' names found in the table or view,
 /// as the row [`create_grants`] inserts.
 async fn checked_grant(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     grant: &Grant,
     path: &str,
     memo: &mut Memo,
@@ -93,7 +93,7 @@ async fn checked_grant(
 /// Checks grants and inserts them in one statement.
 pub(crate) async fn create_grants(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     grants: &[(&Grant, &str)],
     memo: &mut Memo,
 ) -> Result<(), StoreError> {
@@ -115,7 +115,7 @@ pub(crate) async fn create_grants(
 }
 
 /// Deletes the grant of the same role, action, filter, columns and target.
-pub(super) async fn drop(txn: &DatabaseTransaction, grant: &Grant) -> Result<(), StoreError> {
+pub(super) async fn drop(txn: &Txn, grant: &Grant) -> Result<(), StoreError> {
     execute(
         txn,
         "DELETE FROM svc.grants g USING svc.roles r WHERE r.id = g.role_id AND r.name = $1 AND g.action = $2 \

@@ -2,7 +2,7 @@
 //! grants, and what a diff's earlier steps would change.
 
 use kernel::{FieldError, StoreError};
-use sea_orm::DatabaseTransaction;
+use crate::db::Txn;
 use serde_json::{Map, Value as Json};
 use uuid::Uuid;
 
@@ -34,7 +34,7 @@ impl Memo {
     /// The id `sql` finds for `name`, looked up once per run of grants.
     pub(super) async fn id(
         &mut self,
-        txn: &DatabaseTransaction,
+        txn: &Txn,
         sql: &'static str,
         name: &str,
         path: &str,
@@ -50,7 +50,7 @@ impl Memo {
     /// The columns of the table `resource`, read once per run of grants.
     pub(super) async fn columns(
         &mut self,
-        txn: &DatabaseTransaction,
+        txn: &Txn,
         resource: &str,
         path: &str,
     ) -> Result<Vec<String>, StoreError> {

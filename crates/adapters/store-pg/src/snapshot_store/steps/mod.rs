@@ -13,7 +13,7 @@ mod views;
 mod workflows;
 
 use kernel::{FieldError, StoreError};
-use sea_orm::DatabaseTransaction;
+use crate::db::Txn;
 use snapshot::Operation;
 use uuid::Uuid;
 
@@ -35,7 +35,7 @@ pub(super) use memo::Memo;
 /// that exist (settings, a DataView's columns) is kept in the [`Memo`].
 pub(super) async fn run(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     operation: &Operation,
     memo: &mut Memo,
     dry: bool,
@@ -138,7 +138,7 @@ pub(super) async fn run(
 
 /// Deletes the row `sql` names by `$1` = `key`.
 async fn delete(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     sql: &str,
     key: &str,
 ) -> Result<Option<String>, StoreError> {
@@ -156,7 +156,7 @@ fn within(path: &str) -> impl Fn(StoreError) -> StoreError + '_ {
 
 /// The id `sql` (over `$1`) finds, or a refusal at `path`.
 async fn id_of(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     sql: &str,
     name: &str,
     path: &str,

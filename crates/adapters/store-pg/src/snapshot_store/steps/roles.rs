@@ -1,7 +1,7 @@
 //! A snapshot's roles: Data API roles only, never administrator power.
 
 use kernel::{FieldError, StoreError, new_id};
-use sea_orm::DatabaseTransaction;
+use crate::db::Txn;
 use snapshot::Role;
 
 use crate::{PgStore, execute};
@@ -14,7 +14,7 @@ pub(super) const DROP: &str =
 /// updates the one of that name.
 pub(super) async fn put(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     role: &Role,
     dry: bool,
 ) -> Result<(), StoreError> {

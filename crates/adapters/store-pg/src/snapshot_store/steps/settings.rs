@@ -4,7 +4,7 @@
 use kernel::FieldError;
 use kernel::StoreError;
 use kernel::settings::{Settings, SettingsPatch};
-use sea_orm::DatabaseTransaction;
+use crate::db::Txn;
 use serde_json::{Map, Value as Json};
 
 use super::{Memo, ROLE_ID, id_of};
@@ -13,7 +13,7 @@ use crate::{PgStore, execute, rows, stmt};
 
 /// The settings stored, with a diff's earlier steps' values over them.
 pub(super) async fn current(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     memo: &Memo,
 ) -> Result<Settings, StoreError> {
     let mut stored: Map<String, Json> = txn
@@ -36,7 +36,7 @@ pub(super) async fn current(
 /// a diff keeps the value in the memo instead.
 pub(super) async fn set(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     key: &str,
     value: &Json,
     dry: bool,

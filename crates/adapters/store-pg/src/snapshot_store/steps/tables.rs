@@ -3,7 +3,8 @@
 
 use kernel::{FieldError, StoreError, new_id};
 use schema::{ColumnInput, ForeignKeyInput, IndexInput, TableInput};
-use sea_orm::{ConnectionTrait, DatabaseTransaction};
+use sea_orm::{ConnectionTrait};
+use crate::db::Txn;
 use snapshot::{Column, Index, Resource, Table};
 
 use snapshot::at;
@@ -40,7 +41,7 @@ fn column_input(c: &Column) -> ColumnInput {
 /// foreign keys.
 pub(super) async fn create(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     table: &Table,
     path: &str,
     dry: bool,
@@ -79,7 +80,7 @@ pub(super) async fn create(
 
 /// Drops the table and its registration; a diff only writes the SQL.
 pub(super) async fn drop(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     (schema, table): (&str, &str),
     dry: bool,
 ) -> Result<String, StoreError> {
@@ -103,7 +104,7 @@ pub(super) async fn drop(
 /// and checks it, and registers a table that is not.
 pub(super) async fn add_column(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     (schema, table): (&str, &str),
     column: &Column,
     path: &str,
@@ -152,7 +153,7 @@ pub(super) async fn add_column(
 
 /// Drops the index; a diff only writes the SQL.
 pub(super) async fn drop_index(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     (schema, name): (&str, &str),
     dry: bool,
 ) -> Result<String, StoreError> {
@@ -168,7 +169,7 @@ pub(super) async fn drop_index(
 /// Registers a table that exists but that the snapshot does not create.
 pub(super) async fn register(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     (schema, table): (&str, &str),
 ) -> Result<(), StoreError> {
     let at_resource = format!("resources.{schema}.{table}");
@@ -197,7 +198,7 @@ pub(super) async fn register(
 /// Sets the methods the Data API exposes on a registered table; a diff
 /// only checks that it is registered.
 pub(super) async fn expose(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     resource: &Resource,
     dry: bool,
 ) -> Result<(), StoreError> {
@@ -250,7 +251,7 @@ pub(super) async fn expose(
 
 /// Builds the index in the transaction; a diff only plans it.
 pub(super) async fn create_index(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     (schema, table): (&str, &str),
     index: &Index,
     path: &str,

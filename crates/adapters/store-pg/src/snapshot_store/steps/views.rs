@@ -2,7 +2,7 @@
 //! views they read.
 
 use kernel::{FieldError, StoreError, new_id};
-use sea_orm::DatabaseTransaction;
+use crate::db::Txn;
 use serde_json::Value as Json;
 use snapshot::{Dashboard, DataView, ViewSource, at};
 
@@ -21,7 +21,7 @@ pub(super) const DROP_DASHBOARD: &str = "DELETE FROM svc.dashboards WHERE slug =
 /// columns it names.
 pub(super) async fn put_dataview(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     (view, sources): (&DataView, &[ViewSource]),
     dry: bool,
     memo: &mut Memo,
@@ -69,7 +69,7 @@ fn output_names(definition: &Json) -> Vec<String> {
 /// The output columns of the DataView `slug`: what an earlier step of
 /// this diff gives it, else what is stored (None: no such DataView).
 pub(super) async fn view_outputs(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     memo: &Memo,
     slug: &str,
 ) -> Result<Option<Vec<String>>, StoreError> {
@@ -87,7 +87,7 @@ pub(super) async fn view_outputs(
 }
 
 /// Checks that a DataView's source is a table with the columns it names.
-async fn source_columns(txn: &DatabaseTransaction, read: &ViewSource) -> Result<(), StoreError> {
+async fn source_columns(txn: &Txn, read: &ViewSource) -> Result<(), StoreError> {
     let path = &read.path;
     let source = facts(txn, &read.schema, &read.table)
         .await
@@ -110,7 +110,7 @@ async fn source_columns(txn: &DatabaseTransaction, read: &ViewSource) -> Result<
 /// DataView and columns must exist.
 pub(super) async fn put_dashboard(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     dashboard: &Dashboard,
     path: &str,
     dry: bool,

@@ -2,7 +2,7 @@
 //! definition is, secrets kept.
 
 use kernel::{StoreError, new_id};
-use sea_orm::DatabaseTransaction;
+use crate::db::Txn;
 use serde_json::Value as Json;
 use snapshot::Workflow;
 
@@ -18,7 +18,7 @@ pub(super) const DROP: &str = "DELETE FROM svc.workflows WHERE slug = $1";
 /// A `{ trigger, steps }` of a snapshot with ids for names, checked as a
 /// workflow definition.
 async fn definition_ids(
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     definition: &Json,
     path: &str,
 ) -> Result<Json, StoreError> {
@@ -47,7 +47,7 @@ async fn definition_ids(
 /// secrets exported as `[REDACTED]` keep the values stored.
 pub(super) async fn put(
     store: &PgStore,
-    txn: &DatabaseTransaction,
+    txn: &Txn,
     workflow: &Workflow,
     path: &str,
     dry: bool,
