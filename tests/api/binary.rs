@@ -7,7 +7,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::json;
 
-fn binary() -> std::path::PathBuf {
+/// The `tessera` binary built beside the tests.
+pub(crate) fn binary() -> std::path::PathBuf {
     // target/<profile>/deps/api-<hash> -> target/<profile>/tessera
     let exe = std::env::current_exe().unwrap();
     exe.parent()
@@ -44,10 +45,7 @@ async fn serve(database_url: &str) -> (Served, String) {
 }
 
 /// [`serve`] with more environment variables.
-pub(crate) async fn serve_with(
-    database_url: &str,
-    env: &[(&str, &str)],
-) -> (Served, String) {
+pub(crate) async fn serve_with(database_url: &str, env: &[(&str, &str)]) -> (Served, String) {
     start(database_url, env, Stdio::null).await
 }
 
@@ -96,11 +94,7 @@ async fn start(
     // Through a PgBouncer of its own when the tests run through one.
     let pooler = testkit::through_pooler().then(|| {
         let url = url::Url::parse(database_url).unwrap();
-        testkit::PgBouncer::start(
-            url.host_str().unwrap(),
-            url.port().unwrap_or(5432),
-            32,
-        )
+        testkit::PgBouncer::start(url.host_str().unwrap(), url.port().unwrap_or(5432), 32)
     });
     let mut command = tokio::process::Command::new(binary());
     command.env("TESSERA_DATABASE_URL", database_url);

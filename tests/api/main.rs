@@ -34,6 +34,7 @@ mod notes_app;
 mod oauth;
 mod openapi;
 mod passkeys;
+mod pooler;
 mod processes;
 mod realtime;
 mod related;

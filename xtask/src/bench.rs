@@ -1,4 +1,4 @@
-//! `cargo xtask bench auth|data|related|views|workflows|files|realtime|console|schema|replicas`: the
+//! `cargo xtask bench auth|data|related|views|workflows|files|realtime|console|schema|replicas|pooler`: the
 //! credential resolver, the Data API, DataViews, workflows, files and
 //! realtime under load, measured with wrk (curl for files) against a release
 //! build, and the console's weight and first load in Chromium; the Data
@@ -31,6 +31,7 @@ mod compare;
 mod console;
 mod flows;
 mod logic;
+mod pooler;
 mod realtime;
 mod related;
 mod replicas;
@@ -61,6 +62,7 @@ pub fn suite(name: Option<&str>) -> Result {
         Some("schema") => schema::schema(),
         Some("client") => client(),
         Some("logic") => logic::logic(),
+        Some("pooler") => pooler::pooler(),
         None => auth()
             .and_then(|()| data())
             .and_then(|()| related::related())
@@ -74,7 +76,7 @@ pub fn suite(name: Option<&str>) -> Result {
             .and_then(|()| logic::logic())
             .and_then(|()| client()),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}` (known: auth, client, compare, console, data, echo, files, logic, peer, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), compare (two builds, TESSERA_BENCH_BEFORE against TESSERA_BENCH_SERVER), echo (the one-connection webhook against pgbench), replicas, scale and webhooks are not in the default run)"
+            "unknown benchmark `{other}` (known: auth, client, compare, console, data, echo, files, logic, peer, pooler, realtime, related, replicas, rows, scale, schema, views, webhooks, workflows; rows (the own-table part of data), compare (two builds, TESSERA_BENCH_BEFORE against TESSERA_BENCH_SERVER), echo (the one-connection webhook against pgbench), pooler, replicas, scale and webhooks are not in the default run)"
         )),
     }
 }

@@ -266,11 +266,35 @@ fn dev() -> Result {
         .env("TESSERA_DATABASE_URL", url))
 }
 
+/// The test modules run a second time through PgBouncer in transaction
+/// mode: the Data API, auth, tokens, workflows and hooks, functions,
+/// realtime, CSV, the SQL console and several instances.
+const POOLED_MODULES: &[&str] = &[
+    "data",
+    "related",
+    "csv",
+    "login",
+    "account",
+    "sessions",
+    "tokens",
+    "workflows",
+    "workflow_constructs",
+    "hooks",
+    "rpc",
+    "realtime",
+    "instances",
+    "processes",
+    "sql_console",
+    "schema",
+];
+
 /// Format check, clippy, the layering check and every test.
 fn test() -> Result {
     let server = pg::ensure()?;
     // The browser tests drive Debian's headless Chromium.
     ensure_tool("chromedriver", &["chromium", "chromium-driver"])?;
+    // The pooler tests run Debian's PgBouncer in front of the cluster.
+    ensure_tool("pgbouncer", &["pgbouncer"])?;
     ensure_browser_tools()?;
     ensure_openapi_tools()?;
     ensure_s3_emulator()?;
@@ -306,6 +330,22 @@ fn test() -> Result {
         tests.args(["test", "--workspace"]);
     }
     run(tests.env("TESSERA_TEST_PG_URL", &server))?;
+    // The same tests again through PgBouncer in transaction mode.
+    let mut pooled = cargo();
+    if nextest {
+        let filter = POOLED_MODULES
+            .iter()
+            .map(|module| format!("test(/^{module}::/)"))
+            .collect::<Vec<_>>()
+            .join(" | ");
+        pooled.args(["nextest", "run", "-p", "tests", "-E", &filter]);
+    } else {
+        pooled.args(["test", "-p", "tests", "--"]);
+        pooled.args(POOLED_MODULES.iter().map(|module| format!("{module}::")));
+    }
+    run(pooled
+        .env("TESSERA_TEST_PG_URL", &server)
+        .env("TESSERA_TEST_POOLER", "transaction"))?;
     // The library's own tests, against the binary just built.
     run(Command::new("npm")
         .args(["test"])

@@ -22,7 +22,7 @@ fn server_url() -> String {
 }
 
 /// `host:port` of a `postgres://user@host:port` URL.
-fn host_port(url: &str) -> (String, u16) {
+pub(crate) fn host_port(url: &str) -> (String, u16) {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let authority = rest.split('/').next().unwrap_or(rest);
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);

@@ -54,7 +54,10 @@ pub async fn create_if_missing(url: &str) -> anyhow::Result<()> {
 /// The URL of a direct connection to the database: behind a transaction
 /// pooler `config.database_migrate_url`, which is then required.
 pub fn direct_url(config: &crate::ServicesConfig) -> anyhow::Result<&str> {
-    match (&config.database_migrate_url, config.database_transaction_pooler) {
+    match (
+        &config.database_migrate_url,
+        config.database_transaction_pooler,
+    ) {
         (Some(url), _) => Ok(url),
         (None, false) => Ok(&config.database_url),
         (None, true) => bail!(

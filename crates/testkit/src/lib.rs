@@ -99,9 +99,23 @@ pub async fn spawn_app_with(configure: impl FnOnce(&mut Config)) -> TestApp {
     spawn(None, "", configure).await
 }
 
+/// Starts the server reaching its database through PgBouncer in
+/// transaction mode, whatever `TESSERA_TEST_POOLER` says.
+pub async fn spawn_app_through_pooler() -> TestApp {
+    spawn_on(None, ("", true), |_| {}).await
+}
+
 async fn spawn(
     clock: Option<Arc<ManualClock>>,
     base_path: &str,
+    configure: impl FnOnce(&mut Config),
+) -> TestApp {
+    spawn_on(clock, (base_path, through_pooler()), configure).await
+}
+
+async fn spawn_on(
+    clock: Option<Arc<ManualClock>>,
+    (base_path, pooled): (&str, bool),
     configure: impl FnOnce(&mut Config),
 ) -> TestApp {
     let db = TestDatabase::create().await;
@@ -117,7 +131,7 @@ async fn spawn(
             .join(&db.name),
     );
     // The same tests, through PgBouncer in transaction mode.
-    let pooler = through_pooler().then(|| {
+    let pooler = pooled.then(|| {
         let url = url::Url::parse(&db.url).expect("database URL");
         let bouncer = PgBouncer::start(
             url.host_str().unwrap_or("127.0.0.1"),

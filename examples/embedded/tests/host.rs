@@ -45,6 +45,7 @@ async fn start_host() -> (TestApp, String) {
         smtp,
         db,
         config,
+        pooler: None,
     };
     (app, origin)
 }

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use kernel::StoreError;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait,
-    FromQueryResult, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter,
+    QueryOrder, Set,
 };
 use uuid::Uuid;
 

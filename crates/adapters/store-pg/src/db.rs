@@ -22,8 +22,8 @@ use sea_orm::sqlx::postgres::{PgConnection, PgPool};
 use sea_orm::sqlx::{self, Postgres};
 use sea_orm::{
     AccessMode, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
-    ExecResult, IsolationLevel, QueryResult, Statement, TransactionError, TransactionOptions,
-    TransactionSession, TransactionTrait, RuntimeErr, Values,
+    ExecResult, IsolationLevel, QueryResult, RuntimeErr, Statement, TransactionError,
+    TransactionOptions, TransactionSession, TransactionTrait, Values,
 };
 use sea_query_sqlx::SqlxValues;
 use tokio::sync::Mutex;
@@ -89,7 +89,6 @@ impl Db {
     pub(crate) fn orm(&self) -> &DatabaseConnection {
         &self.orm
     }
-
 
     /// Makes `ms` the statement timeout each transaction sets behind a
     /// pooler; answers false on a direct connection (which carries it).
@@ -183,7 +182,10 @@ fn sqlx_error_to_exec_err(error: sqlx::Error) -> DbErr {
 }
 
 /// `statement`'s rows, sent unnamed on `connection`.
-async fn rows(connection: &mut PgConnection, statement: Statement) -> Result<Vec<QueryResult>, DbErr> {
+async fn rows(
+    connection: &mut PgConnection,
+    statement: Statement,
+) -> Result<Vec<QueryResult>, DbErr> {
     let values = SqlxValues(statement.values.unwrap_or(Values(Vec::new())));
     let rows = sqlx::query_with(sqlx::AssertSqlSafe(statement.sql), values)
         .persistent(false)
@@ -276,12 +278,16 @@ impl TransactionTrait for Db {
     where
         F: for<'c> FnOnce(
                 &'c Txn,
-            ) -> std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
+            )
+                -> std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
             + Send,
         T: Send,
         E: std::fmt::Display + std::fmt::Debug + Send,
     {
-        let txn = self.open(None, None).await.map_err(TransactionError::Connection)?;
+        let txn = self
+            .open(None, None)
+            .await
+            .map_err(TransactionError::Connection)?;
         txn.run(callback).await
     }
 
@@ -294,7 +300,8 @@ impl TransactionTrait for Db {
     where
         F: for<'c> FnOnce(
                 &'c Txn,
-            ) -> std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
+            )
+                -> std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
             + Send,
         T: Send,
         E: std::fmt::Display + std::fmt::Debug + Send,
@@ -405,7 +412,8 @@ impl Txn {
     where
         F: for<'c> FnOnce(
                 &'c Txn,
-            ) -> std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
+            )
+                -> std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
             + Send,
         T: Send,
         E: std::fmt::Display + std::fmt::Debug + Send,
@@ -417,7 +425,9 @@ impl Txn {
                 Ok(answer)
             }
             Err(error) => {
-                self.rollback().await.map_err(TransactionError::Connection)?;
+                self.rollback()
+                    .await
+                    .map_err(TransactionError::Connection)?;
                 Err(TransactionError::Transaction(error))
             }
         }
@@ -459,7 +469,9 @@ impl ConnectionTrait for Txn {
     async fn execute_raw(&self, statement: Statement) -> Result<ExecResult, DbErr> {
         match self {
             Txn::Direct(txn) => txn.execute_raw(statement).await,
-            Txn::Pooled(pooled) => execute(pooled.shared.lock().await.connection().await?, statement).await,
+            Txn::Pooled(pooled) => {
+                execute(pooled.shared.lock().await.connection().await?, statement).await
+            }
         }
     }
 
@@ -467,7 +479,11 @@ impl ConnectionTrait for Txn {
         match self {
             Txn::Direct(txn) => txn.execute_unprepared(sql).await,
             Txn::Pooled(pooled) => {
-                execute_simple(pooled.shared.lock().await.connection().await?, sql.to_owned()).await
+                execute_simple(
+                    pooled.shared.lock().await.connection().await?,
+                    sql.to_owned(),
+                )
+                .await
             }
         }
     }
@@ -475,17 +491,22 @@ impl ConnectionTrait for Txn {
     async fn query_one_raw(&self, statement: Statement) -> Result<Option<QueryResult>, DbErr> {
         match self {
             Txn::Direct(txn) => txn.query_one_raw(statement).await,
-            Txn::Pooled(pooled) => Ok(rows(pooled.shared.lock().await.connection().await?, statement)
-                .await?
-                .into_iter()
-                .next()),
+            Txn::Pooled(pooled) => Ok(rows(
+                pooled.shared.lock().await.connection().await?,
+                statement,
+            )
+            .await?
+            .into_iter()
+            .next()),
         }
     }
 
     async fn query_all_raw(&self, statement: Statement) -> Result<Vec<QueryResult>, DbErr> {
         match self {
             Txn::Direct(txn) => txn.query_all_raw(statement).await,
-            Txn::Pooled(pooled) => rows(pooled.shared.lock().await.connection().await?, statement).await,
+            Txn::Pooled(pooled) => {
+                rows(pooled.shared.lock().await.connection().await?, statement).await
+            }
         }
     }
 }
@@ -530,7 +551,8 @@ impl TransactionTrait for Txn {
     where
         F: for<'c> FnOnce(
                 &'c Txn,
-            ) -> std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
+            )
+                -> std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
             + Send,
         T: Send,
         E: std::fmt::Display + std::fmt::Debug + Send,
@@ -548,7 +570,8 @@ impl TransactionTrait for Txn {
     where
         F: for<'c> FnOnce(
                 &'c Txn,
-            ) -> std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
+            )
+                -> std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
             + Send,
         T: Send,
         E: std::fmt::Display + std::fmt::Debug + Send,

@@ -31,12 +31,15 @@ mod workflow_store;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::db::Txn;
 use crate::query::{Commit, Query, Stored};
 use audit::AuditEvent;
 use kernel::{StoreError, new_id};
 use sea_orm::sea_query::OnConflict;
-use sea_orm::{ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryResult, Set, Statement, Value};
-use crate::db::Txn;
+use sea_orm::{
+    ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend,
+    DbErr, EntityTrait, QueryResult, Set, Statement, Value,
+};
 use uuid::Uuid;
 
 pub(crate) use crate::errors::{map_err, map_sqlx, pg_error};
@@ -341,10 +344,7 @@ pub(crate) async fn execute_when_stopping(
     sql: &str,
     values: Vec<Value>,
 ) -> Result<u64, StoreError> {
-    let most = db
-        .pool()
-        .options()
-        .get_max_connections();
+    let most = db.pool().options().get_max_connections();
     let mut failed = String::new();
     for _ in 0..=most {
         match execute(db, sql, values.clone()).await {

@@ -4,9 +4,9 @@
 
 use std::future::Future;
 
+use crate::db::Txn;
 use kernel::StoreError;
 use sea_orm::{ConnectionTrait, DbErr, ExecResult, QueryResult, Statement, TransactionTrait};
-use crate::db::Txn;
 
 use crate::errors::map_err;
 

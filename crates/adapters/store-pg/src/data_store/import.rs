@@ -74,12 +74,7 @@ impl PgStore {
     /// Opens an import's transaction with its staged table of `columns`
     /// text fields and the line of each row.
     pub(super) async fn open_import(&self, columns: usize) -> Result<PgImport, StoreError> {
-        let mut connection = self
-            .db
-            .pool()
-            .acquire()
-            .await
-            .map_err(map_sqlx)?;
+        let mut connection = self.db.pool().acquire().await.map_err(map_sqlx)?;
         connection.close_on_drop();
         let fields: String = (0..columns)
             .map(|i| format!(", {} text", staged_column(i)))
@@ -161,7 +156,13 @@ async fn serve(
         match command {
             Command::Stage(_) if !failed.is_fine() => {}
             Command::Stage(batch) => {
-                let (copied, ended) = copy(&mut connection, batch, &mut commands, (&timeout, persistent)).await;
+                let (copied, ended) = copy(
+                    &mut connection,
+                    batch,
+                    &mut commands,
+                    (&timeout, persistent),
+                )
+                .await;
                 if let Err(error) = copied {
                     failed = Copied::Failed(error);
                 }

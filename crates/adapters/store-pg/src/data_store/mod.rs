@@ -17,12 +17,12 @@ mod write;
 
 use std::sync::Arc;
 
+use crate::db::Txn;
 use async_trait::async_trait;
 use data::{Chunks, Context, DataStore, DataTransaction, Found, ListQuery, Read, Table, Write};
 use kernel::StoreError;
 use sea_orm::sqlx::Row as _;
 use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement};
-use crate::db::Txn;
 
 use crate::json_rows::{compact, write_object};
 use crate::query::{Begin, Commit, Query};

@@ -2,10 +2,10 @@
 //! catalog's facts and what uses the table in its own transaction (the
 //! schema's lock held), plans from them, runs, and refreshes the resource.
 
+use crate::db::Txn;
 use kernel::{FieldError, StoreError};
 use schema::{ColumnChange, ColumnFacts, Plan, TableFacts, Usage};
 use sea_orm::{ConnectionTrait, DbErr, FromQueryResult};
-use crate::db::Txn;
 use serde_json::Value as Json;
 use uuid::Uuid;
 
@@ -26,11 +26,7 @@ struct FactRow {
 }
 
 /// The facts of `schema.table`; `NotFound` when it is not a table.
-pub(crate) async fn facts(
-    txn: &Txn,
-    schema: &str,
-    table: &str,
-) -> Result<TableFacts, StoreError> {
+pub(crate) async fn facts(txn: &Txn, schema: &str, table: &str) -> Result<TableFacts, StoreError> {
     let found = txn
         .fetch_all(stmt(FACTS_SQL, [qualified(schema, table).into()]))
         .await?;

@@ -6,6 +6,7 @@ pub(crate) mod describe;
 pub(crate) mod functions;
 mod indexes;
 
+use crate::db::Txn;
 use async_trait::async_trait;
 use audit::AuditEvent;
 use chrono::{DateTime, Utc};
@@ -16,7 +17,6 @@ use schema::{
     TableInfo,
 };
 use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, QueryResult, Value};
-use crate::db::Txn;
 use serde_json::Value as Json;
 use uuid::Uuid;
 

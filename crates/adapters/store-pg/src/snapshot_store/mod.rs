@@ -4,10 +4,10 @@
 mod export;
 mod steps;
 
+use crate::db::Txn;
 use async_trait::async_trait;
 use audit::AuditEvent;
 use kernel::StoreError;
-use crate::db::Txn;
 use serde_json::{Value as Json, json};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI32, Ordering};

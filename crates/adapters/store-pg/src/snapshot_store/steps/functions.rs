@@ -1,8 +1,8 @@
 //! A snapshot's registered functions: the function must be in this
 //! database, one of its name, registrable as the resources route says.
 
-use kernel::{FieldError, StoreError, new_id};
 use crate::db::Txn;
+use kernel::{FieldError, StoreError, new_id};
 use snapshot::Function;
 
 use crate::schema_store::functions::routines;

@@ -1,8 +1,8 @@
 //! A snapshot's grants, checked as the grants route checks them.
 
+use crate::db::Txn;
 use kernel::filter::Filter;
 use kernel::{FieldError, StoreError, new_id};
-use crate::db::Txn;
 use serde_json::Value as Json;
 use snapshot::Grant;
 

@@ -1,8 +1,8 @@
 //! What one run of steps remembers: ids and columns found during a run of
 //! grants, and what a diff's earlier steps would change.
 
-use kernel::{FieldError, StoreError};
 use crate::db::Txn;
+use kernel::{FieldError, StoreError};
 use serde_json::{Map, Value as Json};
 use uuid::Uuid;
 

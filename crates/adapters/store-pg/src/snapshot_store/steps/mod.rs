@@ -12,8 +12,8 @@ mod tables;
 mod views;
 mod workflows;
 
-use kernel::{FieldError, StoreError};
 use crate::db::Txn;
+use kernel::{FieldError, StoreError};
 use snapshot::Operation;
 use uuid::Uuid;
 
@@ -137,11 +137,7 @@ pub(super) async fn run(
 }
 
 /// Deletes the row `sql` names by `$1` = `key`.
-async fn delete(
-    txn: &Txn,
-    sql: &str,
-    key: &str,
-) -> Result<Option<String>, StoreError> {
+async fn delete(txn: &Txn, sql: &str, key: &str) -> Result<Option<String>, StoreError> {
     execute(txn, sql, vec![key.into()]).await?;
     Ok(None)
 }
@@ -155,12 +151,7 @@ fn within(path: &str) -> impl Fn(StoreError) -> StoreError + '_ {
 }
 
 /// The id `sql` (over `$1`) finds, or a refusal at `path`.
-async fn id_of(
-    txn: &Txn,
-    sql: &str,
-    name: &str,
-    path: &str,
-) -> Result<Uuid, StoreError> {
+async fn id_of(txn: &Txn, sql: &str, name: &str, path: &str) -> Result<Uuid, StoreError> {
     let row = txn.fetch_optional(stmt(sql, [name.into()])).await?;
     match row {
         Some(r) => rows::column(&r, "id"),

@@ -1,7 +1,7 @@
 //! A snapshot's roles: Data API roles only, never administrator power.
 
-use kernel::{FieldError, StoreError, new_id};
 use crate::db::Txn;
+use kernel::{FieldError, StoreError, new_id};
 use snapshot::Role;
 
 use crate::{PgStore, execute};

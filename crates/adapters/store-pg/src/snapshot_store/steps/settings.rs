@@ -1,10 +1,10 @@
 //! A snapshot's settings, checked as `PATCH /admin/api/settings` checks
 //! them; the session-only ones are refused.
 
+use crate::db::Txn;
 use kernel::FieldError;
 use kernel::StoreError;
 use kernel::settings::{Settings, SettingsPatch};
-use crate::db::Txn;
 use serde_json::{Map, Value as Json};
 
 use super::{Memo, ROLE_ID, id_of};
@@ -12,10 +12,7 @@ use crate::query::Query;
 use crate::{PgStore, execute, rows, stmt};
 
 /// The settings stored, with a diff's earlier steps' values over them.
-pub(super) async fn current(
-    txn: &Txn,
-    memo: &Memo,
-) -> Result<Settings, StoreError> {
+pub(super) async fn current(txn: &Txn, memo: &Memo) -> Result<Settings, StoreError> {
     let mut stored: Map<String, Json> = txn
         .fetch_all(stmt("SELECT key, value FROM svc.settings", []))
         .await?

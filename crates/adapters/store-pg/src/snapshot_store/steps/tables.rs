@@ -1,10 +1,10 @@
 //! A snapshot's tables: tables, columns and indexes planned by the schema
 //! crate as the schema routes plan them, and the Data API's registrations.
 
+use crate::db::Txn;
 use kernel::{FieldError, StoreError, new_id};
 use schema::{ColumnInput, ForeignKeyInput, IndexInput, TableInput};
-use sea_orm::{ConnectionTrait};
-use crate::db::Txn;
+use sea_orm::ConnectionTrait;
 use snapshot::{Column, Index, Resource, Table};
 
 use snapshot::at;
@@ -197,11 +197,7 @@ pub(super) async fn register(
 
 /// Sets the methods the Data API exposes on a registered table; a diff
 /// only checks that it is registered.
-pub(super) async fn expose(
-    txn: &Txn,
-    resource: &Resource,
-    dry: bool,
-) -> Result<(), StoreError> {
+pub(super) async fn expose(txn: &Txn, resource: &Resource, dry: bool) -> Result<(), StoreError> {
     if let Some(bad) = resource
         .exposed_methods
         .iter()

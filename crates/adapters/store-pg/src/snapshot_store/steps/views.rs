@@ -1,8 +1,8 @@
 //! A snapshot's DataViews and dashboards, checked against the tables and
 //! views they read.
 
-use kernel::{FieldError, StoreError, new_id};
 use crate::db::Txn;
+use kernel::{FieldError, StoreError, new_id};
 use serde_json::Value as Json;
 use snapshot::{Dashboard, DataView, ViewSource, at};
 

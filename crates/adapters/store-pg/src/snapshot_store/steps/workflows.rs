@@ -1,8 +1,8 @@
 //! A snapshot's workflows: names turned into ids, checked as a saved
 //! definition is, secrets kept.
 
-use kernel::{StoreError, new_id};
 use crate::db::Txn;
+use kernel::{StoreError, new_id};
 use serde_json::Value as Json;
 use snapshot::Workflow;
 
@@ -17,11 +17,7 @@ pub(super) const DROP: &str = "DELETE FROM svc.workflows WHERE slug = $1";
 
 /// A `{ trigger, steps }` of a snapshot with ids for names, checked as a
 /// workflow definition.
-async fn definition_ids(
-    txn: &Txn,
-    definition: &Json,
-    path: &str,
-) -> Result<Json, StoreError> {
+async fn definition_ids(txn: &Txn, definition: &Json, path: &str) -> Result<Json, StoreError> {
     let mut definition = definition.clone();
     if let Some(trigger) = definition.get_mut("trigger").and_then(Json::as_object_mut) {
         if let Some(email) = trigger
