@@ -20,6 +20,7 @@ mod replicas;
 mod role_store;
 mod rows;
 mod schema_store;
+mod session;
 mod settings_store;
 mod snapshot_store;
 mod sql_console_store;
@@ -186,7 +187,7 @@ impl PgStore {
     }
 
     /// This store for a database behind a transaction-mode pooler (see
-    /// [`db`](crate::db)): every statement unnamed and in a transaction,
+    /// the module `db`): every statement unnamed and in a transaction,
     /// the statement timeout set by each; index builds and the SQL console
     /// on `direct`, a pool of direct connections (they need a session of
     /// their own). Before [`PgStore::with_replicas`].

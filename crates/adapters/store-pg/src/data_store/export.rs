@@ -10,7 +10,8 @@ use futures_util::TryStreamExt;
 use kernel::StoreError;
 use sea_orm::sqlx::{self, PgPool, Row as _};
 
-use crate::db::{Pooler, Session};
+use crate::db::Pooler;
+use crate::session::Session;
 use sea_query_sqlx::SqlxValues;
 use tokio::sync::{SemaphorePermit, mpsc, oneshot};
 
