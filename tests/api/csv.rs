@@ -45,9 +45,19 @@ async fn people(app: &TestApp, admin: &str) -> (String, String) {
 }
 
 async fn import(app: &TestApp, bearer: &str, body: impl Into<reqwest::Body>) -> testkit::Answer {
+    import_into(app, bearer, "app/people", body).await
+}
+
+/// `POST /api/data/{table}` of `body` as CSV.
+pub(crate) async fn import_into(
+    app: &TestApp,
+    bearer: &str,
+    table: &str,
+    body: impl Into<reqwest::Body>,
+) -> testkit::Answer {
     let response = app
         .client
-        .post(format!("{}/api/data/app/people", app.address))
+        .post(format!("{}/api/data/{table}", app.address))
         .bearer_auth(bearer)
         .header("Content-Type", "text/csv")
         .body(body)

@@ -12,6 +12,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 use testkit::{PgBouncer, TestApp, spawn_app_through_pooler};
 
+use crate::csv::import_into;
 use crate::realtime::{Stream, insert, notes};
 use crate::rpc::{call, registered, sql};
 
@@ -91,16 +92,7 @@ async fn a_csv_import_stages_its_rows_with_copy_through_the_pooler() {
     let csv: String = std::iter::once("name,qty\n".to_owned())
         .chain((0..5000).map(|i| format!("item {i},{i}\n")))
         .collect();
-    let imported = app
-        .client
-        .post(format!("{}/api/data/app/items", app.address))
-        .bearer_auth(&admin)
-        .header("Content-Type", "text/csv")
-        .body(csv)
-        .send()
-        .await
-        .unwrap();
-    let imported = TestApp::answer(imported).await;
+    let imported = import_into(&app, &admin, "app/items", csv).await;
     assert!(imported.status.is_success(), "{:?}", imported.body);
     assert_eq!(
         app.db
@@ -110,16 +102,7 @@ async fn a_csv_import_stages_its_rows_with_copy_through_the_pooler() {
         Some("5000")
     );
     // A refused row rolls the whole import back, temporary table and all.
-    let refused = app
-        .client
-        .post(format!("{}/api/data/app/items", app.address))
-        .bearer_auth(&admin)
-        .header("Content-Type", "text/csv")
-        .body("name,qty\nfine,1\nbad,many\n")
-        .send()
-        .await
-        .unwrap();
-    let refused = TestApp::answer(refused).await;
+    let refused = import_into(&app, &admin, "app/items", "name,qty\nfine,1\nbad,many\n").await;
     assert_eq!(
         refused.status,
         StatusCode::BAD_REQUEST,

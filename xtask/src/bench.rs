@@ -633,11 +633,22 @@ fn pgbench(database: &str, script: &Path, seconds: &str) -> Result<f64> {
 
 /// [`pgbench`] over `connections` clients.
 fn pgbench_with(database: &str, script: &Path, seconds: &str, connections: &str) -> Result<f64> {
+    pgbench_in(database, script, (seconds, connections), "prepared")
+}
+
+/// [`pgbench_with`] sending its statements in query `mode` (`prepared`,
+/// or `extended` for unnamed ones).
+fn pgbench_in(
+    database: &str,
+    script: &Path,
+    (seconds, connections): (&str, &str),
+    mode: &str,
+) -> Result<f64> {
     let out = Command::new("pgbench")
         .args([
             "-n",
             "-M",
-            "prepared",
+            mode,
             "-c",
             connections,
             "-j",

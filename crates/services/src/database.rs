@@ -52,14 +52,15 @@ pub async fn create_if_missing(url: &str) -> anyhow::Result<()> {
 }
 
 /// The URL of a direct connection to the database: behind a transaction
-/// pooler `config.database_migrate_url`, which is then required.
+/// pooler `config.database_migrate_url` (required there, and read nowhere
+/// else), else `config.database_url`.
 pub fn direct_url(config: &crate::ServicesConfig) -> anyhow::Result<&str> {
     match (
         &config.database_migrate_url,
         config.database_transaction_pooler,
     ) {
-        (Some(url), _) => Ok(url),
-        (None, false) => Ok(&config.database_url),
+        (_, false) => Ok(&config.database_url),
+        (Some(url), true) => Ok(url),
         (None, true) => bail!(
             "behind a transaction pooler (TESSERA_DATABASE_POOLER=transaction), migrations, \
              index builds and the SQL console need a direct connection: set \

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use super::{
     CONNECTIONS, DATA_DURATION, Measured, RowsFixture, THREADS, free_port, fresh_server,
-    insert_script, print_header, print_row, seed_rows, server_binary, start_binary, wrk,
+    insert_script, pgbench_in, print_header, print_row, seed_rows, server_binary, start_binary,
+    wrk,
 };
 use crate::{Result, ensure_tool, pg};
 
@@ -96,32 +97,7 @@ fn list_select(user: &str) -> String {
 /// pgbench with unnamed statements (`-M extended`: one exchange each, as
 /// a transaction pooler without prepared statements allows) on `database`.
 fn pgbench_extended(database: &str, script: &Path, seconds: &str) -> Result<f64> {
-    let out = Command::new("pgbench")
-        .args([
-            "-n",
-            "-M",
-            "extended",
-            "-c",
-            CONNECTIONS,
-            "-j",
-            THREADS,
-            "-T",
-            seconds,
-            "-f",
-        ])
-        .arg(script)
-        .arg(database)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find(|l| l.starts_with("tps"))
-        .and_then(|l| l.split_whitespace().nth(2))
-        .and_then(|t| t.parse::<f64>().ok())
-        .ok_or(format!(
-            "pgbench failed: {text} {}",
-            String::from_utf8_lossy(&out.stderr)
-        ))
+    pgbench_in(database, script, (seconds, CONNECTIONS), "extended")
 }
 
 /// PgBouncer in transaction mode on a free port, stopped when dropped.

@@ -121,8 +121,9 @@ impl Db {
             }
             Err(error) => {
                 // Rolled back before the connection goes back to the pool,
-                // so that the pooler's server goes back to its own at once.
-                txn.rollback().await.map_err(sqlx_error_to_exec_err)?;
+                // so that the pooler's server goes back to its own at once;
+                // the statement's error is the answer.
+                let _ = txn.rollback().await;
                 Err(error)
             }
         }
@@ -446,7 +447,14 @@ impl Txn {
             execute_simple(shared.connection().await?, sql).await?;
             return Ok(());
         }
-        shared.pending = None;
+        // A dropped savepoint's rollback goes before the commit (its work
+        // is undone); a rollback undoes everything anyway.
+        match commit {
+            true => {
+                shared.connection().await?;
+            }
+            false => shared.pending = None,
+        }
         let txn = shared
             .txn
             .take()

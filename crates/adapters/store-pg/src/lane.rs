@@ -137,11 +137,7 @@ impl ReadLane {
                     .map_err(|error| Stop::Driver(error, 0))?;
                 let read = read(&mut txn, (sql, values, false), visit).await;
                 match read {
-                    Ok(seen) => txn
-                        .commit()
-                        .await
-                        .map(|()| seen)
-                        .map_err(|error| Stop::Driver(error, seen)),
+                    Ok(seen) => txn.commit().await.map(|()| seen).map_err(Stop::Commit),
                     failed => failed,
                 }
             }
@@ -156,11 +152,11 @@ impl ReadLane {
                 });
                 Ok(seen)
             }
-            Err(Stop::Visit(error)) => {
-                // The rows left unread are not drained: the connection
-                // goes away with them.
+            Err(stop @ (Stop::Visit(_) | Stop::Commit(_))) => {
+                // The rows left unread are not drained, a commit that
+                // failed leaves the connection unknown: it goes away.
                 connection.close_on_drop();
-                Err(Stop::Visit(error))
+                Err(stop)
             }
             Err(stop) => Err(stop),
         }
@@ -224,12 +220,15 @@ enum Stop {
     Driver(sqlx::Error, usize),
     /// The visitor refused a row.
     Visit(StoreError),
+    /// A pooled read's commit failed: it may have committed, so it never
+    /// runs again (the lane carries a webhook run's record).
+    Commit(sqlx::Error),
 }
 
 impl Stop {
     fn into_store(self) -> StoreError {
         match self {
-            Stop::Driver(error, _) => map_sqlx(error),
+            Stop::Driver(error, _) | Stop::Commit(error) => map_sqlx(error),
             Stop::Visit(error) => error,
         }
     }

@@ -276,7 +276,13 @@ impl WorkflowService {
             // The settings as they are now, read after the claim: never
             // older than a change answered before an event was queued
             // (with or without a notification of it).
-            let allow_private = self.settings.heeded().await?.http_allow_private();
+            // (the cached ones when that read fails: the runs are claimed,
+            // and waiting out their lease helps nobody).
+            let settings = match self.settings.heeded().await {
+                Ok(settings) => settings,
+                Err(_) => self.settings.current().await?,
+            };
+            let allow_private = settings.http_allow_private();
             for run in claimed {
                 self.resume(run, allow_private).await;
             }
