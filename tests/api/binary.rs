@@ -80,60 +80,66 @@ pub(crate) async fn serve_logged(
 }
 
 /// Starts `tessera serve` with its output going to `output()` and waits
-/// until it is ready.
+/// until it is ready. The port is free when chosen but the server binds it
+/// only after migrating: when another process took it meanwhile, the server
+/// exits and is started again on another port.
 async fn start(
     database_url: &str,
     env: &[(&str, &str)],
     output: fn() -> Stdio,
 ) -> (Served, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     // Through a PgBouncer of its own when the tests run through one.
     let pooler = testkit::through_pooler().then(|| {
         let url = url::Url::parse(database_url).unwrap();
         testkit::PgBouncer::start(url.host_str().unwrap(), url.port().unwrap_or(5432), 32)
     });
-    let mut command = tokio::process::Command::new(binary());
-    command.env("TESSERA_DATABASE_URL", database_url);
-    if let Some(pooler) = &pooler {
-        let name = url::Url::parse(database_url).unwrap().path()[1..].to_owned();
-        command
-            .env("TESSERA_DATABASE_URL", pooler.url(&name))
-            .env("TESSERA_DATABASE_MIGRATE_URL", database_url)
-            .env("TESSERA_DATABASE_POOLER", "transaction");
-    }
-    let child = command
-        .arg("serve")
-        .env("TESSERA_BIND", format!("127.0.0.1:{port}"))
-        .env("TESSERA_BOOTSTRAP_ADMIN_EMAIL", "boot@example.com")
-        .env("TESSERA_BOOTSTRAP_ADMIN_PASSWORD", "boot-password-1")
-        .envs(env.iter().copied())
-        .stdout(output())
-        .stderr(output())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the tessera binary is built (cargo build -p tessera)");
     let client = reqwest::Client::new();
-    let base = format!("http://127.0.0.1:{port}");
-    for _ in 0..100 {
-        if client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == StatusCode::OK)
-        {
-            return (
-                Served {
-                    child,
-                    _pooler: pooler,
-                },
-                base,
-            );
+    for _attempt in 0..3 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut command = tokio::process::Command::new(binary());
+        command.env("TESSERA_DATABASE_URL", database_url);
+        if let Some(pooler) = &pooler {
+            command
+                .env("TESSERA_DATABASE_URL", pooler.url_for(database_url))
+                .env("TESSERA_DATABASE_MIGRATE_URL", database_url)
+                .env("TESSERA_DATABASE_POOLER", "transaction");
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut child = command
+            .arg("serve")
+            .env("TESSERA_BIND", format!("127.0.0.1:{port}"))
+            .env("TESSERA_BOOTSTRAP_ADMIN_EMAIL", "boot@example.com")
+            .env("TESSERA_BOOTSTRAP_ADMIN_PASSWORD", "boot-password-1")
+            .envs(env.iter().copied())
+            .stdout(output())
+            .stderr(output())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the tessera binary is built (cargo build -p tessera)");
+        let base = format!("http://127.0.0.1:{port}");
+        for _ in 0..100 {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            if client
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == StatusCode::OK)
+            {
+                return (
+                    Served {
+                        child,
+                        _pooler: pooler,
+                    },
+                    base,
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     panic!("server did not come up");
 }
@@ -195,7 +201,9 @@ async fn admin_create_makes_or_resets_an_administrator() {
     // A database that does not exist yet: the binary creates and migrates it.
     let db = testkit::TestDatabase::create().await;
     db.destroy().await;
-    let migrate = tessera(&["migrate"], &db.url).await;
+    // Creating it needs CREATEDB, which the tests' own role has not.
+    let url = db.superuser_url();
+    let migrate = tessera(&["migrate"], &url).await;
     assert!(
         migrate.status.success(),
         "{}",
@@ -212,7 +220,7 @@ async fn admin_create_makes_or_resets_an_administrator() {
             "--name",
             "Cli",
         ],
-        &db.url,
+        &url,
     )
     .await;
     assert!(
@@ -231,7 +239,7 @@ async fn admin_create_makes_or_resets_an_administrator() {
             "--password",
             "cli-password-2",
         ],
-        &db.url,
+        &url,
     )
     .await;
     assert!(
@@ -248,7 +256,7 @@ async fn admin_create_makes_or_resets_an_administrator() {
             "--password",
             "short",
         ],
-        &db.url,
+        &url,
     )
     .await;
     assert!(!short.status.success());
@@ -261,10 +269,7 @@ async fn admin_create_makes_or_resets_an_administrator() {
     let config = std::env::temp_dir().join(format!("tessera-{port}.toml"));
     std::fs::write(
         &config,
-        format!(
-            "database_url = \"{}\"\nbind = \"127.0.0.1:{port}\"\n",
-            db.url
-        ),
+        format!("database_url = \"{}\"\nbind = \"127.0.0.1:{port}\"\n", url),
     )
     .unwrap();
     let _child = tokio::process::Command::new(binary())

@@ -538,13 +538,8 @@ async fn the_pages_work_under_the_path_tessera_is_mounted_at() {
 /// A server whose public URL is its own address, at `host`: a provider
 /// sends the browser to the public URL.
 pub(crate) async fn spawn_app_at_public_url(host: &str) -> TestApp {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     testkit::spawn_app_with(|c| {
-        c.bind = format!("127.0.0.1:{port}");
+        let port = c.bind.rsplit(':').next().unwrap().to_owned();
         c.public_url = format!("http://{host}:{port}");
     })
     .await

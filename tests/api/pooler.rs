@@ -21,7 +21,7 @@ use crate::rpc::{call, registered, sql};
 async fn pooled_timeout(app: &TestApp) -> String {
     use sea_orm::sqlx::{self, Connection as _, Row as _};
     let pooler = app.pooler.as_ref().expect("through the pooler");
-    let options: sqlx::postgres::PgConnectOptions = pooler.url(&app.db.name).parse().unwrap();
+    let options: sqlx::postgres::PgConnectOptions = pooler.url_for(&app.db.url).parse().unwrap();
     let mut connection = sqlx::PgConnection::connect_with(&options.extra_float_digits(None))
         .await
         .unwrap();
@@ -147,7 +147,7 @@ async fn migrate_runs_on_the_direct_url_the_docs_name() {
     let db = testkit::TestDatabase::empty().await;
     let url = url::Url::parse(&db.url).unwrap();
     let pooler = PgBouncer::start(url.host_str().unwrap(), url.port().unwrap_or(5432), 4);
-    let through = pooler.url(&db.name);
+    let through = pooler.url_for(&db.url);
     let migrate = |env: Vec<(&'static str, String)>| {
         let through = through.clone();
         async move {

@@ -154,9 +154,19 @@ impl Application {
     /// Binds the listener, starts the background workers and builds the
     /// server over `services`. Must run inside the Tokio runtime.
     pub fn build(config: &Config, services: &Services) -> anyhow::Result<Self> {
-        let tessera = Tessera::new(config, services, "")?;
         let listener = TcpListener::bind(&config.bind)
             .with_context(|| format!("cannot listen on {}", config.bind))?;
+        Self::listening(listener, config, services)
+    }
+
+    /// As [`Application::build`], on a listener already bound (the
+    /// configuration's `bind` is not read).
+    pub fn listening(
+        listener: TcpListener,
+        config: &Config,
+        services: &Services,
+    ) -> anyhow::Result<Self> {
+        let tessera = Tessera::new(config, services, "")?;
         let port = listener.local_addr()?.port();
         tessera.start_workers()?;
         let metrics = config

@@ -8,6 +8,31 @@ fn server_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
 }
 
+/// The role every test database belongs to and Tessera connects as: it owns
+/// its database and nothing more (no superuser, no `CREATEDB`), as a
+/// production deployment's role does.
+pub const OWNER: &str = "tessera_test_owner";
+
+/// `database`'s URL as [`OWNER`].
+fn owner_url(database: &str) -> String {
+    let mut url = url::Url::parse(&server_url()).expect("TESSERA_TEST_PG_URL is a URL");
+    url.set_username(OWNER).expect("a user in the URL");
+    url.set_password(None).expect("no password");
+    url.set_path(database);
+    url.to_string()
+}
+
+/// Creates [`OWNER`] unless it exists (under the template lock).
+async fn ensure_owner(admin: &DatabaseConnection) {
+    admin
+        .execute_unprepared(&format!(
+            "DO $$ BEGIN CREATE ROLE {OWNER} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE; \
+             EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+        ))
+        .await
+        .expect("create the owner role");
+}
+
 async fn maintenance() -> DatabaseConnection {
     let options = store_options();
     let mut connect = sea_orm::ConnectOptions::new(format!("{}/postgres", server_url()));
@@ -48,13 +73,14 @@ impl TestDatabase {
     /// Clones a fresh database from the migrated template, creating the
     /// template first if no process has yet.
     pub async fn create() -> Self {
-        let template = format!("tessera_tmpl_{:016x}", migrations::FINGERPRINT);
+        let template = format!("tessera_owned_{:016x}", migrations::FINGERPRINT);
         let admin = maintenance().await;
         // One process builds the template; the lock serialises the others.
         admin
             .execute_unprepared("SELECT pg_advisory_lock(7261737365726101)")
             .await
             .expect("lock");
+        ensure_owner(&admin).await;
         if !exists(&admin, &template).await {
             let building = format!("{template}_build");
             admin
@@ -62,10 +88,11 @@ impl TestDatabase {
                 .await
                 .expect("drop stale");
             admin
-                .execute_unprepared(&format!("CREATE DATABASE {building}"))
+                .execute_unprepared(&format!("CREATE DATABASE {building} OWNER {OWNER}"))
                 .await
                 .expect("create template");
-            let url = format!("{}/{building}", server_url());
+            // Migrated as the owner, so every object is the owner's.
+            let url = owner_url(&building);
             let db = store_pg_connect(&url).await;
             tessera::database::migrate(&db)
                 .await
@@ -78,7 +105,9 @@ impl TestDatabase {
         }
         let name = format!("tessera_test_{}", uuid::Uuid::now_v7().simple());
         admin
-            .execute_unprepared(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
+            .execute_unprepared(&format!(
+                "CREATE DATABASE {name} TEMPLATE {template} OWNER {OWNER}"
+            ))
             .await
             .expect("clone template");
         admin
@@ -86,7 +115,7 @@ impl TestDatabase {
             .await
             .expect("unlock");
         admin.close().await.expect("close");
-        let url = format!("{}/{name}", server_url());
+        let url = owner_url(&name);
         Self { name, url }
     }
 
@@ -94,14 +123,21 @@ impl TestDatabase {
     /// before a restore.
     pub async fn empty() -> Self {
         let admin = maintenance().await;
+        ensure_owner(&admin).await;
         let name = format!("tessera_test_{}", uuid::Uuid::now_v7().simple());
         admin
-            .execute_unprepared(&format!("CREATE DATABASE {name}"))
+            .execute_unprepared(&format!("CREATE DATABASE {name} OWNER {OWNER}"))
             .await
             .expect("create database");
         admin.close().await.expect("close");
-        let url = format!("{}/{name}", server_url());
+        let url = owner_url(&name);
         Self { name, url }
+    }
+
+    /// Its URL as the cluster's own administrator, for what only a role
+    /// with `CREATEDB` may do (create the database when it is missing).
+    pub fn superuser_url(&self) -> String {
+        format!("{}/{}", server_url(), self.name)
     }
 
     /// Runs `sql` in this database (for arranging states no route can reach)

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tessera::{Application, Config, Services};
 
 pub use crate::cluster::Cluster;
-pub use crate::db::TestDatabase;
+pub use crate::db::{OWNER as TEST_DATABASE_OWNER, TestDatabase};
 pub use crate::oauth_mock::{
     ClaimsShape, IdTokenFault, MOCK_CLIENT_ID, MOCK_CLIENT_SECRET, MockProvider, MockUser,
 };
@@ -121,7 +121,10 @@ async fn spawn_on(
     let db = TestDatabase::create().await;
     let smtp = SmtpSink::start().await;
     let mut config = Config::for_database(&db.url);
-    config.bind = "127.0.0.1:0".into();
+    // Bound now, so `configure` may name the port (a public URL) and no
+    // other process takes it meanwhile.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    config.bind = listener.local_addr().expect("bound").to_string();
     config.public_url = "http://tessera.test".into();
     config.smtp_url = Some(smtp.url());
     config.mail_poll = std::time::Duration::from_millis(100);
@@ -139,7 +142,7 @@ async fn spawn_on(
             config.database_pool_size,
         );
         config.database_migrate_url = Some(db.url.clone());
-        config.database_url = bouncer.url(&db.name);
+        config.database_url = bouncer.url_for(&db.url);
         config.database_transaction_pooler = true;
         bouncer
     });
@@ -157,12 +160,12 @@ async fn spawn_on(
         .await
         .expect("admin");
     let port = if base_path.is_empty() {
-        let app = Application::build(&config, &services).expect("server builds");
+        let app = Application::listening(listener, &config, &services).expect("server builds");
         let port = app.port();
         tokio::spawn(app.run_until_stopped());
         port
     } else {
-        embed(&config, &services, base_path)
+        embed(&config, &services, base_path, listener)
     };
     let address = format!("http://127.0.0.1:{port}{base_path}");
     let client = reqwest::Client::builder()
@@ -183,10 +186,14 @@ async fn spawn_on(
 
 /// Serves `services` under `base_path` in an application of the test's own,
 /// as a host service would; answers the port.
-fn embed(config: &Config, services: &Services, base_path: &str) -> u16 {
+fn embed(
+    config: &Config,
+    services: &Services,
+    base_path: &str,
+    listener: std::net::TcpListener,
+) -> u16 {
     let tessera = tessera::Tessera::new(config, services, base_path).expect("embeds");
     tessera.start_workers().expect("workers start");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
     let port = listener.local_addr().expect("bound").port();
     let server = actix_web::HttpServer::new(move || actix_web::App::new().service(tessera.scope()))
         .listen(listener)
@@ -203,6 +210,7 @@ impl TestApp {
     pub async fn spawn_peer(&self) -> String {
         let mut config = self.config.clone();
         config.smtp_url = None;
+        config.bind = "127.0.0.1:0".into();
         let services = Services::start(&config.services(), Arc::new(kernel::SystemClock))
             .await
             .expect("peer services start");

@@ -31,7 +31,11 @@ impl PgBouncer {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("pgbouncer directory");
         let users = dir.join("users.txt");
-        std::fs::write(&users, "\"postgres\" \"\"\n").expect("users file");
+        std::fs::write(
+            &users,
+            format!("\"postgres\" \"\"\n\"{}\" \"\"\n", crate::db::OWNER),
+        )
+        .expect("users file");
         let ini = dir.join("pgbouncer.ini");
         std::fs::write(
             &ini,
@@ -76,9 +80,13 @@ impl PgBouncer {
         bouncer
     }
 
-    /// `postgres://postgres@127.0.0.1:<port>/<database>` through the pooler.
-    pub fn url(&self, database: &str) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    /// `direct` (a URL of the server behind) through the pooler: the same
+    /// user and database.
+    pub fn url_for(&self, direct: &str) -> String {
+        let mut url = url::Url::parse(direct).expect("a database URL");
+        url.set_host(Some("127.0.0.1")).expect("a host");
+        url.set_port(Some(self.port)).expect("a port");
+        url.to_string()
     }
 
     fn wait_until_listening(&self) {

@@ -13,6 +13,8 @@
 //! costs). The statement timeout, carried by the connection otherwise, is
 //! set by each transaction's `BEGIN` (`SET LOCAL`).
 
+mod pooled;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,7 +27,8 @@ use sea_orm::{
     TransactionOptions, TransactionSession, TransactionTrait, Values,
 };
 use sea_query_sqlx::SqlxValues;
-use tokio::sync::Mutex;
+
+use self::pooled::Pooled;
 
 /// The pool every statement of the store runs on.
 #[derive(Clone)]
@@ -159,15 +162,7 @@ impl Db {
                 .map(Txn::Direct);
         }
         let txn = self.begin_pooled(isolation, access).await?;
-        Ok(Txn::Pooled(Pooled {
-            shared: Arc::new(Mutex::new(Shared {
-                txn: Some(txn),
-                savepoints: 0,
-                pending: None,
-            })),
-            level: 0,
-            open: true,
-        }))
+        Ok(Txn::Pooled(Pooled::new(txn)))
     }
 }
 
@@ -193,6 +188,21 @@ async fn rows(
         .await
         .map_err(sqlx_error_to_query_err)?;
     Ok(rows.into_iter().map(QueryResult::from).collect())
+}
+
+/// The first row of `statement`, unnamed on `connection` (the server is
+/// asked for one row, as the ORM's own `query_one` does).
+async fn first_row(
+    connection: &mut PgConnection,
+    statement: Statement,
+) -> Result<Option<QueryResult>, DbErr> {
+    let values = SqlxValues(statement.values.unwrap_or(Values(Vec::new())));
+    let row = sqlx::query_with(sqlx::AssertSqlSafe(statement.sql), values)
+        .persistent(false)
+        .fetch_optional(connection)
+        .await
+        .map_err(sqlx_error_to_query_err)?;
+    Ok(row.map(QueryResult::from))
 }
 
 /// Runs `statement` unnamed on `connection`.
@@ -241,7 +251,7 @@ impl ConnectionTrait for Db {
     async fn query_one_raw(&self, statement: Statement) -> Result<Option<QueryResult>, DbErr> {
         match self.pooler {
             None => self.orm.query_one_raw(statement).await,
-            Some(_) => Ok(self.query_all_raw(statement).await?.into_iter().next()),
+            Some(_) => self.alone(|c| Box::pin(first_row(c, statement))).await,
         }
     }
 
@@ -323,80 +333,12 @@ pub(crate) enum Txn {
     Pooled(Pooled),
 }
 
-/// A transaction (level 0) or savepoint (level 1 and up) on a
-/// connection behind the pooler, rolled back when dropped unfinished.
-pub(crate) struct Pooled {
-    shared: Arc<Mutex<Shared>>,
-    level: usize,
-    open: bool,
-}
-
-/// A pooled transaction's connection and its savepoints.
-struct Shared {
-    /// The driver's transaction (rolled back by the driver when dropped
-    /// uncommitted); `None` once ended.
-    txn: Option<sqlx::Transaction<'static, Postgres>>,
-    /// How many savepoints are open.
-    savepoints: usize,
-    /// The rollback of a savepoint dropped unfinished, sent before the
-    /// transaction's next statement.
-    pending: Option<String>,
-}
-
-impl Shared {
-    /// The connection, with any pending rollback sent first.
-    async fn connection(&mut self) -> Result<&mut PgConnection, DbErr> {
-        let txn = self
-            .txn
-            .as_mut()
-            .ok_or_else(|| DbErr::Custom("the transaction has ended".into()))?;
-        if let Some(sql) = self.pending.take() {
-            execute_simple(txn, sql).await?;
-        }
-        Ok(txn)
-    }
-}
-
-/// A savepoint's name.
-fn savepoint(level: usize) -> String {
-    format!("tessera_savepoint_{level}")
-}
-
-/// What undoes savepoint `level` and closes it.
-fn undo_savepoint(level: usize) -> String {
-    let name = savepoint(level);
-    format!("ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
-}
-
-impl Drop for Pooled {
-    fn drop(&mut self) {
-        // A transaction's driver rolls it back itself, with the
-        // connection's next exchange (the pool's check when it is given
-        // back); a savepoint's rollback goes before the next statement.
-        if !self.open || self.level == 0 {
-            return;
-        }
-        let level = self.level;
-        let mark = move |shared: &mut Shared| {
-            shared.pending = Some(undo_savepoint(level));
-            shared.savepoints = level - 1;
-        };
-        match self.shared.try_lock() {
-            Ok(mut shared) => mark(&mut shared),
-            Err(_) => {
-                let shared = self.shared.clone();
-                tokio::spawn(async move { mark(&mut *shared.lock().await) });
-            }
-        }
-    }
-}
-
 impl Txn {
     /// Commits the transaction (a savepoint: releases it).
     pub(crate) async fn commit(self) -> Result<(), DbErr> {
         match self {
             Txn::Direct(txn) => txn.commit().await,
-            Txn::Pooled(pooled) => Txn::end(pooled, true).await,
+            Txn::Pooled(pooled) => pooled.end(true).await,
         }
     }
 
@@ -404,7 +346,7 @@ impl Txn {
     pub(crate) async fn rollback(self) -> Result<(), DbErr> {
         match self {
             Txn::Direct(txn) => txn.rollback().await,
-            Txn::Pooled(pooled) => Txn::end(pooled, false).await,
+            Txn::Pooled(pooled) => pooled.end(false).await,
         }
     }
 
@@ -432,39 +374,6 @@ impl Txn {
             }
         }
     }
-
-    /// Ends a pooled transaction or savepoint: committed, or rolled back.
-    async fn end(mut pooled: Pooled, commit: bool) -> Result<(), DbErr> {
-        pooled.open = false;
-        let mut shared = pooled.shared.lock().await;
-        if pooled.level > 0 {
-            let name = savepoint(pooled.level);
-            let sql = match commit {
-                true => format!("RELEASE SAVEPOINT {name}"),
-                false => undo_savepoint(pooled.level),
-            };
-            shared.savepoints = pooled.level - 1;
-            execute_simple(shared.connection().await?, sql).await?;
-            return Ok(());
-        }
-        // A dropped savepoint's rollback goes before the commit (its work
-        // is undone); a rollback undoes everything anyway.
-        match commit {
-            true => {
-                shared.connection().await?;
-            }
-            false => shared.pending = None,
-        }
-        let txn = shared
-            .txn
-            .take()
-            .ok_or_else(|| DbErr::Custom("the transaction has ended".into()))?;
-        match commit {
-            true => txn.commit().await,
-            false => txn.rollback().await,
-        }
-        .map_err(sqlx_error_to_exec_err)
-    }
 }
 
 #[async_trait::async_trait]
@@ -477,7 +386,7 @@ impl ConnectionTrait for Txn {
         match self {
             Txn::Direct(txn) => txn.execute_raw(statement).await,
             Txn::Pooled(pooled) => {
-                execute(pooled.shared.lock().await.connection().await?, statement).await
+                execute(pooled.lock().await.connection().await?, statement).await
             }
         }
     }
@@ -486,11 +395,7 @@ impl ConnectionTrait for Txn {
         match self {
             Txn::Direct(txn) => txn.execute_unprepared(sql).await,
             Txn::Pooled(pooled) => {
-                execute_simple(
-                    pooled.shared.lock().await.connection().await?,
-                    sql.to_owned(),
-                )
-                .await
+                execute_simple(pooled.lock().await.connection().await?, sql.to_owned()).await
             }
         }
     }
@@ -498,22 +403,16 @@ impl ConnectionTrait for Txn {
     async fn query_one_raw(&self, statement: Statement) -> Result<Option<QueryResult>, DbErr> {
         match self {
             Txn::Direct(txn) => txn.query_one_raw(statement).await,
-            Txn::Pooled(pooled) => Ok(rows(
-                pooled.shared.lock().await.connection().await?,
-                statement,
-            )
-            .await?
-            .into_iter()
-            .next()),
+            Txn::Pooled(pooled) => {
+                first_row(pooled.lock().await.connection().await?, statement).await
+            }
         }
     }
 
     async fn query_all_raw(&self, statement: Statement) -> Result<Vec<QueryResult>, DbErr> {
         match self {
             Txn::Direct(txn) => txn.query_all_raw(statement).await,
-            Txn::Pooled(pooled) => {
-                rows(pooled.shared.lock().await.connection().await?, statement).await
-            }
+            Txn::Pooled(pooled) => rows(pooled.lock().await.connection().await?, statement).await,
         }
     }
 }
@@ -525,18 +424,7 @@ impl TransactionTrait for Txn {
     async fn begin(&self) -> Result<Txn, DbErr> {
         match self {
             Txn::Direct(txn) => txn.begin().await.map(Txn::Direct),
-            Txn::Pooled(pooled) => {
-                let mut shared = pooled.shared.lock().await;
-                let level = shared.savepoints + 1;
-                let sql = format!("SAVEPOINT {}", savepoint(level));
-                execute_simple(shared.connection().await?, sql).await?;
-                shared.savepoints = level;
-                Ok(Txn::Pooled(Pooled {
-                    shared: pooled.shared.clone(),
-                    level,
-                    open: true,
-                }))
-            }
+            Txn::Pooled(pooled) => pooled.savepoint().await.map(Txn::Pooled),
         }
     }
 
