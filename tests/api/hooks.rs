@@ -547,6 +547,19 @@ async fn a_slow_hook_is_504_and_hooks_hold_only_pure_steps() {
     assert_eq!(slow.status, StatusCode::GATEWAY_TIMEOUT, "{:?}", slow.body);
     assert_eq!(slow.code(), "WORKFLOW_SYNC_TIMEOUT");
     assert_eq!(count(&app, &admin).await, 1);
+
+    // A session remembered by its last write, then ended: the hook's
+    // timeout is not what it is answered.
+    let ended = app
+        .login(testkit::ADMIN_EMAIL, testkit::ADMIN_PASSWORD)
+        .await;
+    let known = order(&app, &ended, json!({ "item": "fast", "quantity": 1 })).await;
+    assert_eq!(known.status, StatusCode::CREATED, "{:?}", known.body);
+    let out = app.post("/api/auth/logout", &ended, json!({})).await;
+    assert!(out.status.is_success(), "{:?}", out.body);
+    let late = order(&app, &ended, json!({ "item": "slow", "quantity": 1 })).await;
+    assert_eq!(late.status, StatusCode::UNAUTHORIZED, "{:?}", late.body);
+    assert_eq!(count(&app, &admin).await, 2);
 }
 
 #[tokio::test]

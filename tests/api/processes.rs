@@ -666,7 +666,10 @@ async fn a_stopped_process_hands_its_claimed_emails_over_at_once() {
     // Each email takes the first sink 300 ms: the whole claim of ten is
     // still being sent when the process is told to stop.
     let slow = SmtpSink::start_slow(Duration::from_millis(300)).await;
-    let (mut first, _) = serve(&db, &[("TESSERA_SMTP_URL", slow.url())]).await;
+    // Its log kept: it tells what became of the claimed emails.
+    let url = slow.url();
+    let (mut first, _, first_log) =
+        crate::binary::serve_logged(&db.url, &[("TESSERA_SMTP_URL", url.as_str())]).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     while slow.emails().is_empty() {
         assert!(
@@ -690,12 +693,16 @@ async fn a_stopped_process_hands_its_claimed_emails_over_at_once() {
 
     let fast = SmtpSink::start().await;
     let (_second, _) = serve(&db, &[("TESSERA_SMTP_URL", fast.url())]).await;
-    until_zero(
-        &db,
-        "SELECT count(*)::text FROM svc.email_outbox WHERE sent_at IS NULL",
+    let unsent = "SELECT count(*)::text FROM svc.email_outbox WHERE sent_at IS NULL";
+    let handed_over = tokio::time::timeout(
         Duration::from_secs(10),
-    )
-    .await;
+        until_zero(&db, unsent, Duration::from_secs(3600)),
+    );
+    assert!(
+        handed_over.await.is_ok(),
+        "{unsent} not 0 after 10 s; the first process logged:\n{}",
+        first_log.lock().unwrap()
+    );
     assert!(stopping.elapsed() < Duration::from_secs(20));
     let mut recipients: Vec<String> = slow
         .emails()

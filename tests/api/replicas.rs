@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use testkit::{Cluster, TestApp, spawn_app_with};
+use testkit::{Cluster, PgBouncer, TestApp, spawn_app_with};
 
 use crate::binary::serve_with;
 use crate::data::{create_role, create_table, expose, grant, member};
@@ -24,6 +24,9 @@ struct Setup {
     admin: String,
     primary: Arc<Cluster>,
     replica: Arc<Cluster>,
+    /// The primary's and the replica's own PgBouncer, when the tests run
+    /// through one.
+    _poolers: Option<(PgBouncer, PgBouncer)>,
     role: String,
     resource: String,
     grant: String,
@@ -33,9 +36,16 @@ async fn setup(max_lag_ms: u64) -> Setup {
     let primary = Arc::new(Cluster::start());
     let replica = Arc::new(primary.replica());
     let (url, read_url) = (primary.url(DATABASE), replica.url(DATABASE));
+    // Each behind a PgBouncer of its own when the tests run through one.
+    let poolers = testkit::through_pooler().then(|| (pooler_of(&url), pooler_of(&read_url)));
+    let (through, read_through) = match &poolers {
+        Some((first, second)) => (first.url_for(&url), second.url_for(&read_url)),
+        None => (url.clone(), read_url.clone()),
+    };
     let app = spawn_app_with(move |config| {
-        config.database_url = url;
-        config.database_read_urls = vec![read_url];
+        config.database_migrate_url = Some(url);
+        config.database_url = through;
+        config.database_read_urls = vec![read_through];
     })
     .await;
     let admin = app.admin_session().await;
@@ -85,10 +95,17 @@ async fn setup(max_lag_ms: u64) -> Setup {
         admin,
         primary,
         replica,
+        _poolers: poolers,
         role,
         resource,
         grant,
     }
+}
+
+/// A PgBouncer in front of the server of `url`.
+fn pooler_of(url: &str) -> PgBouncer {
+    let url = url::Url::parse(url).unwrap();
+    PgBouncer::start(url.host_str().unwrap(), url.port().unwrap(), 16)
 }
 
 impl Setup {

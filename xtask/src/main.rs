@@ -284,6 +284,7 @@ const POOLED_MODULES: &[&str] = &[
     "realtime",
     "instances",
     "processes",
+    "replicas",
     "sql_console",
     "schema",
 ];

@@ -143,6 +143,7 @@ impl PgBouncer {
         let child = command
             .arg(&ini)
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("starting pgbouncer: {e}"))?;
         let bouncer = Self {

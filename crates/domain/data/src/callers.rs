@@ -128,11 +128,46 @@ impl DataService {
             let caller = request.caller(&known.principal);
             match run(caller, known.version).await {
                 Ok(answer) => return Ok(answer),
-                Err(error) if !effect.retries(&error) => return Err(error),
+                Err(error) if !effect.retries(&error) => {
+                    // Not planned again as it stands (a write is never sent
+                    // twice, a timeout would only time out again), and
+                    // answered only if the caller is still the one it was
+                    // planned for.
+                    match self
+                        .unchanged(request, plane, &lookup, known.version)
+                        .await?
+                    {
+                        true => return Err(error),
+                        false if effect == Effect::Writes => return Err(StoreError::Stale.into()),
+                        false => {}
+                    }
+                }
                 Err(_) => {}
             }
         }
         self.as_current_caller(request, plane, run).await
+    }
+
+    /// Whether the bearer still stands for the caller of `plane` read at
+    /// `version`: refused as resolving it afresh refuses it, false when
+    /// credentials or roles changed since.
+    async fn unchanged(
+        &self,
+        request: DataRequest<'_>,
+        plane: Plane,
+        lookup: &CredentialLookup,
+        version: i64,
+    ) -> Result<bool, DataError> {
+        match self.auth.resolve(request.bearer).await {
+            Ok(resolved) => {
+                resolved.principal.authorize(plane, false)?;
+                Ok(resolved.versions.auth == version)
+            }
+            Err(refused) => {
+                self.callers.forget(lookup);
+                Err(refused.into())
+            }
+        }
     }
 
     /// Runs `run` as the caller the bearer stands for on `plane`, resolved
