@@ -134,7 +134,7 @@ impl DataService {
                     // answered only if the caller is still the one it was
                     // planned for.
                     match self
-                        .unchanged(request, plane, &lookup, known.version)
+                        .unchanged(request, plane, &lookup, &known.principal)
                         .await?
                     {
                         true => return Err(error),
@@ -148,20 +148,21 @@ impl DataService {
         self.as_current_caller(request, plane, run).await
     }
 
-    /// Whether the bearer still stands for the caller of `plane` read at
-    /// `version`: refused as resolving it afresh refuses it, false when
-    /// credentials or roles changed since.
+    /// Whether the bearer still stands for `principal` on `plane`: refused
+    /// as resolving it afresh refuses it, false when its roles or anything
+    /// else of the caller changed since (not merely the shared auth
+    /// version, which any sign-out moves).
     async fn unchanged(
         &self,
         request: DataRequest<'_>,
         plane: Plane,
         lookup: &CredentialLookup,
-        version: i64,
+        principal: &Principal,
     ) -> Result<bool, DataError> {
         match self.auth.resolve(request.bearer).await {
             Ok(resolved) => {
                 resolved.principal.authorize(plane, false)?;
-                Ok(resolved.versions.auth == version)
+                Ok(resolved.principal == *principal)
             }
             Err(refused) => {
                 self.callers.forget(lookup);
